@@ -1,0 +1,71 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// APIKeySpec asks for a key acting as one tenant user.
+type APIKeySpec struct {
+	// User is the email of a user of the tenant; the key carries that user's current permissions.
+	// +kubebuilder:validation:MinLength=3
+	User string `json:"user"`
+	// ExpiresAt defaults to 365 days after creation.
+	// +optional
+	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
+	// Revoked makes the key fail with 401 at once.
+	// +optional
+	Revoked bool `json:"revoked,omitempty"`
+	// SecretName receives the key (data key api-key); default <name>-api-key.
+	// +optional
+	SecretName string `json:"secretName,omitempty"`
+}
+
+// APIKeyStatus never holds key material: only its public prefix and a hash.
+type APIKeyStatus struct {
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Prefix is the public part of the key (pk_xxxxxxxx).
+	// +optional
+	Prefix string `json:"prefix,omitempty"`
+	// Hash is the SHA-256 of the key, hex.
+	// +optional
+	Hash string `json:"hash,omitempty"`
+	// +optional
+	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
+	// +optional
+	SecretName string `json:"secretName,omitempty"`
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// APIKey is a credential for the API and the MCP server.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=posture
+// +kubebuilder:printcolumn:name="User",type=string,JSONPath=`.spec.user`
+// +kubebuilder:printcolumn:name="Prefix",type=string,JSONPath=`.status.prefix`
+// +kubebuilder:printcolumn:name="Secret",type=string,JSONPath=`.status.secretName`
+// +kubebuilder:printcolumn:name="Revoked",type=boolean,JSONPath=`.spec.revoked`
+// +kubebuilder:printcolumn:name="Expires",type=date,JSONPath=`.status.expiresAt`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+type APIKey struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   APIKeySpec   `json:"spec"`
+	Status APIKeyStatus `json:"status,omitempty"`
+}
+
+// APIKeyList contains a list of APIKey.
+// +kubebuilder:object:root=true
+type APIKeyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []APIKey `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&APIKey{}, &APIKeyList{})
+}

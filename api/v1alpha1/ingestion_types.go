@@ -1,0 +1,137 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// IngestionPhase is the job status the API reports as attributes.status.
+// +kubebuilder:validation:Enum=pending;processing;completed;failed
+type IngestionPhase string
+
+const (
+	IngestionPending    IngestionPhase = "pending"
+	IngestionProcessing IngestionPhase = "processing"
+	IngestionCompleted  IngestionPhase = "completed"
+	IngestionFailed     IngestionPhase = "failed"
+)
+
+// Terminal reports whether nothing will ever change the phase again.
+func (p IngestionPhase) Terminal() bool {
+	return p == IngestionCompleted || p == IngestionFailed
+}
+
+// UploadSource is a report uploaded through the API and stored as a blob.
+type UploadSource struct {
+	// BlobID identifies the stored upload.
+	// +kubebuilder:validation:MinLength=1
+	BlobID string `json:"blobID"`
+	// Filename as uploaded; ends in .ocsf.json.
+	// +kubebuilder:validation:Pattern=`\.ocsf\.json$`
+	Filename string `json:"filename"`
+	// Size in bytes.
+	// +kubebuilder:validation:Minimum=0
+	Size int64 `json:"size"`
+	// SHA256 of the content, lowercase hex.
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
+	SHA256 string `json:"sha256"`
+}
+
+// IngestionSource says where the report comes from. Exactly one member is set.
+type IngestionSource struct {
+	// +optional
+	Upload *UploadSource `json:"upload,omitempty"`
+}
+
+// Requester records who submitted the report, without any key material.
+type Requester struct {
+	// +optional
+	User string `json:"user,omitempty"`
+	// APIKeyPrefix is the public prefix of the key used, never the key.
+	// +optional
+	APIKeyPrefix string `json:"apiKeyPrefix,omitempty"`
+}
+
+// IngestionSpec is immutable: a retry is a new Ingestion.
+// +kubebuilder:validation:XValidation:rule="has(self.source.upload)",message="spec.source must set upload"
+type IngestionSpec struct {
+	Source IngestionSource `json:"source"`
+	// RecordCount is the number of records counted in the file at upload.
+	// +kubebuilder:validation:Minimum=0
+	RecordCount int64 `json:"recordCount"`
+	// +optional
+	RequestedBy Requester `json:"requestedBy,omitempty"`
+}
+
+// IngestionSummary counts records; processed includes invalid ones.
+type IngestionSummary struct {
+	Total     int64 `json:"total"`
+	Processed int64 `json:"processed"`
+	Invalid   int64 `json:"invalid"`
+}
+
+// IngestionStatus is written only by the ingestion controller.
+type IngestionStatus struct {
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Phase is the job status: pending, processing, completed or failed.
+	// +optional
+	Phase IngestionPhase `json:"phase,omitempty"`
+	// +optional
+	Summary IngestionSummary `json:"summary"`
+	// +optional
+	RequestedAt *metav1.Time `json:"requestedAt,omitempty"`
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// +optional
+	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+	// Attempt counts executor starts; the worker writes progress under it.
+	// +optional
+	Attempt int32 `json:"attempt,omitempty"`
+	// JobName is the batch/v1 Job running the parse (job executor only).
+	// +optional
+	JobName string `json:"jobName,omitempty"`
+	// Message explains the current phase, notably why it failed.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Providers resolved for this run, as type/uid.
+	// +listType=set
+	// +optional
+	Providers []string `json:"providers,omitempty"`
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Ingestion is one uploaded OCSF report and the job that turns it into findings.
+// Its name is the job id the API returns.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=posture
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Total",type=integer,JSONPath=`.status.summary.total`
+// +kubebuilder:printcolumn:name="Processed",type=integer,JSONPath=`.status.summary.processed`
+// +kubebuilder:printcolumn:name="Invalid",type=integer,JSONPath=`.status.summary.invalid`
+// +kubebuilder:printcolumn:name="File",type=string,JSONPath=`.spec.source.upload.filename`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`,priority=1
+type Ingestion struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable; submit a new Ingestion to retry"
+	Spec   IngestionSpec   `json:"spec"`
+	Status IngestionStatus `json:"status,omitempty"`
+}
+
+// IngestionList contains a list of Ingestion.
+// +kubebuilder:object:root=true
+type IngestionList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Ingestion `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Ingestion{}, &IngestionList{})
+}

@@ -1,0 +1,136 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Permission names of the platform's RBAC.
+// +kubebuilder:validation:Enum=manage_ingestions;manage_providers;manage_scans;manage_users;manage_account;manage_billing;unlimited_visibility
+type Permission string
+
+const (
+	PermissionManageIngestions   Permission = "manage_ingestions"
+	PermissionManageProviders    Permission = "manage_providers"
+	PermissionManageScans        Permission = "manage_scans"
+	PermissionManageUsers        Permission = "manage_users"
+	PermissionManageAccount      Permission = "manage_account"
+	PermissionManageBilling      Permission = "manage_billing"
+	PermissionUnlimitedVisbility Permission = "unlimited_visibility"
+)
+
+// Subscription is the tenant's paid plan. Ingestion needs an active one.
+type Subscription struct {
+	// Active is false for tenants without a subscription; they get HTTP 402 on ingestion.
+	// +optional
+	Active bool `json:"active,omitempty"`
+	// Plan is a free-form plan label.
+	// +optional
+	Plan string `json:"plan,omitempty"`
+	// ProviderLimit is how many providers the plan bills for; 0 means unlimited.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	ProviderLimit int32 `json:"providerLimit,omitempty"`
+}
+
+// Role is a named set of permissions.
+type Role struct {
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// +listType=set
+	// +optional
+	Permissions []Permission `json:"permissions,omitempty"`
+}
+
+// SecretKeyRef names a key of a Secret in the tenant namespace.
+type SecretKeyRef struct {
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// +kubebuilder:default=password
+	// +optional
+	Key string `json:"key,omitempty"`
+}
+
+// User is a person of the tenant.
+type User struct {
+	// +kubebuilder:validation:MinLength=3
+	Email string `json:"email"`
+	// Role names one of spec.roles.
+	Role string `json:"role"`
+	// PasswordSecretRef is a Secret in the tenant namespace holding the password.
+	// +optional
+	PasswordSecretRef *SecretKeyRef `json:"passwordSecretRef,omitempty"`
+}
+
+// TenantSpec defines a tenant: its namespace, subscription, roles and users.
+type TenantSpec struct {
+	// Namespace holds the tenant's objects; default tenant-<name>. Created if absent.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// +optional
+	Subscription Subscription `json:"subscription,omitempty"`
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Roles []Role `json:"roles,omitempty"`
+	// +listType=map
+	// +listMapKey=email
+	// +optional
+	Users []User `json:"users,omitempty"`
+}
+
+// TenantStatus is the observed state of a tenant.
+type TenantStatus struct {
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Namespace actually used by the tenant.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// Providers is the number of billed providers.
+	// +optional
+	Providers int32 `json:"providers"`
+	// ProviderLimit mirrors spec.subscription.providerLimit; 0 means unlimited.
+	// +optional
+	ProviderLimit int32 `json:"providerLimit"`
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Tenant is an isolated customer of the platform.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,categories=posture
+// +kubebuilder:printcolumn:name="Namespace",type=string,JSONPath=`.status.namespace`
+// +kubebuilder:printcolumn:name="Subscribed",type=boolean,JSONPath=`.spec.subscription.active`
+// +kubebuilder:printcolumn:name="Providers",type=integer,JSONPath=`.status.providers`
+// +kubebuilder:printcolumn:name="Limit",type=integer,JSONPath=`.status.providerLimit`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Tenant struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   TenantSpec   `json:"spec,omitempty"`
+	Status TenantStatus `json:"status,omitempty"`
+}
+
+// NamespaceName is the namespace the tenant's objects live in.
+func (t *Tenant) NamespaceName() string {
+	if t.Spec.Namespace != "" {
+		return t.Spec.Namespace
+	}
+	return "tenant-" + t.Name
+}
+
+// TenantList contains a list of Tenant.
+// +kubebuilder:object:root=true
+type TenantList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Tenant `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Tenant{}, &TenantList{})
+}

@@ -1,0 +1,214 @@
+// Command manager runs the Posture operator: the controllers (leader-elected),
+// the REST API on every replica, and optionally the in-process ingestion
+// executor. `manager worker` runs one ingestion attempt and exits; it is what
+// the Job executor's pods run.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/controllers"
+	"github.com/posture-dev/posture/internal/auth"
+	"github.com/posture-dev/posture/internal/ingest"
+	"github.com/posture-dev/posture/internal/store/engines"
+	"github.com/posture-dev/posture/webhook"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "worker" {
+		os.Exit(runWorker(os.Args[2:]))
+	}
+	os.Exit(runManager(os.Args[1:]))
+}
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+type managerFlags struct {
+	apiAddr, probeAddr, metricsAddr string
+	leaderElect                     bool
+	leaderElectionNamespace         string
+	executor                        string
+	workers                         int
+	storeDriver, storeDSN           string
+	maxUploadBytes                  int64
+	job                             controllers.WorkerJobConfig
+	staticTenant, staticNamespace   string
+	pollInterval                    time.Duration
+}
+
+func runManager(args []string) int {
+	var f managerFlags
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	fs.StringVar(&f.apiAddr, "api-bind-address", ":8080", "Address of the REST API.")
+	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz.")
+	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "0", "Address of Prometheus metrics; 0 disables.")
+	fs.BoolVar(&f.leaderElect, "leader-elect", false, "Elect a leader so only one replica runs controllers.")
+	fs.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader-election Lease (default: the pod's).")
+	fs.StringVar(&f.executor, "executor", env("POSTURE_EXECUTOR", "inprocess"), "Where ingestions run: job (a batch/v1 Job each) or inprocess.")
+	fs.IntVar(&f.workers, "workers", 2, "In-process executor: ingestions parsed at once.")
+	fs.StringVar(&f.storeDriver, "store-driver", env("POSTURE_STORE_DRIVER", "sqlite"), "Store engine: sqlite or postgres.")
+	fs.StringVar(&f.storeDSN, "store-dsn", "", "SQLite file path or PostgreSQL DSN (default: env POSTURE_STORE_DSN).")
+	fs.Int64Var(&f.maxUploadBytes, "max-upload-bytes", webhook.DefaultMaxUploadBytes, "Largest accepted report; larger uploads get 413.")
+	fs.DurationVar(&f.pollInterval, "poll-interval", time.Second, "How often progress is mirrored into Ingestion status while processing.")
+	fs.StringVar(&f.job.Namespace, "job-namespace", env("POD_NAMESPACE", "posture-system"), "Job executor: namespace of worker Jobs.")
+	fs.StringVar(&f.job.Image, "job-image", env("POSTURE_WORKER_IMAGE", ""), "Job executor: worker image (the manager's own).")
+	fs.StringVar(&f.job.StoreSecret, "job-store-secret", "posture-store", "Job executor: Secret holding the store DSN.")
+	fs.StringVar(&f.job.StoreSecretKey, "job-store-secret-key", "dsn", "Job executor: key of the DSN in that Secret.")
+	fs.StringVar(&f.staticTenant, "static-tenant", "", "Authenticate POSTURE_STATIC_API_KEY as an administrator of this tenant.")
+	fs.StringVar(&f.staticNamespace, "static-tenant-namespace", "", "Namespace of --static-tenant (default tenant-<name>).")
+	opts := zap.Options{}
+	opts.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	log := ctrl.Log.WithName("setup")
+	if f.storeDSN == "" {
+		f.storeDSN = os.Getenv("POSTURE_STORE_DSN")
+	}
+	f.job.StoreDriver = f.storeDriver
+	if err := serve(ctrl.SetupSignalHandler(), f, log); err != nil {
+		log.Error(err, "manager stopped")
+		return 1
+	}
+	return 0
+}
+
+func serve(ctx context.Context, f managerFlags, log logr.Logger) error {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(posturev1.AddToScheme(scheme))
+
+	authn, err := authenticator(f)
+	if err != nil {
+		return err
+	}
+	st, err := engines.Open(ctx, f.storeDriver, f.storeDSN)
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	defer st.Close()
+
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
+		HealthProbeBindAddress:  f.probeAddr,
+		LeaderElection:          f.leaderElect,
+		LeaderElectionID:        "manager.posture.dev",
+		LeaderElectionNamespace: f.leaderElectionNamespace,
+		// Worker Jobs live only in the operator namespace: cache them there alone.
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&batchv1.Job{}: {Namespaces: map[string]cache.Config{f.job.Namespace: {}}},
+		}},
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+
+	var (
+		executor controllers.Executor
+		done     <-chan event.TypedGenericEvent[*posturev1.Ingestion]
+	)
+	switch f.executor {
+	case "inprocess":
+		worker := &ingest.Worker{Store: st, Log: ctrl.Log.WithName("worker")}
+		executor, done, err = controllers.NewInProcessExecutor(mgr, worker, f.workers)
+		if err != nil {
+			return err
+		}
+	case "job":
+		if f.job.Image == "" {
+			return errors.New("the job executor needs --job-image (or POSTURE_WORKER_IMAGE)")
+		}
+		if f.storeDriver == "sqlite" {
+			return errors.New("the job executor needs a store its pods can reach: use --store-driver postgres")
+		}
+		f.job.ImagePullPolicy = corev1.PullIfNotPresent
+		executor = &controllers.JobExecutor{Client: mgr.GetClient(), Config: f.job}
+	default:
+		return fmt.Errorf("unknown --executor %q: use job or inprocess", f.executor)
+	}
+
+	if err := (&controllers.IngestionReconciler{
+		Client:       mgr.GetClient(),
+		Store:        st,
+		Executor:     executor,
+		Recorder:     mgr.GetEventRecorder("posture-ingestion"),
+		PollInterval: f.pollInterval,
+		Done:         done,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up ingestion controller: %w", err)
+	}
+
+	api := &webhook.Server{
+		Client:         mgr.GetClient(),
+		APIReader:      mgr.GetAPIReader(),
+		Store:          st,
+		Auth:           authn,
+		Log:            ctrl.Log.WithName("api"),
+		Addr:           f.apiAddr,
+		MaxUploadBytes: f.maxUploadBytes,
+	}
+	if err := mgr.Add(api); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	log.Info("starting manager", "executor", executor.Name(), "store", f.storeDriver, "api", f.apiAddr)
+	return mgr.Start(ctx)
+}
+
+func authenticator(f managerFlags) (auth.Authenticator, error) {
+	key := os.Getenv("POSTURE_STATIC_API_KEY")
+	if f.staticTenant == "" || key == "" {
+		return nil, errors.New("set --static-tenant and POSTURE_STATIC_API_KEY: the API needs a key to accept")
+	}
+	ns := f.staticNamespace
+	if ns == "" {
+		ns = "tenant-" + f.staticTenant
+	}
+	return auth.StaticKey{
+		KeyHash: auth.HashKey(key),
+		Principal: auth.Principal{
+			Tenant: f.staticTenant, Namespace: ns, User: "static-key",
+			KeyPrefix: keyPrefix(key), Permissions: auth.AllPermissions(), Subscribed: true,
+		},
+	}, nil
+}
+
+func keyPrefix(key string) string {
+	if p, _, ok := strings.Cut(key, "."); ok {
+		return p
+	}
+	return ""
+}

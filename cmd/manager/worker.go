@@ -1,0 +1,59 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"os"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/posture-dev/posture/internal/ingest"
+	"github.com/posture-dev/posture/internal/store/engines"
+)
+
+// runWorker runs one ingestion attempt: what a Job pod does. It needs no
+// Kubernetes credentials; the outcome goes to the store, where the controller
+// reads it. Exit codes: 0 outcome recorded (completed or failed), 1 the run
+// could not record an outcome (the Job retries the pod).
+func runWorker(args []string) int {
+	var job ingest.Job
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	fs.StringVar(&job.Tenant, "tenant", "", "Tenant of the ingestion.")
+	fs.StringVar(&job.IngestionID, "ingestion", "", "Ingestion (job) id.")
+	fs.StringVar(&job.BlobID, "blob", "", "Stored upload to parse.")
+	fs.IntVar(&job.Attempt, "attempt", 1, "Attempt number given by the controller.")
+	fs.IntVar(&job.Total, "total", 0, "Records counted at upload.")
+	driver := fs.String("store-driver", env("POSTURE_STORE_DRIVER", "postgres"), "Store engine.")
+	opts := zap.Options{}
+	opts.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	log := ctrl.Log.WithName("worker")
+	if job.Tenant == "" || job.IngestionID == "" || job.BlobID == "" {
+		log.Error(nil, "--tenant, --ingestion and --blob are required")
+		return 2
+	}
+	ctx := ctrl.SetupSignalHandler()
+	st, err := engines.Open(ctx, *driver, os.Getenv("POSTURE_STORE_DSN"))
+	if err != nil {
+		log.Error(err, "open store")
+		return 1
+	}
+	defer st.Close()
+	w := &ingest.Worker{Store: st, Log: log}
+	err = w.Run(ctx, job)
+	var failed *ingest.FailedError
+	switch {
+	case err == nil, errors.Is(err, ingest.ErrSuperseded):
+		return 0
+	case errors.As(err, &failed):
+		// The failure is recorded: the pod did its task, the report was the problem.
+		log.Info("ingestion failed", "reason", failed.Message)
+		return 0
+	}
+	log.Error(err, "ingestion run could not record an outcome")
+	return 1
+}

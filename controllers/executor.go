@@ -1,0 +1,132 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/internal/ingest"
+)
+
+// RunState is what an executor can tell about a run attempt.
+type RunState int
+
+const (
+	// RunActive: queued or running.
+	RunActive RunState = iota
+	// RunExited: the executor finished the attempt (it may or may not have
+	// recorded an outcome in the store).
+	RunExited
+	// RunGone: nothing runs the attempt any more and it never reported, e.g.
+	// the manager restarted under an in-process run or someone deleted the Job.
+	RunGone
+	// RunFailed: the executor gave up (Job backoff limit or deadline).
+	RunFailed
+)
+
+// Observation is an executor's report on one attempt.
+type Observation struct {
+	State  RunState
+	Reason string
+}
+
+// Executor runs the worker for an ingestion attempt somewhere.
+type Executor interface {
+	Name() string
+	// Start begins the attempt; it is idempotent for the same attempt.
+	// It returns the name of the Kubernetes Job when there is one.
+	Start(ctx context.Context, ing *posturev1.Ingestion, job ingest.Job) (string, error)
+	Observe(ctx context.Context, ing *posturev1.Ingestion, job ingest.Job) (Observation, error)
+	// Release is called once the outcome is recorded in the Ingestion status.
+	Release(ctx context.Context, ing *posturev1.Ingestion, job ingest.Job) error
+}
+
+// InProcessExecutor runs attempts in the manager's own worker pool.
+type InProcessExecutor struct {
+	Pool *ingest.Pool
+}
+
+func (e *InProcessExecutor) Name() string { return "inprocess" }
+
+func (e *InProcessExecutor) Start(_ context.Context, _ *posturev1.Ingestion, job ingest.Job) (string, error) {
+	return "", e.Pool.Submit(job)
+}
+
+func (e *InProcessExecutor) Observe(_ context.Context, _ *posturev1.Ingestion, job ingest.Job) (Observation, error) {
+	if e.Pool.Active(job) {
+		return Observation{State: RunActive}, nil
+	}
+	// The pool forgets an attempt once it returns, so "not active" is either
+	// "exited" or "this process never had it" (a restart); the store decides.
+	return Observation{State: RunGone, Reason: "no in-process worker holds this attempt (the manager restarted or the worker stopped)"}, nil
+}
+
+func (e *InProcessExecutor) Release(context.Context, *posturev1.Ingestion, ingest.Job) error {
+	return nil
+}
+
+// JobExecutor runs each attempt as a batch/v1 Job in the operator namespace.
+type JobExecutor struct {
+	Client client.Client
+	Config WorkerJobConfig
+}
+
+func (e *JobExecutor) Name() string { return "job" }
+
+func (e *JobExecutor) Start(ctx context.Context, ing *posturev1.Ingestion, job ingest.Job) (string, error) {
+	desired := BuildWorkerJob(e.Config, ing, job)
+	if err := e.Client.Create(ctx, desired); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", fmt.Errorf("create Job %s/%s: %w", desired.Namespace, desired.Name, err)
+	}
+	return desired.Name, nil
+}
+
+func (e *JobExecutor) Observe(ctx context.Context, ing *posturev1.Ingestion, job ingest.Job) (Observation, error) {
+	var j batchv1.Job
+	key := types.NamespacedName{Namespace: e.Config.Namespace, Name: WorkerJobName(ing, job.Attempt)}
+	if err := e.Client.Get(ctx, key, &j); err != nil {
+		if apierrors.IsNotFound(err) {
+			return Observation{State: RunGone, Reason: fmt.Sprintf("Job %s no longer exists", key.Name)}, nil
+		}
+		return Observation{}, err
+	}
+	for _, c := range j.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete:
+			return Observation{State: RunExited}, nil
+		case batchv1.JobFailed:
+			reason := c.Reason
+			if c.Message != "" {
+				reason += ": " + c.Message
+			}
+			return Observation{State: RunFailed, Reason: fmt.Sprintf("Job %s failed (%s)", key.Name, reason)}, nil
+		}
+	}
+	return Observation{State: RunActive}, nil
+}
+
+// Release lets Kubernetes garbage-collect the Job only now that its result is
+// recorded, so a finished Job is never removed before anyone read its outcome.
+func (e *JobExecutor) Release(ctx context.Context, ing *posturev1.Ingestion, job ingest.Job) error {
+	var j batchv1.Job
+	key := types.NamespacedName{Namespace: e.Config.Namespace, Name: WorkerJobName(ing, job.Attempt)}
+	if err := e.Client.Get(ctx, key, &j); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if j.Spec.TTLSecondsAfterFinished != nil {
+		return nil
+	}
+	patch := client.MergeFrom(j.DeepCopy())
+	ttl := e.Config.ttlAfterRecorded()
+	j.Spec.TTLSecondsAfterFinished = &ttl
+	return client.IgnoreNotFound(e.Client.Patch(ctx, &j, patch))
+}

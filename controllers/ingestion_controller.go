@@ -1,0 +1,352 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/internal/ingest"
+	"github.com/posture-dev/posture/internal/store"
+)
+
+// Event reasons, one per transition.
+const (
+	ReasonPending    = "Pending"
+	ReasonProcessing = "Processing"
+	ReasonRetrying   = "Retrying"
+	ReasonCompleted  = "Completed"
+	ReasonFailed     = "Failed"
+)
+
+// CodeWorkerFailed is the job-level error code when the executor gives up.
+const CodeWorkerFailed = "worker_failed"
+
+// IngestionReconciler drives an Ingestion through pending → processing →
+// completed|failed. It is the only writer of Ingestion status: the worker
+// reports through the store and this reconciler mirrors it.
+type IngestionReconciler struct {
+	client.Client
+	Store    store.Store
+	Executor Executor
+	Recorder events.EventRecorder
+	// MaxAttempts bounds how often a lost run (manager restart, deleted Job) is
+	// started again before the ingestion fails.
+	MaxAttempts int
+	// PollInterval is how often progress is mirrored while processing.
+	PollInterval time.Duration
+	// Done, when set, receives a request whenever an in-process run ends so the
+	// outcome is mirrored at once instead of at the next poll.
+	Done <-chan event.TypedGenericEvent[*posturev1.Ingestion]
+	Now  func() time.Time
+}
+
+// +kubebuilder:rbac:groups=posture.dev,resources=ingestions,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=posture.dev,resources=ingestions/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+func (r *IngestionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var ing posturev1.Ingestion
+	if err := r.Get(ctx, req.NamespacedName, &ing); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !ing.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	switch ing.Status.Phase {
+	case "":
+		if err := r.initialize(ctx, &ing); err != nil {
+			return ctrl.Result{}, err
+		}
+		// Status writes do not wake us (see SetupWithManager): go straight on.
+		return r.start(ctx, &ing)
+	case posturev1.IngestionPending:
+		return r.start(ctx, &ing)
+	case posturev1.IngestionProcessing:
+		return r.track(ctx, &ing)
+	default:
+		return ctrl.Result{}, r.settle(ctx, &ing)
+	}
+}
+
+func (r *IngestionReconciler) now() metav1.Time {
+	if r.Now != nil {
+		return metav1.NewTime(r.Now().UTC())
+	}
+	return metav1.NewTime(time.Now().UTC())
+}
+
+// TenantOf names the tenant an Ingestion belongs to.
+func TenantOf(ing *posturev1.Ingestion) string {
+	if t := ing.Labels[posturev1.LabelTenant]; t != "" {
+		return t
+	}
+	return ing.Namespace
+}
+
+func (r *IngestionReconciler) job(ing *posturev1.Ingestion, attempt int) ingest.Job {
+	j := ingest.Job{
+		Tenant:      TenantOf(ing),
+		Namespace:   ing.Namespace,
+		IngestionID: ing.Name,
+		Attempt:     attempt,
+		Total:       int(ing.Spec.RecordCount),
+	}
+	if ing.Spec.Source.Upload != nil {
+		j.BlobID = ing.Spec.Source.Upload.BlobID
+	}
+	return j
+}
+
+// initialize records the accepted submission: pending, total counted at upload.
+func (r *IngestionReconciler) initialize(ctx context.Context, ing *posturev1.Ingestion) error {
+	requested := ing.CreationTimestamp
+	ing.Status.Phase = posturev1.IngestionPending
+	ing.Status.Summary = posturev1.IngestionSummary{Total: ing.Spec.RecordCount}
+	ing.Status.RequestedAt = &requested
+	ing.Status.ObservedGeneration = ing.Generation
+	ing.Status.Message = "Queued for processing"
+	setReady(&ing.Status.Conditions, ing.Generation, metav1.ConditionUnknown, ReasonPending, "Queued for processing")
+	if err := r.Status().Update(ctx, ing); err != nil {
+		return err
+	}
+	r.event(ing, corev1.EventTypeNormal, ReasonPending, "Submit", "Accepted %d records from %s", ing.Spec.RecordCount, fileName(ing))
+	return nil
+}
+
+// start hands the first attempt to the executor.
+func (r *IngestionReconciler) start(ctx context.Context, ing *posturev1.Ingestion) (ctrl.Result, error) {
+	attempt := int(ing.Status.Attempt) + 1
+	job := r.job(ing, attempt)
+	if job.BlobID == "" {
+		return ctrl.Result{}, r.finish(ctx, ing, job, store.Outcome{Status: store.RunFailed,
+			Message: "spec.source names no readable report"}, ingest.CodeUnreadable)
+	}
+	jobName, err := r.Executor.Start(ctx, ing, job)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("start %s executor: %w", r.Executor.Name(), err)
+	}
+	started := r.now()
+	ing.Status.Phase = posturev1.IngestionProcessing
+	ing.Status.StartedAt = &started
+	ing.Status.Attempt = int32(attempt)
+	ing.Status.JobName = jobName
+	ing.Status.ObservedGeneration = ing.Generation
+	ing.Status.Message = "Processing records"
+	setReady(&ing.Status.Conditions, ing.Generation, metav1.ConditionUnknown, ReasonProcessing, "Processing records")
+	if err := r.Status().Update(ctx, ing); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.event(ing, corev1.EventTypeNormal, ReasonProcessing, "Start", "Started attempt %d with the %s executor%s", attempt, r.Executor.Name(), jobSuffix(jobName))
+	return ctrl.Result{RequeueAfter: r.pollInterval()}, nil
+}
+
+// track mirrors the worker's progress and ends the ingestion when the run ends.
+func (r *IngestionReconciler) track(ctx context.Context, ing *posturev1.Ingestion) (ctrl.Result, error) {
+	attempt := int(ing.Status.Attempt)
+	job := r.job(ing, attempt)
+	// Observe before reading the run: a worker records its outcome before its
+	// executor forgets it, so "gone" followed by "no outcome" really is lost.
+	obs, err := r.Executor.Observe(ctx, ing, job)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	run, err := r.Store.GetRun(ctx, job.Tenant, job.IngestionID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		run = store.Run{Attempt: attempt, Status: store.RunRunning}
+	case err != nil:
+		return ctrl.Result{}, fmt.Errorf("read run: %w", err)
+	}
+	if run.Attempt == attempt && (run.Status == store.RunSucceeded || run.Status == store.RunFailed) {
+		return ctrl.Result{}, r.complete(ctx, ing, job, run)
+	}
+	switch obs.State {
+	case RunFailed:
+		return ctrl.Result{}, r.finish(ctx, ing, job, store.Outcome{Status: store.RunFailed, Progress: run.Progress, Message: obs.Reason}, CodeWorkerFailed)
+	case RunGone, RunExited:
+		if attempt >= r.maxAttempts() {
+			msg := fmt.Sprintf("the worker stopped without a result %d times; last: %s", attempt, obs.Reason)
+			return ctrl.Result{}, r.finish(ctx, ing, job, store.Outcome{Status: store.RunFailed, Progress: run.Progress, Message: msg}, CodeWorkerFailed)
+		}
+		return r.retry(ctx, ing, attempt+1, obs.Reason)
+	}
+	if run.Attempt == attempt && (run.Processed != int(ing.Status.Summary.Processed) || run.Invalid != int(ing.Status.Summary.Invalid)) {
+		ing.Status.Summary.Processed = int64(run.Processed)
+		ing.Status.Summary.Invalid = int64(run.Invalid)
+		if err := r.Status().Update(ctx, ing); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return ctrl.Result{RequeueAfter: r.pollInterval()}, nil
+}
+
+// retry starts a new attempt after the previous one was lost. The worker is
+// idempotent, so the new attempt rewrites the same rows.
+func (r *IngestionReconciler) retry(ctx context.Context, ing *posturev1.Ingestion, attempt int, why string) (ctrl.Result, error) {
+	job := r.job(ing, attempt)
+	jobName, err := r.Executor.Start(ctx, ing, job)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("restart %s executor: %w", r.Executor.Name(), err)
+	}
+	ing.Status.Attempt = int32(attempt)
+	ing.Status.JobName = jobName
+	ing.Status.Summary.Processed, ing.Status.Summary.Invalid = 0, 0
+	ing.Status.Message = fmt.Sprintf("Attempt %d: %s", attempt, why)
+	if err := r.Status().Update(ctx, ing); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.event(ing, corev1.EventTypeWarning, ReasonRetrying, "Restart", "Started attempt %d: %s", attempt, why)
+	return ctrl.Result{RequeueAfter: r.pollInterval()}, nil
+}
+
+// finish records an outcome the worker could not record itself (it is gone),
+// closing the run so that a late worker cannot write after it, then completes.
+func (r *IngestionReconciler) finish(ctx context.Context, ing *posturev1.Ingestion, job ingest.Job, o store.Outcome, code string) error {
+	// The worker may never have started (a Job whose pod never ran): open the
+	// attempt's run so the error row and outcome have somewhere to go. A run the
+	// worker did open is left as it is, keeping the progress it reached.
+	if run, err := r.Store.GetRun(ctx, job.Tenant, job.IngestionID); errors.Is(err, store.ErrNotFound) || (err == nil && run.Attempt < job.Attempt) {
+		if err := r.Store.StartRun(ctx, job.Tenant, job.IngestionID, job.Attempt, job.Total); err != nil && !errors.Is(err, store.ErrStaleAttempt) {
+			return fmt.Errorf("open run: %w", err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("read run: %w", err)
+	}
+	batch := store.Batch{Errors: []store.IngestionError{{Code: code, Detail: o.Message}}}
+	if err := r.Store.WriteBatch(ctx, job.Tenant, job.IngestionID, job.Attempt, batch); err != nil && !errors.Is(err, store.ErrStaleAttempt) {
+		return fmt.Errorf("record job-level error: %w", err)
+	}
+	if err := r.Store.FinishRun(ctx, job.Tenant, job.IngestionID, job.Attempt, o); err != nil && !errors.Is(err, store.ErrStaleAttempt) {
+		return fmt.Errorf("close run: %w", err)
+	}
+	run, err := r.Store.GetRun(ctx, job.Tenant, job.IngestionID)
+	if err != nil {
+		return fmt.Errorf("read run: %w", err)
+	}
+	return r.complete(ctx, ing, job, run)
+}
+
+// complete copies a finished run into the status: the terminal transition.
+func (r *IngestionReconciler) complete(ctx context.Context, ing *posturev1.Ingestion, job ingest.Job, run store.Run) error {
+	done := r.now()
+	if run.FinishedAt != nil {
+		done = metav1.NewTime(run.FinishedAt.UTC())
+	}
+	if ing.Status.StartedAt == nil {
+		ing.Status.StartedAt = &done
+	}
+	ing.Status.CompletedAt = &done
+	ing.Status.Summary.Processed = int64(run.Processed)
+	ing.Status.Summary.Invalid = int64(run.Invalid)
+	ing.Status.ObservedGeneration = ing.Generation
+	if run.Status == store.RunSucceeded {
+		ing.Status.Phase = posturev1.IngestionCompleted
+		ing.Status.Message = fmt.Sprintf("Processed %d records, %d invalid", run.Processed, run.Invalid)
+		setReady(&ing.Status.Conditions, ing.Generation, metav1.ConditionTrue, ReasonCompleted, ing.Status.Message)
+	} else {
+		ing.Status.Phase = posturev1.IngestionFailed
+		ing.Status.Message = run.Message
+		setReady(&ing.Status.Conditions, ing.Generation, metav1.ConditionFalse, ReasonFailed, run.Message)
+	}
+	if err := r.Status().Update(ctx, ing); err != nil {
+		return err
+	}
+	if ing.Status.Phase == posturev1.IngestionCompleted {
+		r.event(ing, corev1.EventTypeNormal, ReasonCompleted, "Complete", "%s", ing.Status.Message)
+	} else {
+		r.event(ing, corev1.EventTypeWarning, ReasonFailed, "Fail", "%s", ing.Status.Message)
+	}
+	return r.Executor.Release(ctx, ing, job)
+}
+
+// settle keeps a terminal ingestion's bookkeeping current; it never re-runs it.
+func (r *IngestionReconciler) settle(ctx context.Context, ing *posturev1.Ingestion) error {
+	if ing.Status.Attempt > 0 {
+		if err := r.Executor.Release(ctx, ing, r.job(ing, int(ing.Status.Attempt))); err != nil {
+			return err
+		}
+	}
+	if ing.Status.ObservedGeneration == ing.Generation {
+		return nil
+	}
+	ing.Status.ObservedGeneration = ing.Generation
+	return r.Status().Update(ctx, ing)
+}
+
+func (r *IngestionReconciler) event(ing *posturev1.Ingestion, kind, reason, action, note string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(ing, nil, kind, reason, action, note, args...)
+	}
+}
+
+func (r *IngestionReconciler) pollInterval() time.Duration {
+	if r.PollInterval > 0 {
+		return r.PollInterval
+	}
+	return time.Second
+}
+
+func (r *IngestionReconciler) maxAttempts() int {
+	if r.MaxAttempts > 0 {
+		return r.MaxAttempts
+	}
+	return 3
+}
+
+func fileName(ing *posturev1.Ingestion) string {
+	if ing.Spec.Source.Upload != nil {
+		return ing.Spec.Source.Upload.Filename
+	}
+	return "an unknown source"
+}
+
+func jobSuffix(name string) string {
+	if name == "" {
+		return ""
+	}
+	return " (Job " + name + ")"
+}
+
+// SetupWithManager wires the reconciler: Ingestions, the worker Jobs that point
+// back at them by label, and the in-process pool's completions.
+func (r *IngestionReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	b := ctrl.NewControllerManagedBy(mgr).
+		// Status writes (ours alone) must not wake us: progress is polled.
+		For(&posturev1.Ingestion{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Named("ingestion")
+	if _, ok := r.Executor.(*JobExecutor); ok {
+		b = b.Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(jobToIngestion),
+			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+				return o.GetLabels()[LabelComponent] == "ingestion-worker"
+			})))
+	}
+	if r.Done != nil {
+		b = b.WatchesRawSource(source.Channel(r.Done, &handler.TypedEnqueueRequestForObject[*posturev1.Ingestion]{}))
+	}
+	return b.Complete(r)
+}
+
+func jobToIngestion(_ context.Context, o client.Object) []reconcile.Request {
+	l := o.GetLabels()
+	if l[posturev1.LabelIngestion] == "" || l[LabelIngestionNamespace] == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l[LabelIngestionNamespace], Name: l[posturev1.LabelIngestion]}}}
+}

@@ -1,0 +1,216 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	eventsv1 "k8s.io/api/events/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	batchv1 "k8s.io/api/batch/v1"
+
+	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/internal/ocsf"
+	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/store/sqlite"
+	"github.com/posture-dev/posture/internal/testenv"
+)
+
+var (
+	restConfig *rest.Config
+	k8s        client.Client
+)
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr), zap.Level(zapLevel())))
+	env, cfg, err := testenv.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	restConfig = cfg
+	k8s, err = client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = env.Stop()
+	os.Exit(code)
+}
+
+func zapLevel() zapcore.Level {
+	if os.Getenv("TEST_VERBOSE_LOGS") != "" {
+		return -1
+	}
+	return 2 // errors only: keep test output readable
+}
+
+// startManager runs a manager with the given setup until the test ends or the
+// returned stop is called.
+func startManager(t *testing.T, jobNamespace string, setup func(ctrl.Manager) error) (stop func()) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Scheme:                 testenv.Scheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&batchv1.Job{}: {Namespaces: map[string]cache.Config{jobNamespace: {}}},
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := setup(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	var once bool
+	stop = func() {
+		if once {
+			return
+		}
+		once = true
+		cancel()
+		<-done
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func newNamespace(t *testing.T, prefix string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+func newStore(t *testing.T) store.Store {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "posture.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// upload stores a report the way the API does and returns the Ingestion to create.
+func upload(t *testing.T, st store.Store, tenant, namespace, path string) *posturev1.Ingestion {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	counting := ocsf.NewCountingReader(f)
+	blob, err := st.PutBlob(context.Background(), tenant, counting)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := counting.Result()
+	if err != nil {
+		t.Fatalf("count %s: %v", path, err)
+	}
+	ing := &posturev1.Ingestion{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      fmt.Sprintf("%08x-0000-4000-8000-%012x", time.Now().UnixNano()&0xffffffff, time.Now().UnixNano()&0xffffffffffff),
+			Namespace: namespace,
+			Labels:    map[string]string{posturev1.LabelTenant: tenant},
+		},
+		Spec: posturev1.IngestionSpec{
+			Source: posturev1.IngestionSource{Upload: &posturev1.UploadSource{
+				BlobID: blob.ID, Filename: filepath.Base(path), Size: blob.Size, SHA256: blob.SHA256,
+			}},
+			RecordCount: int64(n),
+		},
+	}
+	if err := k8s.Create(context.Background(), ing); err != nil {
+		t.Fatal(err)
+	}
+	return ing
+}
+
+func writeTemp(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// waitFor polls the Ingestion until cond holds.
+func waitFor(t *testing.T, ing *posturev1.Ingestion, timeout time.Duration, what string, cond func(*posturev1.Ingestion) bool) *posturev1.Ingestion {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var got posturev1.Ingestion
+	for {
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(ing), &got); err != nil {
+			t.Fatal(err)
+		}
+		if cond(&got) {
+			return &got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ingestion %s: timed out waiting for %s; status: %+v", ing.Name, what, got.Status)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func waitPhase(t *testing.T, ing *posturev1.Ingestion, phase posturev1.IngestionPhase) *posturev1.Ingestion {
+	t.Helper()
+	return waitFor(t, ing, 60*time.Second, "phase "+string(phase), func(i *posturev1.Ingestion) bool { return i.Status.Phase == phase })
+}
+
+// eventReasons lists the reasons of the events about an object, oldest first.
+func eventReasons(t *testing.T, ing *posturev1.Ingestion, want int) []string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var list eventsv1.EventList
+		if err := k8s.List(context.Background(), &list, client.InNamespace(ing.Namespace)); err != nil {
+			t.Fatal(err)
+		}
+		var evs []eventsv1.Event
+		for _, e := range list.Items {
+			if e.Regarding.Name == ing.Name {
+				evs = append(evs, e)
+			}
+		}
+		slices.SortStableFunc(evs, func(a, b eventsv1.Event) int { return a.EventTime.Compare(b.EventTime.Time) })
+		reasons := make([]string, 0, len(evs))
+		for _, e := range evs {
+			reasons = append(reasons, e.Reason)
+		}
+		if len(reasons) >= want || time.Now().After(deadline) {
+			return reasons
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -1,0 +1,108 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"sync"
+)
+
+// Pool runs jobs in-process with bounded concurrency. It is the in-process
+// executor's engine: local dev and single-replica installs, where Jobs would be
+// overhead. It implements manager.Runnable so it lives and dies with the
+// leader-elected controllers that feed it.
+type Pool struct {
+	Worker *Worker
+	Size   int
+	// OnDone is called after an attempt returns, so its controller can read
+	// the outcome at once. It must not block.
+	OnDone func(Job)
+
+	mu      sync.Mutex
+	ctx     context.Context
+	active  map[string]struct{} // queued or running job keys
+	sem     chan struct{}
+	wg      sync.WaitGroup
+	started chan struct{}
+	once    sync.Once
+}
+
+// NewPool returns a pool of size workers (at least 1).
+func NewPool(w *Worker, size int) *Pool {
+	if size < 1 {
+		size = 1
+	}
+	return &Pool{Worker: w, Size: size, active: map[string]struct{}{}, sem: make(chan struct{}, size), started: make(chan struct{})}
+}
+
+// ErrPoolStopped is returned by Submit when the pool is not running.
+var ErrPoolStopped = errors.New("in-process executor is not running")
+
+// Start runs until ctx ends, then cancels running jobs and waits for them.
+func (p *Pool) Start(ctx context.Context) error {
+	p.mu.Lock()
+	p.ctx = ctx
+	p.mu.Unlock()
+	p.once.Do(func() { close(p.started) })
+	<-ctx.Done()
+	p.wg.Wait()
+	return nil
+}
+
+// Submit queues job unless the same attempt is already queued or running.
+func (p *Pool) Submit(job Job) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ctx == nil || p.ctx.Err() != nil {
+		return ErrPoolStopped
+	}
+	key := job.Key()
+	if _, ok := p.active[key]; ok {
+		return nil
+	}
+	p.active[key] = struct{}{}
+	ctx := p.ctx
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer func() {
+			p.done(key)
+			if p.OnDone != nil {
+				p.OnDone(job)
+			}
+		}()
+		select {
+		case p.sem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		defer func() { <-p.sem }()
+		if err := p.Worker.Run(ctx, job); err != nil && !errors.Is(err, context.Canceled) {
+			p.Worker.Log.Info("ingestion run ended with an error", "job", key, "error", err.Error())
+		}
+	}()
+	return nil
+}
+
+// Active reports whether the attempt is queued or running in this process.
+func (p *Pool) Active(job Job) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.active[job.Key()]
+	return ok
+}
+
+func (p *Pool) done(key string) {
+	p.mu.Lock()
+	delete(p.active, key)
+	p.mu.Unlock()
+}
+
+// Running reports whether Start has been called, for readiness checks.
+func (p *Pool) Running() bool {
+	select {
+	case <-p.started:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,369 @@
+// Package ingest is the worker: it streams one stored OCSF report, validates
+// every record, and writes findings, scans and error rows in batches, reporting
+// progress and the outcome through the store. The same code runs inside a
+// batch/v1 Job pod (manager worker) and in the manager's in-process pool.
+package ingest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/google/uuid"
+
+	"github.com/posture-dev/posture/internal/ocsf"
+	"github.com/posture-dev/posture/internal/store"
+)
+
+// Defaults for Worker fields left zero.
+const (
+	DefaultBatchSize        = 500
+	DefaultProgressInterval = 500 * time.Millisecond
+	DefaultMaxErrorRows     = 10000
+	// Raw records over this size are rejected by the reader with a file error.
+	readBufferSize = 256 << 10
+)
+
+// Error codes the worker adds to the parser's.
+const (
+	CodeProviderLimit = "provider_limit_exceeded"
+	CodeNoRecords     = "no_records"
+	CodeUnreadable    = "source_unreadable"
+	CodeMalformed     = "malformed_file"
+	CodeStorage       = "storage_error"
+	CodeTruncated     = "errors_truncated"
+)
+
+// scanNamespace derives scan ids for records that carry no unmapped.scan_id,
+// so that re-running an ingestion lands on the same scan.
+var scanNamespace = uuid.MustParse("6f0c7a55-3b8e-4f43-9d0e-4b1e2f6a7c01")
+
+// Job says what one run must do.
+type Job struct {
+	Tenant string
+	// Namespace of the Ingestion object; only used to notify its controller.
+	Namespace   string
+	IngestionID string
+	BlobID      string
+	Attempt     int
+	Total       int
+	// AllowedAccounts, when non-nil, lists "type/uid" accounts that may be
+	// billed; records of other accounts are invalid (provider_limit_exceeded).
+	AllowedAccounts map[string]bool
+}
+
+// Key identifies a run attempt.
+func (j Job) Key() string { return fmt.Sprintf("%s/%s#%d", j.Tenant, j.IngestionID, j.Attempt) }
+
+// Worker runs jobs against a store.
+type Worker struct {
+	Store            store.Store
+	Log              logr.Logger
+	BatchSize        int
+	ProgressInterval time.Duration
+	MaxErrorRows     int
+	// Now is injectable for tests.
+	Now func() time.Time
+}
+
+// ErrSuperseded means a newer attempt owns the run; the caller should stop quietly.
+var ErrSuperseded = errors.New("run superseded by a newer attempt")
+
+// Run processes one job to its outcome. The outcome (succeeded or failed) is
+// always recorded in the store unless the attempt was superseded or ctx ended;
+// the returned error is for logs and exit codes only.
+func (w *Worker) Run(ctx context.Context, job Job) error {
+	log := w.Log.WithValues("tenant", job.Tenant, "ingestion", job.IngestionID, "attempt", job.Attempt)
+	if err := w.Store.StartRun(ctx, job.Tenant, job.IngestionID, job.Attempt, job.Total); err != nil {
+		if errors.Is(err, store.ErrStaleAttempt) {
+			return ErrSuperseded
+		}
+		return fmt.Errorf("start run: %w", err)
+	}
+	r := &run{w: w, job: job, log: log, seenScans: map[string]bool{}, lastProgress: w.now()}
+	outcome := r.process(ctx)
+	if ctx.Err() != nil {
+		// Stopped from outside (shutdown): leave the run open so the controller
+		// starts a new attempt rather than recording a failure nobody caused.
+		return ctx.Err()
+	}
+	if r.superseded {
+		return ErrSuperseded
+	}
+	if err := w.Store.FinishRun(ctx, job.Tenant, job.IngestionID, job.Attempt, outcome); err != nil {
+		if errors.Is(err, store.ErrStaleAttempt) {
+			return ErrSuperseded
+		}
+		return fmt.Errorf("finish run: %w", err)
+	}
+	log.Info("ingestion run finished", "status", outcome.Status, "processed", outcome.Processed, "invalid", outcome.Invalid)
+	if outcome.Status == store.RunFailed {
+		return &FailedError{Message: outcome.Message}
+	}
+	return nil
+}
+
+// FailedError means the run ended failed and that outcome is recorded: the
+// worker did its job, the report was the problem.
+type FailedError struct{ Message string }
+
+func (e *FailedError) Error() string { return "ingestion failed: " + e.Message }
+
+func (w *Worker) now() time.Time {
+	if w.Now != nil {
+		return w.Now()
+	}
+	return time.Now()
+}
+
+func (w *Worker) batchSize() int {
+	if w.BatchSize > 0 {
+		return w.BatchSize
+	}
+	return DefaultBatchSize
+}
+
+func (w *Worker) progressInterval() time.Duration {
+	if w.ProgressInterval > 0 {
+		return w.ProgressInterval
+	}
+	return DefaultProgressInterval
+}
+
+func (w *Worker) maxErrorRows() int {
+	if w.MaxErrorRows > 0 {
+		return w.MaxErrorRows
+	}
+	return DefaultMaxErrorRows
+}
+
+// run is the state of one attempt.
+type run struct {
+	w   *Worker
+	job Job
+	log logr.Logger
+
+	progress     store.Progress
+	batch        store.Batch
+	errorRows    int
+	truncated    bool
+	seenScans    map[string]bool
+	lastProgress time.Time
+	superseded   bool
+}
+
+func (r *run) process(ctx context.Context) store.Outcome {
+	rc, err := r.w.Store.OpenBlob(ctx, r.job.Tenant, r.job.BlobID)
+	if err != nil {
+		return r.fail(ctx, CodeUnreadable, fmt.Sprintf("the uploaded report (blob %s) cannot be read: %v", r.job.BlobID, err))
+	}
+	defer rc.Close()
+
+	reader := ocsf.NewReader(bufio.NewReaderSize(rc, readBufferSize))
+	validator := ocsf.NewValidator()
+	for {
+		rec, err := reader.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return store.Outcome{}
+			}
+			// Uploads are checked whole before they are accepted, so this means
+			// the stored blob differs from what was accepted.
+			if ferr := r.flush(ctx); ferr != nil {
+				return r.storageFailure(ctx, ferr)
+			}
+			return r.fail(ctx, CodeMalformed, fmt.Sprintf("the stored report cannot be parsed after %d records: %v", r.progress.Processed, err))
+		}
+		finding, problems := validator.Check(rec)
+		if len(problems) == 0 && r.job.AllowedAccounts != nil {
+			account := finding.ProviderType + "/" + finding.ProviderUID
+			if !r.job.AllowedAccounts[account] {
+				problems = []ocsf.Problem{{
+					Code:    CodeProviderLimit,
+					Detail:  fmt.Sprintf("account %s would exceed the subscription's provider limit", account),
+					Pointer: accountPointer(finding),
+					Value:   finding.ProviderUID,
+				}}
+			}
+		}
+		if len(problems) > 0 {
+			r.progress.Invalid++
+			r.addErrors(rec, finding.UID, problems)
+		} else {
+			r.addFinding(rec, finding)
+		}
+		r.progress.Processed++
+		if len(r.batch.Findings)+len(r.batch.Errors) >= r.w.batchSize() {
+			if err := r.flush(ctx); err != nil {
+				return r.storageFailure(ctx, err)
+			}
+		}
+	}
+	if err := r.flush(ctx); err != nil {
+		return r.storageFailure(ctx, err)
+	}
+	if r.progress.Processed == 0 {
+		return r.fail(ctx, CodeNoRecords, "the report contains no Detection Finding records (an empty array)")
+	}
+	if r.progress.Processed == r.progress.Invalid {
+		return r.fail(ctx, CodeNoRecords, fmt.Sprintf("none of the %d records is a valid Detection Finding; see the record errors", r.progress.Processed))
+	}
+	return store.Outcome{Status: store.RunSucceeded, Progress: r.progress}
+}
+
+func accountPointer(f ocsf.Finding) string {
+	if f.ProviderType == "kubernetes" {
+		return "/unmapped/provider_uid"
+	}
+	return "/cloud/account/uid"
+}
+
+func (r *run) addFinding(rec ocsf.Record, f ocsf.Finding) {
+	scanID := f.ScanID
+	if scanID == "" {
+		scanID = uuid.NewSHA1(scanNamespace, []byte(r.job.IngestionID+"\x00"+f.ProviderType+"\x00"+f.ProviderUID)).String()
+	}
+	if !r.seenScans[scanID] {
+		r.seenScans[scanID] = true
+		r.batch.Scans = append(r.batch.Scans, store.Scan{
+			ID:           scanID,
+			ProviderType: f.ProviderType,
+			ProviderUID:  f.ProviderUID,
+			Trigger:      "imported",
+			IngestionID:  r.job.IngestionID,
+		})
+	}
+	r.batch.Findings = append(r.batch.Findings, store.Finding{
+		UID:          f.UID,
+		ScanID:       scanID,
+		IngestionID:  r.job.IngestionID,
+		CheckID:      f.CheckID,
+		Title:        f.Title,
+		Severity:     f.Severity,
+		SeverityID:   f.SeverityID,
+		StatusCode:   f.StatusCode,
+		Status:       f.Status,
+		Region:       f.Region,
+		ProviderType: f.ProviderType,
+		ProviderUID:  f.ProviderUID,
+		ResourceUID:  f.ResourceUID,
+		Time:         f.Time,
+		Raw:          rec.Raw,
+	})
+}
+
+func (r *run) addErrors(rec ocsf.Record, uid string, problems []ocsf.Problem) {
+	for _, p := range problems {
+		if r.truncated {
+			return
+		}
+		if r.errorRows >= r.w.maxErrorRows()-1 {
+			r.truncated = true
+			r.batch.Errors = append(r.batch.Errors, store.IngestionError{
+				Code:   CodeTruncated,
+				Detail: fmt.Sprintf("more problems were found from record %d on; only the first %d are recorded, but every invalid record is counted", rec.Index, r.errorRows),
+			})
+			r.errorRows++
+			return
+		}
+		idx := rec.Index
+		r.batch.Errors = append(r.batch.Errors, store.IngestionError{
+			RecordIndex: &idx,
+			FindingUID:  uid,
+			Code:        p.Code,
+			Detail:      p.Detail,
+			Pointer:     p.Pointer,
+			Value:       truncate(p.Value, 100),
+		})
+		r.errorRows++
+	}
+}
+
+// flush writes the pending batch and reports progress, throttled so a fast
+// run does not turn every batch into a progress write.
+func (r *run) flush(ctx context.Context) error {
+	if len(r.batch.Findings)+len(r.batch.Errors)+len(r.batch.Scans) > 0 {
+		if err := r.withRetry(ctx, func() error {
+			return r.w.Store.WriteBatch(ctx, r.job.Tenant, r.job.IngestionID, r.job.Attempt, r.batch)
+		}); err != nil {
+			return err
+		}
+		r.batch = store.Batch{}
+	}
+	if now := r.w.now(); now.Sub(r.lastProgress) >= r.w.progressInterval() {
+		r.lastProgress = now
+		if err := r.withRetry(ctx, func() error {
+			return r.w.Store.UpdateRun(ctx, r.job.Tenant, r.job.IngestionID, r.job.Attempt, r.progress)
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// withRetry retries transient storage errors; a superseded attempt is final.
+func (r *run) withRetry(ctx context.Context, op func() error) error {
+	var err error
+	delay := 100 * time.Millisecond
+	for attempt := 0; attempt < 5; attempt++ {
+		if err = op(); err == nil {
+			return nil
+		}
+		if errors.Is(err, store.ErrStaleAttempt) {
+			r.superseded = true
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		r.log.Info("storage write failed, retrying", "error", err.Error(), "delay", delay)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		delay *= 2
+	}
+	return err
+}
+
+func (r *run) storageFailure(ctx context.Context, err error) store.Outcome {
+	if r.superseded || ctx.Err() != nil {
+		return store.Outcome{}
+	}
+	return r.fail(ctx, CodeStorage, fmt.Sprintf("storing results failed after retries at record %d: %v", r.progress.Processed, err))
+}
+
+// fail records a job-level error row and returns the failed outcome; progress
+// reached so far is kept, as the spec asks a failed job to show it.
+func (r *run) fail(ctx context.Context, code, detail string) store.Outcome {
+	jobError := store.Batch{Errors: []store.IngestionError{{Code: code, Detail: detail}}}
+	if err := r.w.Store.WriteBatch(ctx, r.job.Tenant, r.job.IngestionID, r.job.Attempt, jobError); err != nil {
+		if errors.Is(err, store.ErrStaleAttempt) {
+			r.superseded = true
+		}
+		r.log.Error(err, "recording the job-level error failed", "code", code)
+	}
+	return store.Outcome{Status: store.RunFailed, Progress: r.progress, Message: detail}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8Start(s[cut]) {
+		cut--
+	}
+	return strings.Clone(s[:cut])
+}
+
+func utf8Start(b byte) bool { return b&0xC0 != 0x80 }

@@ -1,0 +1,195 @@
+package ocsf
+
+import (
+	"errors"
+	"io"
+)
+
+// chunkSize is the read size. Big enough that syscalls and per-call overhead
+// vanish next to scanning, small enough to be irrelevant next to a record.
+const chunkSize = 64 << 10
+
+// Count reads a whole report and returns the number of top-level array
+// elements. It checks that the whole input is syntactically valid JSON and a
+// top-level array; otherwise it returns a *FileError. Other errors are the
+// reader's own. Memory use is constant: no record is buffered.
+func Count(r io.Reader) (int, error) {
+	s := newScanner()
+	buf := make([]byte, chunkSize)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if ferr := s.feed(buf[:n]); ferr != nil {
+				return 0, ferr
+			}
+		}
+		if err == io.EOF {
+			count, ferr := s.finish()
+			if ferr != nil {
+				return 0, ferr
+			}
+			return count, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+}
+
+// CountingReader passes every byte of a report through to its caller while
+// counting records, so an upload can be stored and checked in one pass.
+// Counting happens inline in Read; there is no goroutine and no buffering.
+type CountingReader struct {
+	r       io.Reader
+	s       *scanner
+	ferr    *FileError
+	readErr error
+	done    bool
+	count   int
+}
+
+// errNotDone is returned by Result when the input has not been read to EOF.
+var errNotDone = errors.New("ocsf: CountingReader.Result called before Read returned io.EOF")
+
+// NewCountingReader wraps r; see CountingReader.
+func NewCountingReader(r io.Reader) *CountingReader {
+	return &CountingReader{r: r, s: newScanner()}
+}
+
+// Read reads from the wrapped reader and returns exactly what it returned.
+// A malformed report does not make Read fail: the bytes are passed on
+// unchanged and the verdict is given by Result (or early by Err).
+func (c *CountingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if n > 0 && c.ferr == nil && !c.done {
+		c.ferr = c.s.feed(p[:n])
+	}
+	switch {
+	case err == io.EOF && !c.done:
+		c.done = true
+		if c.ferr == nil {
+			c.count, c.ferr = c.s.finish()
+		}
+	case err != nil && err != io.EOF:
+		c.readErr = err
+	}
+	return n, err
+}
+
+// Result gives the record count, or the *FileError describing why the report
+// is not a valid JSON array. Call it after Read returned io.EOF; the verdict
+// is already known then, so it never blocks. Before EOF it returns the
+// wrapped reader's error if there was one, else a non-FileError error.
+func (c *CountingReader) Result() (int, error) {
+	switch {
+	case c.ferr != nil:
+		return 0, c.ferr
+	case c.done:
+		return c.count, nil
+	case c.readErr != nil:
+		return 0, c.readErr
+	default:
+		return 0, errNotDone
+	}
+}
+
+// Err returns the *FileError as soon as one is known, before EOF, so an
+// upload of an obviously bad file (say, an object) can be abandoned early.
+// It returns nil while the report still looks valid.
+func (c *CountingReader) Err() error {
+	if c.ferr != nil {
+		return c.ferr
+	}
+	return nil
+}
+
+// Record is one element of the report's top-level array.
+type Record struct {
+	Index  int    // 0-based position in the array
+	Offset int64  // byte offset of the record's first byte in the file
+	Raw    []byte // the record's exact JSON bytes (a fresh copy the caller may keep)
+}
+
+// Reader yields records one at a time. It holds one record plus a fixed
+// read buffer, whatever the size of the report.
+type Reader struct {
+	src     io.Reader
+	s       *scanner
+	buf     []byte
+	start   int
+	end     int
+	acc     []byte
+	eof     bool
+	readErr error
+	err     error
+}
+
+// NewReader returns a Reader over a report.
+func NewReader(r io.Reader) *Reader {
+	return &Reader{src: r, s: newScanner()}
+}
+
+// Next returns the next record, io.EOF after the last one, or a *FileError
+// when the report is malformed (including trailing data after the array:
+// io.EOF is only returned once the whole input has been checked). Errors
+// from the underlying reader are returned as they are. After an error,
+// Next keeps returning it.
+func (r *Reader) Next() (Record, error) {
+	if r.err != nil {
+		return Record{}, r.err
+	}
+	if r.buf == nil {
+		r.buf = make([]byte, chunkSize)
+	}
+	for {
+		if r.start == r.end {
+			if r.readErr != nil {
+				r.err = r.readErr
+				return Record{}, r.err
+			}
+			if r.eof {
+				if _, ferr := r.s.finish(); ferr != nil {
+					r.err = ferr
+				} else {
+					r.err = io.EOF
+				}
+				return Record{}, r.err
+			}
+			n, err := r.src.Read(r.buf)
+			r.start, r.end = 0, n
+			if err == io.EOF {
+				r.eof = true
+			} else if err != nil {
+				r.readErr = err
+			}
+			continue
+		}
+		chunk := r.buf[r.start:r.end]
+		wasIn := r.s.inElem
+		n, ev := r.s.scan(chunk)
+		r.start += n
+		switch {
+		case ev == evErr:
+			r.err = r.s.err
+			r.acc = nil
+			return Record{}, r.err
+		case ev == evBegin:
+			r.acc = append(r.acc[:0], chunk[n-1])
+		case wasIn:
+			r.acc = append(r.acc, chunk[:n]...)
+		}
+		if ev == evEnd {
+			rec := Record{
+				Index:  r.s.count - 1,
+				Offset: r.s.elemStart,
+				Raw:    append([]byte(nil), r.acc...),
+			}
+			// Drop a buffer grown by an unusually large record rather than
+			// pinning up to MaxRecordSize for the rest of the file.
+			if cap(r.acc) > 4*chunkSize {
+				r.acc = nil
+			}
+			return rec, nil
+		}
+	}
+}

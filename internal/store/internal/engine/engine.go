@@ -1,0 +1,279 @@
+// Package engine holds what the SQLite and PostgreSQL stores share: batch
+// preparation, the SQL of finding queries and the blob chunking rules. Keeping
+// it in one place is what makes the two engines answer the conformance suite
+// identically.
+package engine
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/posture-dev/posture/internal/store"
+)
+
+// ChunkSize bounds the memory a blob upload or download needs, and keeps each
+// chunk well below both engines' row size limits.
+const ChunkSize = 1 << 20
+
+// IncompleteBlobTTL is how old an unfinished upload must be before Open
+// deletes it. Uploads that fail are removed at once; this only catches
+// processes that died mid-upload, so it is generous enough never to race a
+// slow upload still in progress on another replica.
+const IncompleteBlobTTL = 24 * time.Hour
+
+// DefaultPageSize applies when Page.Size is 0, matching the REST API default.
+const DefaultPageSize = 10
+
+// Now is the store's clock: UTC and truncated to microseconds, the precision
+// both engines keep, so that what a caller is given equals what it reads back.
+func Now() time.Time { return Time(time.Now()) }
+
+// Time normalises a timestamp the way both engines store it.
+func Time(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+// Invalid wraps store.ErrInvalidArgument with a message.
+func Invalid(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", store.ErrInvalidArgument, fmt.Sprintf(format, a...))
+}
+
+// Batch is a store.Batch checked and normalised for writing.
+type Batch struct {
+	Findings []store.Finding
+	Scans    []store.Scan
+	Errors   []store.IngestionError
+}
+
+// PrepareBatch validates b, derives ids, normalises the indexed columns and
+// drops duplicates (the last occurrence wins), because an upsert statement
+// may not touch the same row twice.
+func PrepareBatch(tenant, ingestionID string, b store.Batch, now time.Time) (Batch, error) {
+	out := Batch{Errors: b.Errors}
+	if len(b.Findings) > 0 {
+		seen := make(map[string]int, len(b.Findings))
+		out.Findings = make([]store.Finding, 0, len(b.Findings))
+		for i, f := range b.Findings {
+			if f.UID == "" || f.ScanID == "" {
+				return Batch{}, Invalid("finding %d: uid and scan id are required", i)
+			}
+			f.ID = store.FindingID(tenant, f.ScanID, f.UID)
+			f.IngestionID = ingestionID
+			f.Severity = strings.ToLower(f.Severity)
+			f.StatusCode = strings.ToUpper(f.StatusCode)
+			f.ProviderType = strings.ToLower(f.ProviderType)
+			f.Time = Time(f.Time)
+			if f.Raw == nil {
+				f.Raw = []byte{}
+			}
+			f.InsertedAt, f.UpdatedAt = now, now
+			if j, ok := seen[f.ID]; ok {
+				out.Findings[j] = f
+				continue
+			}
+			seen[f.ID] = len(out.Findings)
+			out.Findings = append(out.Findings, f)
+		}
+		// A fixed row order makes concurrent batches that overlap lock rows in
+		// the same order, so they wait for each other instead of deadlocking.
+		sort.Slice(out.Findings, func(i, j int) bool {
+			a, b := out.Findings[i], out.Findings[j]
+			if a.ScanID != b.ScanID {
+				return a.ScanID < b.ScanID
+			}
+			return a.UID < b.UID
+		})
+	}
+	if len(b.Scans) > 0 {
+		seen := make(map[string]int, len(b.Scans))
+		for i, s := range b.Scans {
+			if s.ID == "" {
+				return Batch{}, Invalid("scan %d: id is required", i)
+			}
+			s.IngestionID = ingestionID
+			s.ProviderType = strings.ToLower(s.ProviderType)
+			s.FindingCount = 0
+			s.InsertedAt, s.UpdatedAt = now, now
+			if j, ok := seen[s.ID]; ok {
+				out.Scans[j] = s
+				continue
+			}
+			seen[s.ID] = len(out.Scans)
+			out.Scans = append(out.Scans, s)
+		}
+		sort.Slice(out.Scans, func(i, j int) bool { return out.Scans[i].ID < out.Scans[j].ID })
+	}
+	for i, e := range out.Errors {
+		if e.Code == "" {
+			return Batch{}, Invalid("error %d: code is required", i)
+		}
+	}
+	return out, nil
+}
+
+// ValidOutcome rejects outcomes that would leave a finished run looking
+// unfinished.
+func ValidOutcome(o store.Outcome) error {
+	if o.Status != store.RunSucceeded && o.Status != store.RunFailed {
+		return Invalid("run outcome status %q: want %q or %q", o.Status, store.RunSucceeded, store.RunFailed)
+	}
+	return nil
+}
+
+// Dialect is what differs in the query text of the engines.
+type Dialect struct {
+	// Param renders the n-th (1-based) bind parameter.
+	Param func(n int) string
+	// ILike is the case-insensitive LIKE operator.
+	ILike string
+}
+
+// Postgres and SQLite are the two dialects. SQLite's "?NNN" numbered
+// parameters let both share one builder; its LIKE is case-insensitive for
+// ASCII only, which is what Search promises there.
+var (
+	Postgres = Dialect{Param: func(n int) string { return "$" + strconv.Itoa(n) }, ILike: "ILIKE"}
+	SQLite   = Dialect{Param: func(n int) string { return "?" + strconv.Itoa(n) }, ILike: "LIKE"}
+)
+
+// Args collects bind parameters while a statement is built.
+type Args struct {
+	d    Dialect
+	Vals []any
+}
+
+// NewArgs starts a parameter list for dialect d.
+func NewArgs(d Dialect) *Args { return &Args{d: d} }
+
+// Add appends v and returns its placeholder.
+func (a *Args) Add(v any) string {
+	a.Vals = append(a.Vals, v)
+	return a.d.Param(len(a.Vals))
+}
+
+func (a *Args) in(col string, vals []string, norm func(string) string) string {
+	ps := make([]string, len(vals))
+	for i, v := range vals {
+		ps[i] = a.Add(norm(v))
+	}
+	return col + " IN (" + strings.Join(ps, ", ") + ")"
+}
+
+// FindingColumns is the column list every finding SELECT uses, in the order
+// the engines scan them.
+const FindingColumns = "id, uid, scan_id, ingestion_id, check_id, title, severity, severity_id, status_code, status, region, provider_type, provider_uid, resource_uid, event_time, raw, inserted_at, updated_at"
+
+// FindingWhere renders the WHERE condition of q for tenant.
+func FindingWhere(a *Args, tenant string, q store.FindingQuery) string {
+	conds := []string{"tenant = " + a.Add(tenant)}
+	if len(q.Severity) > 0 {
+		conds = append(conds, a.in("severity", q.Severity, strings.ToLower))
+	}
+	if len(q.StatusCode) > 0 {
+		conds = append(conds, a.in("status_code", q.StatusCode, strings.ToUpper))
+	}
+	if len(q.ProviderType) > 0 {
+		conds = append(conds, a.in("provider_type", q.ProviderType, strings.ToLower))
+	}
+	for _, eq := range []struct{ col, val string }{
+		{"provider_uid", q.ProviderUID},
+		{"check_id", q.CheckID},
+		{"region", q.Region},
+		{"scan_id", q.ScanID},
+		{"ingestion_id", q.IngestionID},
+	} {
+		if eq.val != "" {
+			conds = append(conds, eq.col+" = "+a.Add(eq.val))
+		}
+	}
+	if q.Search != "" {
+		p := a.Add("%" + EscapeLike(q.Search) + "%")
+		var ors []string
+		for _, col := range []string{"uid", "title", "check_id", "resource_uid"} {
+			ors = append(ors, col+" "+a.d.ILike+" "+p+` ESCAPE '\'`)
+		}
+		conds = append(conds, "("+strings.Join(ors, " OR ")+")")
+	}
+	return strings.Join(conds, " AND ")
+}
+
+// EscapeLike makes s match literally inside a LIKE pattern with ESCAPE '\'.
+func EscapeLike(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+	return r.Replace(s)
+}
+
+var sortColumns = map[string]string{
+	"time":        "event_time",
+	"severity_id": "severity_id",
+	"inserted_at": "inserted_at",
+	"check_id":    "check_id",
+	"uid":         "uid",
+}
+
+// FindingOrder renders the ORDER BY list for sort keys. uid and id are always
+// appended as tie-breakers so that pages never overlap or skip rows.
+func FindingOrder(keys []string) (string, error) {
+	if len(keys) == 0 {
+		keys = []string{"-severity_id", "uid"}
+	}
+	var parts []string
+	used := map[string]bool{}
+	for _, k := range keys {
+		dir := "ASC"
+		name := k
+		if strings.HasPrefix(k, "-") {
+			dir, name = "DESC", k[1:]
+		}
+		col, ok := sortColumns[name]
+		if !ok {
+			return "", Invalid("unknown sort key %q", k)
+		}
+		if used[col] {
+			continue
+		}
+		used[col] = true
+		parts = append(parts, col+" "+dir)
+	}
+	for _, col := range []string{"uid", "id"} {
+		if !used[col] {
+			parts = append(parts, col+" ASC")
+		}
+	}
+	return strings.Join(parts, ", "), nil
+}
+
+// CountColumn maps FindingCounts' by to its column.
+func CountColumn(by string) (string, error) {
+	switch by {
+	case "severity", "status_code", "provider_type":
+		return by, nil
+	}
+	return "", Invalid("cannot count findings by %q: want severity, status_code or provider_type", by)
+}
+
+// Limit turns a page into LIMIT and OFFSET.
+func Limit(p store.Page) (limit, offset int) {
+	size := p.Size
+	if size <= 0 {
+		size = DefaultPageSize
+	}
+	n := p.Number
+	if n < 1 {
+		n = 1
+	}
+	return size, (n - 1) * size
+}
+
+// ScanWhere renders the WHERE condition of q for tenant over scans aliased s.
+func ScanWhere(a *Args, tenant string, q store.ScanQuery) string {
+	conds := []string{"s.tenant = " + a.Add(tenant)}
+	if q.ProviderType != "" {
+		conds = append(conds, "s.provider_type = "+a.Add(strings.ToLower(q.ProviderType)))
+	}
+	if q.ProviderUID != "" {
+		conds = append(conds, "s.provider_uid = "+a.Add(q.ProviderUID))
+	}
+	return strings.Join(conds, " AND ")
+}

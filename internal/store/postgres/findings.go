@@ -1,0 +1,290 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/store/internal/engine"
+)
+
+// stagingTable receives a batch's findings by COPY, the fastest way into
+// PostgreSQL, from where one INSERT ... SELECT upserts them (COPY itself
+// cannot resolve conflicts). It is a per-connection temporary table, created
+// once per connection and emptied by every commit, so batches pay neither
+// catalog churn nor WAL for it.
+const stagingTable = "posture_findings_staging"
+
+// stagingDDL creates the staging table. raw is compressed here, once, with
+// the method findings.raw uses (a compressed value is copied as is), and the
+// table's high toast target keeps it inline so staging never writes a TOAST
+// table of its own.
+func stagingDDL(lz4 bool) string {
+	comp := ""
+	if lz4 {
+		comp = " COMPRESSION lz4"
+	}
+	return `
+CREATE TEMPORARY TABLE IF NOT EXISTS ` + stagingTable + ` (
+    id uuid, scan_id text COLLATE "C", uid text COLLATE "C", check_id text, title text, severity text,
+    severity_id integer, status_code text, status text, region text, provider_type text, provider_uid text,
+    resource_uid text, event_time timestamptz, raw bytea` + comp + `
+) WITH (toast_tuple_target = 8160) ON COMMIT DELETE ROWS`
+}
+
+var stagingColumns = []string{"id", "scan_id", "uid", "check_id", "title", "severity", "severity_id",
+	"status_code", "status", "region", "provider_type", "provider_uid", "resource_uid", "event_time", "raw"}
+
+// The staging rows are already sorted by (scan_id, uid), and ORDER BY keeps
+// that order for the inserts, so concurrent overlapping batches lock rows in
+// the same order instead of deadlocking.
+const upsertFromStaging = `
+INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, check_id, title, severity, severity_id,
+    status_code, status, region, provider_type, provider_uid, resource_uid, event_time, raw, inserted_at, updated_at)
+SELECT id, $1, scan_id, uid, $2, check_id, title, severity, severity_id,
+    status_code, status, region, provider_type, provider_uid, resource_uid, event_time, raw, $3, $3
+FROM ` + stagingTable + `
+ORDER BY scan_id, uid
+ON CONFLICT (tenant, scan_id, uid) DO UPDATE SET
+    ingestion_id = excluded.ingestion_id, check_id = excluded.check_id, title = excluded.title,
+    severity = excluded.severity, severity_id = excluded.severity_id, status_code = excluded.status_code,
+    status = excluded.status, region = excluded.region, provider_type = excluded.provider_type,
+    provider_uid = excluded.provider_uid, resource_uid = excluded.resource_uid,
+    event_time = excluded.event_time, updated_at = excluded.updated_at,
+    -- Keeping the stored value when equal spares re-ingestion a new TOAST
+    -- copy of every record (and the dead one it leaves).
+    raw = CASE WHEN findings.raw = excluded.raw THEN findings.raw ELSE excluded.raw END`
+
+// Scans come a few per batch; arrays keep them to one round trip.
+const upsertScans = `
+INSERT INTO scans (tenant, id, provider_type, provider_uid, scan_trigger, ingestion_id, inserted_at, updated_at)
+SELECT $1, id, provider_type, provider_uid, scan_trigger, $2, $3, $3
+FROM unnest($4::text[], $5::text[], $6::text[], $7::text[]) AS t(id, provider_type, provider_uid, scan_trigger)
+ON CONFLICT (tenant, id) DO UPDATE SET
+    provider_type = excluded.provider_type, provider_uid = excluded.provider_uid,
+    scan_trigger = excluded.scan_trigger, ingestion_id = excluded.ingestion_id, updated_at = excluded.updated_at`
+
+var errorColumns = []string{"tenant", "ingestion_id", "attempt", "record_index", "finding_uid", "code", "detail", "pointer", "value"}
+
+// WriteBatch implements store.Store.
+func (s *Store) WriteBatch(ctx context.Context, tenant, ingestionID string, attempt int, in store.Batch) error {
+	now := engine.Now()
+	b, err := engine.PrepareBatch(tenant, ingestionID, in, now)
+	if err != nil {
+		return err
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: write batch: %w", err)
+	}
+	defer conn.Release()
+	if len(b.Findings) > 0 {
+		if err := s.ensureStaging(ctx, conn); err != nil {
+			return err
+		}
+	}
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		// FOR SHARE lets batches of one attempt run side by side while making
+		// StartRun of a newer attempt wait for them (and them fail after it).
+		var stored int
+		var finished *time.Time
+		err := tx.QueryRow(ctx, `SELECT attempt, finished_at FROM runs WHERE tenant = $1 AND ingestion_id = $2 FOR SHARE`,
+			tenant, ingestionID).Scan(&stored, &finished)
+		if isNoRows(err) {
+			return store.ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("postgres: write batch: %w", err)
+		}
+		if stored != attempt || finished != nil {
+			return store.ErrStaleAttempt
+		}
+		if len(b.Findings) > 0 {
+			if err := writeFindings(ctx, tx, tenant, ingestionID, now, b.Findings); err != nil {
+				return err
+			}
+		}
+		if len(b.Scans) > 0 {
+			n := len(b.Scans)
+			ids, types, uids, triggers := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+			for i, sc := range b.Scans {
+				ids[i], types[i], uids[i], triggers[i] = sc.ID, sc.ProviderType, sc.ProviderUID, sc.Trigger
+			}
+			if _, err := tx.Exec(ctx, upsertScans, tenant, ingestionID, now, ids, types, uids, triggers); err != nil {
+				return fmt.Errorf("postgres: write scans: %w", err)
+			}
+		}
+		if len(b.Errors) > 0 {
+			_, err := tx.CopyFrom(ctx, pgx.Identifier{"ingestion_errors"}, errorColumns,
+				pgx.CopyFromSlice(len(b.Errors), func(i int) ([]any, error) {
+					e := b.Errors[i]
+					return []any{tenant, ingestionID, attempt, e.RecordIndex, e.FindingUID, e.Code, e.Detail, e.Pointer, e.Value}, nil
+				}))
+			if err != nil {
+				return fmt.Errorf("postgres: write ingestion errors: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+// ensureStaging creates the staging table on conn unless it already did.
+// It runs outside the batch transaction: a rollback would otherwise undo
+// the CREATE while the connection still remembered it.
+func (s *Store) ensureStaging(ctx context.Context, conn *pgxpool.Conn) error {
+	data := conn.Conn().PgConn().CustomData()
+	if data[stagingTable] == true {
+		return nil
+	}
+	if _, err := conn.Exec(ctx, stagingDDL(s.lz4)); err != nil {
+		return fmt.Errorf("postgres: create staging table: %w", err)
+	}
+	data[stagingTable] = true
+	return nil
+}
+
+func writeFindings(ctx context.Context, tx pgx.Tx, tenant, ingestionID string, now time.Time, fs []store.Finding) error {
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{stagingTable}, stagingColumns,
+		pgx.CopyFromSlice(len(fs), func(i int) ([]any, error) {
+			f := &fs[i]
+			id, err := uuid.Parse(f.ID)
+			if err != nil {
+				return nil, err
+			}
+			return []any{[16]byte(id), f.ScanID, f.UID, f.CheckID, f.Title, f.Severity, int32(f.SeverityID),
+				f.StatusCode, f.Status, f.Region, f.ProviderType, f.ProviderUID, f.ResourceUID, f.Time, f.Raw}, nil
+		}))
+	if err != nil {
+		return fmt.Errorf("postgres: stage findings: %w", err)
+	}
+	if _, err := tx.Exec(ctx, upsertFromStaging, tenant, ingestionID, now); err != nil {
+		return fmt.Errorf("postgres: upsert findings: %w", err)
+	}
+	return nil
+}
+
+func scanFinding(row pgx.Row) (store.Finding, error) {
+	var (
+		f  store.Finding
+		id uuid.UUID
+	)
+	err := row.Scan(&id, &f.UID, &f.ScanID, &f.IngestionID, &f.CheckID, &f.Title, &f.Severity, &f.SeverityID,
+		&f.StatusCode, &f.Status, &f.Region, &f.ProviderType, &f.ProviderUID, &f.ResourceUID, &f.Time, &f.Raw,
+		&f.InsertedAt, &f.UpdatedAt)
+	if err != nil {
+		return store.Finding{}, err
+	}
+	f.ID = id.String()
+	if f.Raw == nil {
+		f.Raw = []byte{}
+	}
+	f.Time, f.InsertedAt, f.UpdatedAt = utc(f.Time), utc(f.InsertedAt), utc(f.UpdatedAt)
+	return f, nil
+}
+
+// ListFindings implements store.Store.
+func (s *Store) ListFindings(ctx context.Context, tenant string, q store.FindingQuery) ([]store.Finding, int, error) {
+	order, err := engine.FindingOrder(q.Sort)
+	if err != nil {
+		return nil, 0, err
+	}
+	a := engine.NewArgs(engine.Postgres)
+	where := engine.FindingWhere(a, tenant, q)
+	var total int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM findings WHERE `+where, a.Vals...).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("postgres: count findings: %w", err)
+	}
+	limit, offset := engine.Limit(q.Page)
+	rows, err := s.pool.Query(ctx, `SELECT `+engine.FindingColumns+` FROM findings WHERE `+where+
+		` ORDER BY `+order+` LIMIT `+a.Add(limit)+` OFFSET `+a.Add(offset), a.Vals...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("postgres: list findings: %w", err)
+	}
+	defer rows.Close()
+	out := []store.Finding{}
+	for rows.Next() {
+		f, err := scanFinding(rows)
+		if err != nil {
+			return nil, 0, fmt.Errorf("postgres: list findings: %w", err)
+		}
+		out = append(out, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("postgres: list findings: %w", err)
+	}
+	return out, total, nil
+}
+
+// GetFinding implements store.Store.
+func (s *Store) GetFinding(ctx context.Context, tenant, id string) (store.Finding, error) {
+	uid, err := uuid.Parse(id)
+	if err != nil {
+		return store.Finding{}, store.ErrNotFound
+	}
+	f, err := scanFinding(s.pool.QueryRow(ctx,
+		`SELECT `+engine.FindingColumns+` FROM findings WHERE id = $1 AND tenant = $2`, uid, tenant))
+	if isNoRows(err) || isInvalidText(err) {
+		return store.Finding{}, store.ErrNotFound
+	}
+	if err != nil {
+		return store.Finding{}, fmt.Errorf("postgres: get finding: %w", err)
+	}
+	return f, nil
+}
+
+// ListScans implements store.Store.
+func (s *Store) ListScans(ctx context.Context, tenant string, q store.ScanQuery) ([]store.Scan, int, error) {
+	a := engine.NewArgs(engine.Postgres)
+	where := engine.ScanWhere(a, tenant, q)
+	var total int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM scans s WHERE `+where, a.Vals...).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("postgres: count scans: %w", err)
+	}
+	limit, offset := engine.Limit(q.Page)
+	rows, err := s.pool.Query(ctx, `
+SELECT s.id, s.provider_type, s.provider_uid, s.scan_trigger, s.ingestion_id, s.inserted_at, s.updated_at,
+    (SELECT count(*) FROM findings f WHERE f.tenant = s.tenant AND f.scan_id = s.id)
+FROM scans s WHERE `+where+`
+ORDER BY s.inserted_at DESC, s.id
+LIMIT `+a.Add(limit)+` OFFSET `+a.Add(offset), a.Vals...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("postgres: list scans: %w", err)
+	}
+	out := []store.Scan{}
+	var sc store.Scan
+	_, err = pgx.ForEachRow(rows, []any{&sc.ID, &sc.ProviderType, &sc.ProviderUID, &sc.Trigger, &sc.IngestionID,
+		&sc.InsertedAt, &sc.UpdatedAt, &sc.FindingCount}, func() error {
+		c := sc
+		c.InsertedAt, c.UpdatedAt = utc(c.InsertedAt), utc(c.UpdatedAt)
+		out = append(out, c)
+		return nil
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("postgres: list scans: %w", err)
+	}
+	return out, total, nil
+}
+
+// FindingCounts implements store.Store.
+func (s *Store) FindingCounts(ctx context.Context, tenant, by string) (map[string]int, error) {
+	col, err := engine.CountColumn(by)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+col+`, count(*) FROM findings WHERE tenant = $1 GROUP BY `+col, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: count findings: %w", err)
+	}
+	out := map[string]int{}
+	var k string
+	var n int
+	if _, err := pgx.ForEachRow(rows, []any{&k, &n}, func() error { out[k] = n; return nil }); err != nil {
+		return nil, fmt.Errorf("postgres: count findings: %w", err)
+	}
+	return out, nil
+}

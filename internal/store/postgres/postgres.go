@@ -1,0 +1,119 @@
+// Package postgres is the PostgreSQL store engine (pgx/v5), for clusters and
+// multi-replica installs.
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+
+	"github.com/posture-dev/posture/internal/store"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Store is the PostgreSQL engine of store.Store.
+type Store struct {
+	pool *pgxpool.Pool
+	lz4  bool // the server can compress with lz4
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to dsn (URL or keyword/value form, as pgx accepts), applies
+// the migrations and returns the store. Replicas may call Open at the same
+// time: migrations are serialised by an advisory lock.
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: parse DSN: %w", err)
+	}
+	// Every timestamp the store returns is UTC; asking the server for UTC
+	// keeps text renderings (logs, psql) consistent with it too.
+	if cfg.ConnConfig.RuntimeParams == nil {
+		cfg.ConnConfig.RuntimeParams = map[string]string{}
+	}
+	cfg.ConnConfig.RuntimeParams["timezone"] = "UTC"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: connect: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: connect: %w", err)
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s := &Store{pool: pool}
+	// No row before PostgreSQL 14, which has no lz4 either.
+	err = pool.QueryRow(ctx, `SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'`).Scan(&s.lz4)
+	if err != nil && !isNoRows(err) {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: probe lz4: %w", err)
+	}
+	if err := s.purgeIncompleteBlobs(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	fsys, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return err
+	}
+	locker, err := lock.NewPostgresSessionLocker()
+	if err != nil {
+		return fmt.Errorf("postgres: migrations: %w", err)
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys, goose.WithSessionLocker(locker))
+	if err != nil {
+		return fmt.Errorf("postgres: migrations: %w", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("postgres: migrate: %w", err)
+	}
+	return nil
+}
+
+// Close closes the connection pool.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+func utc(t time.Time) time.Time { return t.UTC() }
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// isNoRows reports pgx's "no rows" error.
+func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
+
+// isInvalidText reports PostgreSQL rejecting a malformed value (a bad UUID),
+// which for a lookup means "no such row".
+func isInvalidText(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "22P02"
+}

@@ -1,0 +1,145 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/store/internal/engine"
+)
+
+// StartRun implements store.Store.
+func (s *Store) StartRun(ctx context.Context, tenant, ingestionID string, attempt int, total int) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// The upsert's WHERE makes "not older than the stored attempt" part
+		// of the statement that resets the row, and its row lock orders this
+		// against a WriteBatch of the old attempt (which holds a share lock).
+		var got int
+		err := tx.QueryRow(ctx, `
+INSERT INTO runs (tenant, ingestion_id, attempt, status, total, processed, invalid, message, started_at, updated_at, finished_at)
+VALUES ($1, $2, $3, $4, $5, 0, 0, '', $6, $6, NULL)
+ON CONFLICT (tenant, ingestion_id) DO UPDATE SET
+    attempt = excluded.attempt, status = excluded.status, total = excluded.total,
+    processed = 0, invalid = 0, message = '',
+    started_at = excluded.started_at, updated_at = excluded.updated_at, finished_at = NULL
+WHERE runs.attempt < excluded.attempt OR (runs.attempt = excluded.attempt AND runs.finished_at IS NULL)
+RETURNING attempt`,
+			tenant, ingestionID, attempt, string(store.RunRunning), total, engine.Now()).Scan(&got)
+		if isNoRows(err) {
+			return store.ErrStaleAttempt
+		}
+		if err != nil {
+			return fmt.Errorf("postgres: start run: %w", err)
+		}
+		if _, err := tx.Exec(ctx,
+			`DELETE FROM ingestion_errors WHERE tenant = $1 AND ingestion_id = $2`,
+			tenant, ingestionID); err != nil {
+			return fmt.Errorf("postgres: start run: clear errors: %w", err)
+		}
+		return nil
+	})
+}
+
+// UpdateRun implements store.Store.
+func (s *Store) UpdateRun(ctx context.Context, tenant, ingestionID string, attempt int, p store.Progress) error {
+	tag, err := s.pool.Exec(ctx, `
+UPDATE runs SET processed = $1, invalid = $2, updated_at = $3
+WHERE tenant = $4 AND ingestion_id = $5 AND attempt = $6 AND finished_at IS NULL`,
+		p.Processed, p.Invalid, engine.Now(), tenant, ingestionID, attempt)
+	if err != nil {
+		return fmt.Errorf("postgres: update run: %w", err)
+	}
+	return s.checkRunWrite(ctx, tag, tenant, ingestionID)
+}
+
+// FinishRun implements store.Store.
+func (s *Store) FinishRun(ctx context.Context, tenant, ingestionID string, attempt int, o store.Outcome) error {
+	if err := engine.ValidOutcome(o); err != nil {
+		return err
+	}
+	tag, err := s.pool.Exec(ctx, `
+UPDATE runs SET status = $1, processed = $2, invalid = $3, message = $4, updated_at = $5, finished_at = $5
+WHERE tenant = $6 AND ingestion_id = $7 AND attempt = $8 AND finished_at IS NULL`,
+		string(o.Status), o.Processed, o.Invalid, o.Message, engine.Now(), tenant, ingestionID, attempt)
+	if err != nil {
+		return fmt.Errorf("postgres: finish run: %w", err)
+	}
+	return s.checkRunWrite(ctx, tag, tenant, ingestionID)
+}
+
+// checkRunWrite tells a stale attempt from a missing run once a guarded
+// UPDATE matched nothing. Runs are never deleted, so the answer cannot go
+// stale between the two statements.
+func (s *Store) checkRunWrite(ctx context.Context, tag pgconn.CommandTag, tenant, ingestionID string) error {
+	if tag.RowsAffected() > 0 {
+		return nil
+	}
+	var one int
+	err := s.pool.QueryRow(ctx, `SELECT 1 FROM runs WHERE tenant = $1 AND ingestion_id = $2`,
+		tenant, ingestionID).Scan(&one)
+	if isNoRows(err) {
+		return store.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("postgres: check run: %w", err)
+	}
+	return store.ErrStaleAttempt
+}
+
+// GetRun implements store.Store.
+func (s *Store) GetRun(ctx context.Context, tenant, ingestionID string) (store.Run, error) {
+	var (
+		r      store.Run
+		status string
+		fin    *time.Time
+	)
+	err := s.pool.QueryRow(ctx, `
+SELECT ingestion_id, attempt, status, total, processed, invalid, message, started_at, updated_at, finished_at
+FROM runs WHERE tenant = $1 AND ingestion_id = $2`, tenant, ingestionID).Scan(
+		&r.IngestionID, &r.Attempt, &status, &r.Total, &r.Processed, &r.Invalid, &r.Message,
+		&r.StartedAt, &r.UpdatedAt, &fin)
+	if isNoRows(err) {
+		return store.Run{}, store.ErrNotFound
+	}
+	if err != nil {
+		return store.Run{}, fmt.Errorf("postgres: get run: %w", err)
+	}
+	r.Status = store.RunStatus(status)
+	r.StartedAt, r.UpdatedAt, r.FinishedAt = utc(r.StartedAt), utc(r.UpdatedAt), utcPtr(fin)
+	return r, nil
+}
+
+// ListIngestionErrors implements store.Store.
+func (s *Store) ListIngestionErrors(ctx context.Context, tenant, ingestionID string, page store.Page) ([]store.IngestionError, int, error) {
+	var total int
+	if err := s.pool.QueryRow(ctx,
+		`SELECT count(*) FROM ingestion_errors WHERE tenant = $1 AND ingestion_id = $2`,
+		tenant, ingestionID).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("postgres: count ingestion errors: %w", err)
+	}
+	limit, offset := engine.Limit(page)
+	rows, err := s.pool.Query(ctx, `
+SELECT id, record_index, finding_uid, code, detail, pointer, value
+FROM ingestion_errors WHERE tenant = $1 AND ingestion_id = $2
+ORDER BY record_index NULLS FIRST, id
+LIMIT $3 OFFSET $4`, tenant, ingestionID, limit, offset)
+	if err != nil {
+		return nil, 0, fmt.Errorf("postgres: list ingestion errors: %w", err)
+	}
+	out := []store.IngestionError{}
+	var e store.IngestionError
+	_, err = pgx.ForEachRow(rows, []any{&e.ID, &e.RecordIndex, &e.FindingUID, &e.Code, &e.Detail, &e.Pointer, &e.Value}, func() error {
+		out = append(out, e)
+		// Scan reuses the pointer target; the next row needs its own.
+		e.RecordIndex = nil
+		return nil
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("postgres: list ingestion errors: %w", err)
+	}
+	return out, total, nil
+}

@@ -1,0 +1,12 @@
+package sqlite_test
+
+import (
+	"testing"
+
+	"github.com/posture-dev/posture/internal/store/storetest"
+)
+
+// go test -run '^$' -bench WriteBatch -benchtime 20x ./internal/store/sqlite/
+func BenchmarkWriteBatch(b *testing.B) {
+	storetest.BenchWriteBatch(b, openTemp(b))
+}

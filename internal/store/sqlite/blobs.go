@@ -1,0 +1,170 @@
+package sqlite
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/store/internal/engine"
+)
+
+// PutBlob implements store.Store.
+func (s *Store) PutBlob(ctx context.Context, tenant string, r io.Reader) (store.Blob, error) {
+	id := uuid.NewString()
+	if _, err := s.w.ExecContext(ctx,
+		`INSERT INTO blobs (id, tenant, created_at) VALUES (?1, ?2, ?3)`,
+		id, tenant, micros(time.Now())); err != nil {
+		return store.Blob{}, fmt.Errorf("sqlite: put blob: %w", err)
+	}
+	b, err := s.writeChunks(ctx, id, r)
+	if err != nil {
+		// The caller's context is often the reason we failed; the clean-up
+		// must still run.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if _, derr := s.w.ExecContext(cctx, `DELETE FROM blobs WHERE id = ?1`, id); derr != nil {
+			err = errors.Join(err, fmt.Errorf("sqlite: remove failed upload %s: %w", id, derr))
+		}
+		return store.Blob{}, err
+	}
+	return b, nil
+}
+
+func (s *Store) writeChunks(ctx context.Context, id string, r io.Reader) (store.Blob, error) {
+	h := sha256.New()
+	buf := make([]byte, engine.ChunkSize)
+	var size int64
+	seq := 0
+	for {
+		n, rerr := io.ReadFull(r, buf)
+		if n > 0 {
+			h.Write(buf[:n])
+			// One short transaction per chunk: an upload is as slow as its
+			// client, and must not hold the database's only write lock.
+			if _, err := s.w.ExecContext(ctx,
+				`INSERT INTO blob_chunks (blob_id, seq, data) VALUES (?1, ?2, ?3)`,
+				id, seq, buf[:n]); err != nil {
+				return store.Blob{}, fmt.Errorf("sqlite: put blob chunk: %w", err)
+			}
+			seq++
+			size += int64(n)
+		}
+		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+			break
+		}
+		if rerr != nil {
+			return store.Blob{}, fmt.Errorf("sqlite: put blob: read: %w", rerr)
+		}
+	}
+	b := store.Blob{ID: id, Size: size, SHA256: hex.EncodeToString(h.Sum(nil))}
+	if _, err := s.w.ExecContext(ctx,
+		`UPDATE blobs SET size = ?1, sha256 = ?2, chunks = ?3, complete = 1 WHERE id = ?4`,
+		b.Size, b.SHA256, seq, id); err != nil {
+		return store.Blob{}, fmt.Errorf("sqlite: put blob: %w", err)
+	}
+	return b, nil
+}
+
+// OpenBlob implements store.Store.
+func (s *Store) OpenBlob(ctx context.Context, tenant, id string) (io.ReadCloser, error) {
+	var chunks int
+	var size int64
+	err := s.r.QueryRowContext(ctx,
+		`SELECT chunks, size FROM blobs WHERE id = ?1 AND tenant = ?2 AND complete = 1`,
+		id, tenant).Scan(&chunks, &size)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open blob: %w", err)
+	}
+	return &blobReader{ctx: ctx, db: s.r, id: id, chunks: chunks, size: size}, nil
+}
+
+// blobReader holds at most one chunk in memory.
+type blobReader struct {
+	ctx    context.Context
+	db     *sql.DB
+	id     string
+	chunks int
+	size   int64
+	next   int
+	read   int64
+	cur    []byte
+	closed bool
+}
+
+func (b *blobReader) Read(p []byte) (int, error) {
+	if b.closed {
+		return 0, errors.New("sqlite: read of closed blob")
+	}
+	for len(b.cur) == 0 {
+		if b.next == b.chunks {
+			if b.read != b.size {
+				return 0, fmt.Errorf("sqlite: blob %s: read %d of %d bytes: %w", b.id, b.read, b.size, io.ErrUnexpectedEOF)
+			}
+			return 0, io.EOF
+		}
+		err := b.db.QueryRowContext(b.ctx,
+			`SELECT data FROM blob_chunks WHERE blob_id = ?1 AND seq = ?2`,
+			b.id, b.next).Scan(&b.cur)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, fmt.Errorf("sqlite: blob %s deleted while reading: %w", b.id, store.ErrNotFound)
+		}
+		if err != nil {
+			return 0, fmt.Errorf("sqlite: read blob %s: %w", b.id, err)
+		}
+		b.next++
+	}
+	n := copy(p, b.cur)
+	b.cur = b.cur[n:]
+	b.read += int64(n)
+	return n, nil
+}
+
+func (b *blobReader) Close() error {
+	b.closed, b.cur = true, nil
+	return nil
+}
+
+// DeleteBlob implements store.Store.
+func (s *Store) DeleteBlob(ctx context.Context, tenant, id string) error {
+	res, err := s.w.ExecContext(ctx, `DELETE FROM blobs WHERE id = ?1 AND tenant = ?2 AND complete = 1`, id, tenant)
+	if err != nil {
+		return fmt.Errorf("sqlite: delete blob: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return store.ErrNotFound
+	}
+	return nil
+}
+
+// CountBlobs counts the tenant's blob rows, complete or not, and their chunks.
+// It exists so tests can prove that a failed upload left nothing behind.
+func (s *Store) CountBlobs(ctx context.Context, tenant string) (blobs, chunks int, err error) {
+	err = s.r.QueryRowContext(ctx,
+		`SELECT (SELECT count(*) FROM blobs WHERE tenant = ?1),
+		        (SELECT count(*) FROM blob_chunks c JOIN blobs b ON b.id = c.blob_id WHERE b.tenant = ?1)`,
+		tenant).Scan(&blobs, &chunks)
+	if err != nil {
+		return 0, 0, fmt.Errorf("sqlite: count blobs: %w", err)
+	}
+	return blobs, chunks, nil
+}
+
+func (s *Store) purgeIncompleteBlobs(ctx context.Context) error {
+	_, err := s.w.ExecContext(ctx, `DELETE FROM blobs WHERE complete = 0 AND created_at < ?1`,
+		micros(time.Now().Add(-engine.IncompleteBlobTTL)))
+	if err != nil {
+		return fmt.Errorf("sqlite: purge incomplete blobs: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,227 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/store/internal/engine"
+)
+
+const upsertFinding = `
+INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, check_id, title, severity, severity_id,
+    status_code, status, region, provider_type, provider_uid, resource_uid, event_time, raw, inserted_at, updated_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?18)
+ON CONFLICT (tenant, scan_id, uid) DO UPDATE SET
+    ingestion_id = excluded.ingestion_id, check_id = excluded.check_id, title = excluded.title,
+    severity = excluded.severity, severity_id = excluded.severity_id, status_code = excluded.status_code,
+    status = excluded.status, region = excluded.region, provider_type = excluded.provider_type,
+    provider_uid = excluded.provider_uid, resource_uid = excluded.resource_uid,
+    event_time = excluded.event_time, raw = excluded.raw, updated_at = excluded.updated_at`
+
+const upsertScan = `
+INSERT INTO scans (tenant, id, provider_type, provider_uid, scan_trigger, ingestion_id, inserted_at, updated_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)
+ON CONFLICT (tenant, id) DO UPDATE SET
+    provider_type = excluded.provider_type, provider_uid = excluded.provider_uid,
+    scan_trigger = excluded.scan_trigger, ingestion_id = excluded.ingestion_id, updated_at = excluded.updated_at`
+
+const insertError = `
+INSERT INTO ingestion_errors (tenant, ingestion_id, attempt, record_index, finding_uid, code, detail, pointer, value)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)`
+
+// WriteBatch implements store.Store.
+func (s *Store) WriteBatch(ctx context.Context, tenant, ingestionID string, attempt int, in store.Batch) error {
+	now := engine.Now()
+	b, err := engine.PrepareBatch(tenant, ingestionID, in, now)
+	if err != nil {
+		return err
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		// BEGIN IMMEDIATE already holds the write lock, so no StartRun can
+		// slip in between this check and the commit.
+		var stored int
+		var finished sql.NullInt64
+		err := tx.QueryRowContext(ctx, `SELECT attempt, finished_at FROM runs WHERE tenant = ?1 AND ingestion_id = ?2`,
+			tenant, ingestionID).Scan(&stored, &finished)
+		if errors.Is(err, sql.ErrNoRows) {
+			return store.ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("sqlite: write batch: %w", err)
+		}
+		if stored != attempt || finished.Valid {
+			return store.ErrStaleAttempt
+		}
+		ts := micros(now)
+		if len(b.Findings) > 0 {
+			st, err := tx.PrepareContext(ctx, upsertFinding)
+			if err != nil {
+				return fmt.Errorf("sqlite: write findings: %w", err)
+			}
+			defer st.Close()
+			for _, f := range b.Findings {
+				if _, err := st.ExecContext(ctx, f.ID, tenant, f.ScanID, f.UID, ingestionID, f.CheckID, f.Title,
+					f.Severity, f.SeverityID, f.StatusCode, f.Status, f.Region, f.ProviderType, f.ProviderUID,
+					f.ResourceUID, micros(f.Time), f.Raw, ts); err != nil {
+					return fmt.Errorf("sqlite: write finding %q: %w", f.UID, err)
+				}
+			}
+		}
+		for _, sc := range b.Scans {
+			if _, err := tx.ExecContext(ctx, upsertScan, tenant, sc.ID, sc.ProviderType, sc.ProviderUID,
+				sc.Trigger, ingestionID, ts); err != nil {
+				return fmt.Errorf("sqlite: write scan %q: %w", sc.ID, err)
+			}
+		}
+		if len(b.Errors) > 0 {
+			st, err := tx.PrepareContext(ctx, insertError)
+			if err != nil {
+				return fmt.Errorf("sqlite: write ingestion errors: %w", err)
+			}
+			defer st.Close()
+			for _, e := range b.Errors {
+				var idx any
+				if e.RecordIndex != nil {
+					idx = *e.RecordIndex
+				}
+				if _, err := st.ExecContext(ctx, tenant, ingestionID, attempt, idx, e.FindingUID, e.Code,
+					e.Detail, e.Pointer, e.Value); err != nil {
+					return fmt.Errorf("sqlite: write ingestion error: %w", err)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanFinding(row scanner) (store.Finding, error) {
+	var (
+		f                    store.Finding
+		t, inserted, updated int64
+	)
+	err := row.Scan(&f.ID, &f.UID, &f.ScanID, &f.IngestionID, &f.CheckID, &f.Title, &f.Severity, &f.SeverityID,
+		&f.StatusCode, &f.Status, &f.Region, &f.ProviderType, &f.ProviderUID, &f.ResourceUID, &t, &f.Raw,
+		&inserted, &updated)
+	if err != nil {
+		return store.Finding{}, err
+	}
+	if f.Raw == nil {
+		f.Raw = []byte{}
+	}
+	f.Time, f.InsertedAt, f.UpdatedAt = fromMicros(t), fromMicros(inserted), fromMicros(updated)
+	return f, nil
+}
+
+// ListFindings implements store.Store.
+func (s *Store) ListFindings(ctx context.Context, tenant string, q store.FindingQuery) ([]store.Finding, int, error) {
+	order, err := engine.FindingOrder(q.Sort)
+	if err != nil {
+		return nil, 0, err
+	}
+	a := engine.NewArgs(engine.SQLite)
+	where := engine.FindingWhere(a, tenant, q)
+	var total int
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM findings WHERE `+where, a.Vals...).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("sqlite: count findings: %w", err)
+	}
+	limit, offset := engine.Limit(q.Page)
+	query := `SELECT ` + engine.FindingColumns + ` FROM findings WHERE ` + where +
+		` ORDER BY ` + order + ` LIMIT ` + a.Add(limit) + ` OFFSET ` + a.Add(offset)
+	rows, err := s.r.QueryContext(ctx, query, a.Vals...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("sqlite: list findings: %w", err)
+	}
+	defer rows.Close()
+	out := []store.Finding{}
+	for rows.Next() {
+		f, err := scanFinding(rows)
+		if err != nil {
+			return nil, 0, fmt.Errorf("sqlite: list findings: %w", err)
+		}
+		out = append(out, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("sqlite: list findings: %w", err)
+	}
+	return out, total, nil
+}
+
+// GetFinding implements store.Store.
+func (s *Store) GetFinding(ctx context.Context, tenant, id string) (store.Finding, error) {
+	f, err := scanFinding(s.r.QueryRowContext(ctx,
+		`SELECT `+engine.FindingColumns+` FROM findings WHERE id = ?1 AND tenant = ?2`, id, tenant))
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Finding{}, store.ErrNotFound
+	}
+	if err != nil {
+		return store.Finding{}, fmt.Errorf("sqlite: get finding: %w", err)
+	}
+	return f, nil
+}
+
+// ListScans implements store.Store.
+func (s *Store) ListScans(ctx context.Context, tenant string, q store.ScanQuery) ([]store.Scan, int, error) {
+	a := engine.NewArgs(engine.SQLite)
+	where := engine.ScanWhere(a, tenant, q)
+	var total int
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM scans s WHERE `+where, a.Vals...).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("sqlite: count scans: %w", err)
+	}
+	limit, offset := engine.Limit(q.Page)
+	rows, err := s.r.QueryContext(ctx, `
+SELECT s.id, s.provider_type, s.provider_uid, s.scan_trigger, s.ingestion_id, s.inserted_at, s.updated_at,
+    (SELECT count(*) FROM findings f WHERE f.tenant = s.tenant AND f.scan_id = s.id)
+FROM scans s WHERE `+where+`
+ORDER BY s.inserted_at DESC, s.id
+LIMIT `+a.Add(limit)+` OFFSET `+a.Add(offset), a.Vals...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("sqlite: list scans: %w", err)
+	}
+	defer rows.Close()
+	out := []store.Scan{}
+	for rows.Next() {
+		var sc store.Scan
+		var inserted, updated int64
+		if err := rows.Scan(&sc.ID, &sc.ProviderType, &sc.ProviderUID, &sc.Trigger, &sc.IngestionID,
+			&inserted, &updated, &sc.FindingCount); err != nil {
+			return nil, 0, fmt.Errorf("sqlite: list scans: %w", err)
+		}
+		sc.InsertedAt, sc.UpdatedAt = fromMicros(inserted), fromMicros(updated)
+		out = append(out, sc)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("sqlite: list scans: %w", err)
+	}
+	return out, total, nil
+}
+
+// FindingCounts implements store.Store.
+func (s *Store) FindingCounts(ctx context.Context, tenant, by string) (map[string]int, error) {
+	col, err := engine.CountColumn(by)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT `+col+`, count(*) FROM findings WHERE tenant = ?1 GROUP BY `+col, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: count findings: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var k string
+		var n int
+		if err := rows.Scan(&k, &n); err != nil {
+			return nil, fmt.Errorf("sqlite: count findings: %w", err)
+		}
+		out[k] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: count findings: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,138 @@
+// Package sqlite is the embedded store engine (modernc.org/sqlite, pure Go):
+// the default for local development and single-replica installs.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/pressly/goose/v3"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/store/internal/engine"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Store is the SQLite engine of store.Store.
+type Store struct {
+	// SQLite admits one writer at a time; a single writer connection queues
+	// writers in Go instead of having them spin on SQLITE_BUSY.
+	w *sql.DB
+	// r serves reads in parallel with the writer (WAL gives each reader a
+	// snapshot). For an in-memory database it is w, because every connection
+	// to ":memory:" would be a different database.
+	r *sql.DB
+}
+
+var _ store.Store = (*Store)(nil)
+
+// busyTimeout covers the rare case of a second process (or a WAL checkpoint)
+// holding the lock; within one Store writers never contend.
+const busyTimeout = 10 * time.Second
+
+// Open opens (creating if needed) the database at path and applies the
+// migrations. path is a file path, or ":memory:" for a private in-memory
+// database (one connection, so reads wait for writes).
+func Open(ctx context.Context, path string) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("sqlite: empty database path")
+	}
+	if strings.ContainsRune(path, '?') {
+		return nil, fmt.Errorf("sqlite: database path %q must not contain '?'", path)
+	}
+	memory := path == ":memory:"
+	pragmas := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", busyTimeout.Milliseconds())
+	// synchronous=NORMAL is durable against process crashes in WAL mode; only
+	// an OS crash can lose the last commits, which a re-run ingestion redoes.
+	// BEGIN IMMEDIATE takes the write lock up front, so a transaction never
+	// fails half-way when it upgrades from reading to writing.
+	w, err := sql.Open("sqlite", path+"?"+pragmas+"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	// Closing the only connection would drop an in-memory database.
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	s := &Store{w: w, r: w}
+	if err := w.PingContext(ctx); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	if err := migrate(ctx, w); err != nil {
+		w.Close()
+		return nil, err
+	}
+	if !memory {
+		r, err := sql.Open("sqlite", path+"?"+pragmas+"&_pragma=query_only(1)")
+		if err != nil {
+			w.Close()
+			return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+		}
+		n := max(4, runtime.NumCPU())
+		r.SetMaxOpenConns(n)
+		r.SetMaxIdleConns(n)
+		s.r = r
+	}
+	if err := s.purgeIncompleteBlobs(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func migrate(ctx context.Context, db *sql.DB) error {
+	fsys, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return err
+	}
+	// The provider is not closed: Close would close db, which the Store keeps.
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, fsys)
+	if err != nil {
+		return fmt.Errorf("sqlite: migrations: %w", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("sqlite: migrate: %w", err)
+	}
+	return nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error {
+	var err error
+	if s.r != s.w {
+		err = s.r.Close()
+	}
+	return errors.Join(err, s.w.Close())
+}
+
+func micros(t time.Time) int64 { return engine.Time(t).UnixMicro() }
+
+func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+// inTx runs fn in a write transaction and commits if it returns nil.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: commit: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,203 @@
+// Package store is the SQL persistence of Posture: uploaded report blobs, the
+// progress and outcome of ingestion runs, per-record ingestion errors, findings
+// and scans. Two engines implement Store (SQLite, embedded default; PostgreSQL,
+// for clusters) and pass one conformance suite (storetest).
+//
+// Kubernetes objects (tenants, ingestions, providers) are not stored here: the
+// controllers own those. Every method is scoped by tenant so that one tenant can
+// never read another's rows.
+package store
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+)
+
+// ErrNotFound is returned when a row does not exist (or belongs to another tenant).
+var ErrNotFound = errors.New("not found")
+
+// ErrStaleAttempt is returned when a worker writes for an attempt that has been
+// superseded by a newer StartRun: the old worker must stop without writing.
+var ErrStaleAttempt = errors.New("stale run attempt")
+
+// ErrInvalidArgument wraps errors caused by the caller's input rather than the
+// database (unknown sort key or count column, a finding without uid, ...), so
+// the API can answer 400 instead of 500.
+var ErrInvalidArgument = errors.New("invalid argument")
+
+// Store is implemented by the SQLite and PostgreSQL engines.
+type Store interface {
+	// PutBlob streams r into a new blob (stored in chunks, never wholly in
+	// memory) and returns its id, size and SHA-256. On error nothing is kept.
+	PutBlob(ctx context.Context, tenant string, r io.Reader) (Blob, error)
+	// OpenBlob streams a blob back, fetching one chunk at a time with ctx.
+	OpenBlob(ctx context.Context, tenant, id string) (io.ReadCloser, error)
+	DeleteBlob(ctx context.Context, tenant, id string) error
+
+	// StartRun begins attempt `attempt` of an ingestion's run. It resets progress
+	// and deletes the error rows of earlier attempts, so a retried run produces
+	// the same rows as the first (a Job's retried pod restarts the same attempt).
+	// An attempt lower than the stored one, or the stored attempt once it has
+	// finished, returns ErrStaleAttempt: a finished outcome is never undone.
+	StartRun(ctx context.Context, tenant, ingestionID string, attempt int, total int) error
+	// UpdateRun records progress. Writes for a superseded attempt or for a
+	// finished run return ErrStaleAttempt; an unknown run is ErrNotFound.
+	UpdateRun(ctx context.Context, tenant, ingestionID string, attempt int, p Progress) error
+	// FinishRun records the outcome once; later calls return ErrStaleAttempt.
+	// o.Status must be RunSucceeded or RunFailed (else ErrInvalidArgument).
+	FinishRun(ctx context.Context, tenant, ingestionID string, attempt int, o Outcome) error
+	GetRun(ctx context.Context, tenant, ingestionID string) (Run, error)
+
+	// WriteBatch writes findings, scans and error rows of one ingestion attempt in
+	// a single transaction. Findings are upserted on (tenant, scan id, finding
+	// uid) and scans on (tenant, scan id), so re-running never duplicates rows.
+	// A superseded attempt returns ErrStaleAttempt and writes nothing; without
+	// a StartRun it is ErrNotFound. Duplicate keys within a batch are allowed
+	// (the last wins). Finding.ID and the IngestionID fields are set by the store (see
+	// FindingID); Severity and ProviderType are stored lower-case and
+	// StatusCode upper-case so that filters and counts are case-insensitive.
+	WriteBatch(ctx context.Context, tenant, ingestionID string, attempt int, b Batch) error
+
+	// ListIngestionErrors lists the ingestion's error rows, job-level ones
+	// (RecordIndex nil) first, then by record index and insertion order, with
+	// the total count for pagination.
+	ListIngestionErrors(ctx context.Context, tenant, ingestionID string, page Page) ([]IngestionError, int, error)
+
+	// ListFindings returns one page and the number of matching findings; an
+	// unknown sort key is ErrInvalidArgument.
+	ListFindings(ctx context.Context, tenant string, q FindingQuery) ([]Finding, int, error)
+	GetFinding(ctx context.Context, tenant, id string) (Finding, error)
+	// ListScans lists newest first (inserted_at descending).
+	ListScans(ctx context.Context, tenant string, q ScanQuery) ([]Scan, int, error)
+	// FindingCounts groups the tenant's findings by one column: "severity",
+	// "status_code" or "provider_type" (else ErrInvalidArgument).
+	FindingCounts(ctx context.Context, tenant, by string) (map[string]int, error)
+
+	Close() error
+}
+
+// Blob describes stored upload content.
+type Blob struct {
+	ID     string
+	Size   int64
+	SHA256 string // lowercase hex
+}
+
+// RunStatus is the worker's view of a run; the controller maps it to a phase.
+type RunStatus string
+
+const (
+	RunRunning   RunStatus = "running"
+	RunSucceeded RunStatus = "succeeded"
+	RunFailed    RunStatus = "failed"
+)
+
+// Progress is what a worker has handled so far.
+type Progress struct {
+	Processed int // valid + invalid records handled
+	Invalid   int
+}
+
+// Outcome is how a run ended.
+type Outcome struct {
+	Status RunStatus // RunSucceeded or RunFailed
+	Progress
+	Message string // why it failed; empty on success
+}
+
+// Run is the stored state of an ingestion's run.
+type Run struct {
+	IngestionID string
+	Attempt     int
+	Status      RunStatus
+	Total       int
+	Progress
+	Message    string
+	StartedAt  time.Time
+	UpdatedAt  time.Time
+	FinishedAt *time.Time
+}
+
+// Batch is one transaction's worth of worker output.
+type Batch struct {
+	Findings []Finding
+	Scans    []Scan
+	Errors   []IngestionError
+}
+
+// IngestionError explains one rejected record (RecordIndex set) or the whole
+// job (RecordIndex nil).
+type IngestionError struct {
+	ID          int64 // assigned by the store; ordering key
+	RecordIndex *int
+	FindingUID  string
+	Code        string
+	Detail      string
+	Pointer     string // JSON Pointer inside the record
+	Value       string // offending value, at most 100 characters
+}
+
+// Finding is one stored Detection Finding. Raw is the full OCSF record as
+// uploaded; the other fields are indexed copies for filtering.
+type Finding struct {
+	ID           string // stable id: derived from tenant, scan and uid
+	UID          string // finding_info.uid
+	ScanID       string
+	IngestionID  string
+	CheckID      string // metadata.event_code
+	Title        string
+	Severity     string // lower-case label: informational, low, medium, high, critical, ...
+	SeverityID   int
+	StatusCode   string // e.g. PASS, FAIL, MANUAL
+	Status       string
+	Region       string
+	ProviderType string
+	ProviderUID  string
+	ResourceUID  string
+	Time         time.Time
+	Raw          []byte
+	InsertedAt   time.Time
+	UpdatedAt    time.Time
+}
+
+// Scan groups findings produced by one scanner run.
+type Scan struct {
+	ID           string // unmapped.scan_id, or derived per ingestion and provider
+	ProviderType string
+	ProviderUID  string
+	Trigger      string // "imported"
+	IngestionID  string // last ingestion that wrote to it
+	FindingCount int    // computed on read
+	InsertedAt   time.Time
+	UpdatedAt    time.Time
+}
+
+// Page selects a page; Number starts at 1.
+type Page struct {
+	Number int
+	Size   int
+}
+
+// FindingQuery filters findings. Empty fields do not filter.
+type FindingQuery struct {
+	Severity     []string
+	StatusCode   []string
+	ProviderType []string
+	ProviderUID  string
+	CheckID      string
+	Region       string
+	ScanID       string
+	IngestionID  string
+	Search       string   // substring of uid, title, check id or resource uid (case-insensitive)
+	Sort         []string // column names, "-" prefix for descending: time, severity_id, inserted_at, check_id, uid; default -severity_id, uid
+	Page         Page     // Number from 1; Size 0 means 10
+}
+
+// ScanQuery filters scans.
+type ScanQuery struct {
+	ProviderType string
+	ProviderUID  string
+	Page         Page
+}

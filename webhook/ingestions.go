@@ -1,0 +1,455 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/internal/auth"
+	"github.com/posture-dev/posture/internal/ocsf"
+	"github.com/posture-dev/posture/internal/store"
+)
+
+// FileSuffix is the only accepted report file name ending.
+const FileSuffix = ".ocsf.json"
+
+var ingestionFields = set("status", "summary", "requested_at", "started_at", "completed_at")
+
+var ingestionList = listSpec{
+	resourceType: "ingestions",
+	filters:      set("status", "status__in", "completed_at", "inserted_at", "search"),
+	sortKeys:     set("inserted_at", "requested_at", "started_at", "completed_at"),
+	defaultSort:  []string{"-inserted_at"},
+	fields:       ingestionFields,
+}
+
+var validStatuses = set(string(posturev1.IngestionPending), string(posturev1.IngestionProcessing),
+	string(posturev1.IngestionCompleted), string(posturev1.IngestionFailed))
+
+// errTooLarge marks the upload limit, independent of how the store wraps errors.
+var errTooLarge = errors.New("upload exceeds the size limit")
+
+type limitedReader struct {
+	r        io.Reader
+	left     int64
+	exceeded bool
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		// Probe one byte: a file of exactly the limit is fine.
+		var one [1]byte
+		n, err := l.r.Read(one[:])
+		if n > 0 {
+			l.exceeded = true
+			return 0, errTooLarge
+		}
+		return 0, err
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	return n, err
+}
+
+func (s *Server) maxUpload() int64 {
+	if s.MaxUploadBytes > 0 {
+		return s.MaxUploadBytes
+	}
+	return DefaultMaxUploadBytes
+}
+
+// createIngestion is POST /api/v1/ingestions: stream the part "file" into a blob
+// while counting its records, then create the Ingestion (pending) and answer 202.
+func (s *Server) createIngestion(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.authorize(r, posturev1.PermissionManageIngestions)
+	if err != nil {
+		return err
+	}
+	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if mediaType != "multipart/form-data" {
+		return errorf(400, CodeInvalid, "the request must be multipart/form-data with one part named file holding a %s report; Content-Type was %q", FileSuffix, r.Header.Get("Content-Type")).headerSource("Content-Type")
+	}
+	// Multipart framing adds a little to the file; the file itself is limited below.
+	r.Body = http.MaxBytesReader(w, r.Body, s.maxUpload()+1<<20)
+	mr, err := r.MultipartReader()
+	if err != nil {
+		return errorf(400, CodeInvalid, "malformed multipart body: %v", err)
+	}
+	for {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			return newError(400, CodeInvalid, "the multipart body has no part named file; send the report as -F file=@report"+FileSuffix).pointer("/data/attributes/file")
+		}
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				return s.tooLarge()
+			}
+			return errorf(400, CodeInvalid, "malformed multipart body: %v", err)
+		}
+		if part.FormName() != "file" {
+			_, _ = io.Copy(io.Discard, part)
+			continue
+		}
+		return s.ingestPart(w, r, p, part.FileName(), part)
+	}
+}
+
+func (s *Server) tooLarge() *apiError {
+	return errorf(413, CodeFileTooLarge, "the report is larger than the upload limit of %d bytes", s.maxUpload()).pointer("/data/attributes/file")
+}
+
+func (s *Server) ingestPart(w http.ResponseWriter, r *http.Request, p auth.Principal, filename string, body io.Reader) error {
+	ctx := r.Context()
+	if filename == "" {
+		return newError(400, CodeInvalid, "the part file carries no file name; its name must end in "+FileSuffix).pointer("/data/attributes/file")
+	}
+	if !strings.HasSuffix(filename, FileSuffix) {
+		return errorf(400, CodeInvalid, "file name %q must end in %s", filename, FileSuffix).pointer("/data/attributes/file")
+	}
+	limited := &limitedReader{r: body, left: s.maxUpload()}
+	counting := ocsf.NewCountingReader(limited)
+	blob, err := s.Store.PutBlob(ctx, p.Tenant, counting)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if limited.exceeded || errors.As(err, &mbe) {
+			return s.tooLarge()
+		}
+		if ctx.Err() != nil {
+			return errorf(400, CodeInvalid, "the upload was interrupted after %d bytes", s.maxUpload()-limited.left)
+		}
+		return fmt.Errorf("store upload: %w", err)
+	}
+	records, err := counting.Result()
+	if err != nil {
+		s.deleteBlob(p.Tenant, blob.ID)
+		var fe *ocsf.FileError
+		if errors.As(err, &fe) {
+			return errorf(400, CodeInvalid, "%s is not a valid OCSF report: %s", filename, fe.Error()).pointer("/data/attributes/file")
+		}
+		return fmt.Errorf("count records: %w", err)
+	}
+	ing := &posturev1.Ingestion{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      uuid.NewString(),
+			Namespace: p.Namespace,
+			Labels:    map[string]string{posturev1.LabelTenant: p.Tenant},
+		},
+		Spec: posturev1.IngestionSpec{
+			Source: posturev1.IngestionSource{Upload: &posturev1.UploadSource{
+				BlobID: blob.ID, Filename: filename, Size: blob.Size, SHA256: blob.SHA256,
+			}},
+			RecordCount: int64(records),
+			RequestedBy: posturev1.Requester{User: p.User, APIKeyPrefix: p.KeyPrefix},
+		},
+	}
+	if err := s.Client.Create(ctx, ing); err != nil {
+		s.deleteBlob(p.Tenant, blob.ID)
+		return fmt.Errorf("create Ingestion: %w", err)
+	}
+	s.Log.Info("ingestion accepted", "tenant", p.Tenant, "ingestion", ing.Name, "file", filename, "records", records, "bytes", blob.Size)
+	w.Header().Set("Location", "/api/v1/ingestions/"+ing.Name)
+	writeJSON(w, http.StatusAccepted, document{Data: ingestionResource(r, ing, nil), Meta: meta{Version: APIVersion}})
+	return nil
+}
+
+// deleteBlob cleans up after a rejected upload; it must not depend on the
+// request's context, which may be the reason for the cleanup.
+func (s *Server) deleteBlob(tenant, id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.Store.DeleteBlob(ctx, tenant, id); err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.Log.Error(err, "deleting a rejected upload failed", "tenant", tenant, "blob", id)
+	}
+}
+
+// lookupIngestion finds a job of the caller's tenant; another tenant's is a 404.
+func (s *Server) lookupIngestion(ctx context.Context, p auth.Principal, id string) (*posturev1.Ingestion, error) {
+	notFound := errorf(404, CodeNotFound, "no ingestion %q in this tenant", id).parameter("id")
+	if _, err := uuid.Parse(id); err != nil {
+		return nil, notFound
+	}
+	var ing posturev1.Ingestion
+	key := types.NamespacedName{Namespace: p.Namespace, Name: id}
+	err := s.Client.Get(ctx, key, &ing)
+	if apierrors.IsNotFound(err) && s.APIReader != nil {
+		err = s.APIReader.Get(ctx, key, &ing)
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, notFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &ing, nil
+}
+
+func (s *Server) getIngestion(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.authorize(r, posturev1.PermissionManageIngestions)
+	if err != nil {
+		return err
+	}
+	for name := range r.URL.Query() {
+		if name != "fields[ingestions]" {
+			return errorf(400, CodeInvalid, "unknown query parameter %q", name).parameter(name)
+		}
+	}
+	q, aerr := parseList(r, listSpec{resourceType: "ingestions", fields: ingestionFields})
+	if aerr != nil {
+		return aerr
+	}
+	ing, err := s.lookupIngestion(r.Context(), p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, document{Data: ingestionResource(r, ing, q.fields), Meta: meta{Version: APIVersion}})
+	return nil
+}
+
+func (s *Server) listIngestions(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.authorize(r, posturev1.PermissionManageIngestions)
+	if err != nil {
+		return err
+	}
+	q, aerr := parseList(r, ingestionList)
+	if aerr != nil {
+		return aerr
+	}
+	match, aerr := ingestionFilter(q.filters)
+	if aerr != nil {
+		return aerr
+	}
+	var list posturev1.IngestionList
+	if err := s.Client.List(r.Context(), &list, inNamespace(p.Namespace)); err != nil {
+		return err
+	}
+	items := make([]*posturev1.Ingestion, 0, len(list.Items))
+	for i := range list.Items {
+		if match(&list.Items[i]) {
+			items = append(items, &list.Items[i])
+		}
+	}
+	sortIngestions(items, q.sort)
+	pg, links, aerr := pageOf(r, q, len(items))
+	if aerr != nil {
+		return aerr
+	}
+	from := min((q.page-1)*q.size, len(items))
+	to := min(from+q.size, len(items))
+	data := make([]resource, 0, to-from)
+	for _, ing := range items[from:to] {
+		data = append(data, ingestionResource(r, ing, q.fields))
+	}
+	writeJSON(w, http.StatusOK, document{Data: data, Links: links, Meta: meta{Version: APIVersion, Pagination: &pg}})
+	return nil
+}
+
+func ingestionFilter(f map[string]string) (func(*posturev1.Ingestion) bool, *apiError) {
+	var checks []func(*posturev1.Ingestion) bool
+	if v, ok := f["status"]; ok {
+		if !validStatuses[v] {
+			return nil, errorf(400, CodeInvalid, "filter[status] must be one of pending, processing, completed, failed; got %q", v).parameter("filter[status]")
+		}
+		checks = append(checks, func(i *posturev1.Ingestion) bool { return string(phaseOf(i)) == v })
+	}
+	if v, ok := f["status__in"]; ok {
+		want := map[string]bool{}
+		for _, st := range strings.Split(v, ",") {
+			st = strings.TrimSpace(st)
+			if !validStatuses[st] {
+				return nil, errorf(400, CodeInvalid, "filter[status__in] takes comma-separated statuses from pending, processing, completed, failed; got %q", st).parameter("filter[status__in]")
+			}
+			want[st] = true
+		}
+		checks = append(checks, func(i *posturev1.Ingestion) bool { return want[string(phaseOf(i))] })
+	}
+	for _, key := range []string{"completed_at", "inserted_at"} {
+		v, ok := f[key]
+		if !ok {
+			continue
+		}
+		day, err := time.Parse(time.DateOnly, v)
+		if err != nil {
+			return nil, errorf(400, CodeInvalid, "filter[%s] must be a date like 2026-11-21; got %q", key, v).parameter("filter[" + key + "]")
+		}
+		field := key
+		checks = append(checks, func(i *posturev1.Ingestion) bool {
+			t := timeOf(i, field)
+			return t != nil && t.UTC().Format(time.DateOnly) == day.Format(time.DateOnly)
+		})
+	}
+	if v, ok := f["search"]; ok {
+		term := strings.ToLower(v)
+		checks = append(checks, func(i *posturev1.Ingestion) bool {
+			return strings.Contains(i.Name, term) ||
+				strings.Contains(strings.ToLower(fileOf(i)), term) ||
+				strings.Contains(string(phaseOf(i)), term)
+		})
+	}
+	return func(i *posturev1.Ingestion) bool {
+		for _, c := range checks {
+			if !c(i) {
+				return false
+			}
+		}
+		return true
+	}, nil
+}
+
+func sortIngestions(items []*posturev1.Ingestion, keys []string) {
+	slices.SortStableFunc(items, func(a, b *posturev1.Ingestion) int {
+		for _, key := range keys {
+			desc := strings.HasPrefix(key, "-")
+			field := strings.TrimPrefix(key, "-")
+			c := compareTimes(timeOf(a, field), timeOf(b, field))
+			if desc {
+				c = -c
+			}
+			if c != 0 {
+				return c
+			}
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+}
+
+// compareTimes orders nulls last in ascending order, as PostgreSQL does.
+func compareTimes(a, b *time.Time) int {
+	switch {
+	case a == nil && b == nil:
+		return 0
+	case a == nil:
+		return 1
+	case b == nil:
+		return -1
+	}
+	return a.Compare(*b)
+}
+
+func phaseOf(i *posturev1.Ingestion) posturev1.IngestionPhase {
+	if i.Status.Phase == "" {
+		return posturev1.IngestionPending
+	}
+	return i.Status.Phase
+}
+
+func fileOf(i *posturev1.Ingestion) string {
+	if i.Spec.Source.Upload != nil {
+		return i.Spec.Source.Upload.Filename
+	}
+	return ""
+}
+
+func timeOf(i *posturev1.Ingestion, field string) *time.Time {
+	var t *metav1.Time
+	switch field {
+	case "inserted_at":
+		t = &i.CreationTimestamp
+	case "requested_at":
+		t = i.Status.RequestedAt
+		if t == nil {
+			t = &i.CreationTimestamp
+		}
+	case "started_at":
+		t = i.Status.StartedAt
+	case "completed_at":
+		t = i.Status.CompletedAt
+	}
+	if t == nil || t.IsZero() {
+		return nil
+	}
+	v := t.Time
+	return &v
+}
+
+func formatTime(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// ingestionResource renders the spec's job object. Before the controller has
+// written a status the job is pending with the total counted at upload.
+func ingestionResource(r *http.Request, i *posturev1.Ingestion, fields map[string]bool) resource {
+	summary := i.Status.Summary
+	if i.Status.Phase == "" {
+		summary = posturev1.IngestionSummary{Total: i.Spec.RecordCount}
+	}
+	attrs := map[string]any{
+		"status":       string(phaseOf(i)),
+		"summary":      map[string]int64{"total": summary.Total, "processed": summary.Processed, "invalid": summary.Invalid},
+		"requested_at": formatTime(timeOf(i, "requested_at")),
+		"started_at":   formatTime(timeOf(i, "started_at")),
+		"completed_at": formatTime(timeOf(i, "completed_at")),
+	}
+	if fields != nil {
+		for k := range attrs {
+			if !fields[k] {
+				delete(attrs, k)
+			}
+		}
+	}
+	return resource{Type: "ingestions", ID: i.Name, Attributes: attrs,
+		Links: map[string]any{"self": absoluteURL(r, mustURL("/api/v1/ingestions/"+i.Name))}}
+}
+
+var errorList = listSpec{resourceType: "ingestion-errors"}
+
+// listIngestionErrors is GET /api/v1/ingestions/{id}/errors: why records (or
+// the whole job) were rejected, in record order.
+func (s *Server) listIngestionErrors(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.authorize(r, posturev1.PermissionManageIngestions)
+	if err != nil {
+		return err
+	}
+	q, aerr := parseList(r, errorList)
+	if aerr != nil {
+		return aerr
+	}
+	ing, err := s.lookupIngestion(r.Context(), p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	rows, count, err := s.Store.ListIngestionErrors(r.Context(), p.Tenant, ing.Name, store.Page{Number: q.page, Size: q.size})
+	if err != nil {
+		return err
+	}
+	pg, links, aerr := pageOf(r, q, count)
+	if aerr != nil {
+		return aerr
+	}
+	data := make([]resource, 0, len(rows))
+	for _, e := range rows {
+		var idx any
+		if e.RecordIndex != nil {
+			idx = *e.RecordIndex
+		}
+		data = append(data, resource{Type: "ingestion-errors", ID: strconv.FormatInt(e.ID, 10), Attributes: map[string]any{
+			"record_index": idx,
+			"finding_uid":  e.FindingUID,
+			"code":         e.Code,
+			"detail":       e.Detail,
+			"pointer":      e.Pointer,
+			"value":        e.Value,
+		}})
+	}
+	writeJSON(w, http.StatusOK, document{Data: data, Links: links, Meta: meta{Version: APIVersion, Pagination: &pg}})
+	return nil
+}

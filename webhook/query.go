@@ -1,0 +1,138 @@
+package webhook
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Paging defaults of DESIGN §7.
+const (
+	DefaultPageSize = 10
+	MaxPageSize     = 100
+)
+
+// listQuery is a parsed, checked list request.
+type listQuery struct {
+	filters map[string]string
+	sort    []string
+	fields  map[string]bool // nil: all
+	page    int
+	size    int
+}
+
+// listSpec says what a list endpoint accepts; anything else is a 400.
+type listSpec struct {
+	resourceType string
+	filters      map[string]bool
+	sortKeys     map[string]bool
+	defaultSort  []string
+	fields       map[string]bool
+}
+
+func parseList(r *http.Request, spec listSpec) (listQuery, *apiError) {
+	q := listQuery{filters: map[string]string{}, page: 1, size: DefaultPageSize, sort: spec.defaultSort}
+	for name, values := range r.URL.Query() {
+		value := values[len(values)-1]
+		switch {
+		case strings.HasPrefix(name, "filter[") && strings.HasSuffix(name, "]"):
+			key := name[len("filter[") : len(name)-1]
+			if !spec.filters[key] {
+				return q, errorf(400, CodeInvalid, "unknown filter %q; supported: %s", key, joinKeys(spec.filters)).parameter(name)
+			}
+			q.filters[key] = value
+		case name == "sort":
+			q.sort = nil
+			for _, key := range strings.Split(value, ",") {
+				key = strings.TrimSpace(key)
+				if !spec.sortKeys[strings.TrimPrefix(key, "-")] {
+					return q, errorf(400, CodeInvalid, "unknown sort key %q; supported: %s (prefix - for descending)", key, joinKeys(spec.sortKeys)).parameter("sort")
+				}
+				q.sort = append(q.sort, key)
+			}
+		case name == "fields["+spec.resourceType+"]":
+			q.fields = map[string]bool{}
+			for _, f := range strings.Split(value, ",") {
+				f = strings.TrimSpace(f)
+				if !spec.fields[f] {
+					return q, errorf(400, CodeInvalid, "unknown field %q; selectable: %s", f, joinKeys(spec.fields)).parameter(name)
+				}
+				q.fields[f] = true
+			}
+		case name == "page[number]":
+			n, err := strconv.Atoi(value)
+			if err != nil || n < 1 {
+				return q, errorf(400, CodeInvalid, "page[number] must be a whole number of at least 1, got %q", value).parameter(name)
+			}
+			q.page = n
+		case name == "page[size]":
+			n, err := strconv.Atoi(value)
+			if err != nil || n < 1 || n > MaxPageSize {
+				return q, errorf(400, CodeInvalid, "page[size] must be a whole number from 1 to %d, got %q", MaxPageSize, value).parameter(name)
+			}
+			q.size = n
+		default:
+			return q, errorf(400, CodeInvalid, "unknown query parameter %q", name).parameter(name)
+		}
+	}
+	return q, nil
+}
+
+func joinKeys(m map[string]bool) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return strings.Join(keys, ", ")
+}
+
+func set(keys ...string) map[string]bool {
+	m := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		m[k] = true
+	}
+	return m
+}
+
+// pageOf checks the page exists and returns the pagination block and links.
+func pageOf(r *http.Request, q listQuery, count int) (pagination, *listLink, *apiError) {
+	pages := (count + q.size - 1) / q.size
+	if pages == 0 {
+		pages = 1
+	}
+	if q.page > pages {
+		return pagination{}, nil, errorf(404, CodeNotFound, "page %d does not exist: there are %d pages of %d", q.page, pages, q.size).parameter("page[number]")
+	}
+	link := func(n int) string {
+		u := *r.URL
+		v := u.Query()
+		v.Set("page[number]", strconv.Itoa(n))
+		u.RawQuery = v.Encode()
+		return absoluteURL(r, &u)
+	}
+	l := &listLink{First: link(1), Last: link(pages)}
+	if q.page < pages {
+		s := link(q.page + 1)
+		l.Next = &s
+	}
+	if q.page > 1 {
+		s := link(q.page - 1)
+		l.Prev = &s
+	}
+	return pagination{Page: q.page, Pages: pages, Count: count}, l, nil
+}
+
+func absoluteURL(r *http.Request, u *url.URL) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	if p := r.Header.Get("X-Forwarded-Proto"); p == "https" || p == "http" {
+		scheme = p
+	}
+	return fmt.Sprintf("%s://%s%s", scheme, r.Host, u.RequestURI())
+}
