@@ -39,6 +39,15 @@ var ingestionList = listSpec{
 var validStatuses = set(string(posturev1.IngestionPending), string(posturev1.IngestionProcessing),
 	string(posturev1.IngestionCompleted), string(posturev1.IngestionFailed))
 
+func (s *Server) ingestionRoutes(mux *http.ServeMux) {
+	mux.Handle("/api/v1/ingestions", s.methods(map[string]handlerFunc{
+		http.MethodGet:  s.listIngestions,
+		http.MethodPost: s.createIngestion,
+	}))
+	mux.Handle("/api/v1/ingestions/{id}", s.methods(map[string]handlerFunc{http.MethodGet: s.getIngestion}))
+	mux.Handle("/api/v1/ingestions/{id}/errors", s.methods(map[string]handlerFunc{http.MethodGet: s.listIngestionErrors}))
+}
+
 // errTooLarge marks the upload limit, independent of how the store wraps errors.
 var errTooLarge = errors.New("upload exceeds the size limit")
 

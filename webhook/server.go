@@ -45,12 +45,10 @@ func (s *Server) Handler() http.Handler {
 	if s.handler == nil {
 		mux := http.NewServeMux()
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-		mux.Handle("/api/v1/ingestions", s.methods(map[string]handlerFunc{
-			http.MethodGet:  s.listIngestions,
-			http.MethodPost: s.createIngestion,
-		}))
-		mux.Handle("/api/v1/ingestions/{id}", s.methods(map[string]handlerFunc{http.MethodGet: s.getIngestion}))
-		mux.Handle("/api/v1/ingestions/{id}/errors", s.methods(map[string]handlerFunc{http.MethodGet: s.listIngestionErrors}))
+		// Each area of the API registers its own routes from its own file.
+		for _, register := range []func(*http.ServeMux){s.ingestionRoutes} {
+			register(mux)
+		}
 		mux.Handle("/api/", s.methods(nil))
 		s.handler = s.recoverer(mux)
 	}

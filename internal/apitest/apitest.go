@@ -1,0 +1,213 @@
+// Package apitest runs the whole API for tests: a real kube-apiserver and etcd
+// (envtest) with the CRDs, a manager running the ingestion controller with the
+// in-process executor, a real store, and the REST API served over loopback HTTP.
+// Tests of the API, the CLI and the MCP server use it as their backend.
+//
+//	func TestMain(m *testing.M) { apitest.Main(m) }
+//	env := apitest.Start(t, apitest.Options{})
+//	http.Post(env.URL+"/api/v1/ingestions", ...) with env.Authorization()
+package apitest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/controllers"
+	"github.com/posture-dev/posture/internal/auth"
+	"github.com/posture-dev/posture/internal/ingest"
+	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/store/pgtest"
+	"github.com/posture-dev/posture/internal/store/postgres"
+	"github.com/posture-dev/posture/internal/store/sqlite"
+	"github.com/posture-dev/posture/internal/testenv"
+	"github.com/posture-dev/posture/webhook"
+)
+
+var restConfig *rest.Config
+
+// Main starts one control plane for the test binary, runs the tests, and
+// stops the control plane (and any throwaway PostgreSQL) afterwards.
+func Main(m *testing.M) {
+	level := 2 // errors only
+	if os.Getenv("TEST_VERBOSE_LOGS") != "" {
+		level = -1
+	}
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr), zap.Level(zapcore.Level(level))))
+	env, cfg, err := testenv.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	restConfig = cfg
+	code := m.Run()
+	_ = env.Stop()
+	pgtest.Stop()
+	os.Exit(code)
+}
+
+// RESTConfig is the control plane's admin config (for tests that need more).
+func RESTConfig() *rest.Config { return restConfig }
+
+// Options tunes an Env.
+type Options struct {
+	// Postgres selects the PostgreSQL engine (a fresh database on a throwaway
+	// server); the default is SQLite in a temp dir.
+	Postgres bool
+	// Auth replaces the default static key authenticator.
+	Auth auth.Authenticator
+	// Unsubscribed makes the default principal's tenant lack a subscription.
+	Unsubscribed bool
+	// Permissions replaces the default principal's (all permissions).
+	Permissions    []string
+	MaxUploadBytes int64
+	// Setup runs against the manager before it starts (extra controllers).
+	Setup func(ctrl.Manager, store.Store) error
+	// Server is called with the API server before it starts serving.
+	Server func(*webhook.Server)
+}
+
+// Env is a running API.
+type Env struct {
+	URL       string
+	Store     store.Store
+	Client    client.Client
+	Tenant    string
+	Namespace string
+	// APIKey authenticates as an administrator of Tenant (static key).
+	APIKey string
+	Server *webhook.Server
+}
+
+// Authorization is the header value for APIKey.
+func (e *Env) Authorization() string { return "Api-Key " + e.APIKey }
+
+// Start brings up an API for one test; everything stops when the test ends.
+func Start(t testing.TB, opts Options) *Env {
+	t.Helper()
+	if restConfig == nil {
+		t.Fatal("apitest.Start needs apitest.Main in the package's TestMain")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+
+	var st store.Store
+	var err error
+	if opts.Postgres {
+		st, err = postgres.Open(ctx, pgtest.FreshDatabase(t))
+	} else {
+		st, err = sqlite.Open(ctx, filepath.Join(t.TempDir(), "posture.db"))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	k8s, err := client.New(restConfig, client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "tenant-"}}
+	if err := k8s.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	tenant := ns.Name
+
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Scheme:                 testenv.Scheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&batchv1.Job{}: {Namespaces: map[string]cache.Config{"default": {}}},
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker := &ingest.Worker{Store: st, Log: ctrl.Log.WithName("worker"), ProgressInterval: 20 * time.Millisecond}
+	exec, done, err := controllers.NewInProcessExecutor(mgr, worker, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&controllers.IngestionReconciler{
+		Client: mgr.GetClient(), Store: st, Executor: exec, Done: done,
+		Recorder: mgr.GetEventRecorder("posture-ingestion"), PollInterval: 100 * time.Millisecond,
+	}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	if opts.Setup != nil {
+		if err := opts.Setup(mgr, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	key := NewKey()
+	authn := opts.Auth
+	if authn == nil {
+		perms := auth.AllPermissions()
+		if opts.Permissions != nil {
+			perms = map[posturev1.Permission]bool{}
+			for _, p := range opts.Permissions {
+				perms[posturev1.Permission(p)] = true
+			}
+		}
+		authn = auth.StaticKey{KeyHash: auth.HashKey(key), Principal: auth.Principal{
+			Tenant: tenant, Namespace: tenant, User: "admin@example.com", KeyPrefix: "pk_test",
+			Permissions: perms, Subscribed: !opts.Unsubscribed,
+		}}
+	}
+	api := &webhook.Server{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Store: st, Auth: authn,
+		Log: ctrl.Log.WithName("api"), MaxUploadBytes: opts.MaxUploadBytes,
+	}
+	if opts.Server != nil {
+		opts.Server(api)
+	}
+
+	mgrDone := make(chan struct{})
+	go func() {
+		defer close(mgrDone)
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		t.Fatal("cache never synced")
+	}
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		cancel()
+		<-mgrDone
+		st.Close()
+	})
+	return &Env{URL: srv.URL, Store: st, Client: mgr.GetClient(), Tenant: tenant, Namespace: tenant, APIKey: key, Server: api}
+}
+
+// NewKey returns a key in the API key format (pk_<prefix>.<secret>).
+func NewKey() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	p := make([]byte, 6)
+	_, _ = rand.Read(p)
+	return "pk_" + base64.RawURLEncoding.EncodeToString(p) + "." + base64.RawURLEncoding.EncodeToString(b)
+}
