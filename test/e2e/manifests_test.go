@@ -1,0 +1,133 @@
+// Package e2e holds end-to-end checks against the local control plane.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/posture-dev/posture/internal/testenv"
+)
+
+var cfg *rest.Config
+
+func TestMain(m *testing.M) {
+	env, c, err := testenv.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	cfg = c
+	code := m.Run()
+	_ = env.Stop()
+	os.Exit(code)
+}
+
+// render runs kustomize (built into kubectl) over a directory of config/.
+func render(t *testing.T, dir string) []*unstructured.Unstructured {
+	t.Helper()
+	out, err := exec.Command("kubectl", "kustomize", filepath.Join(testenv.Root(), dir)).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, ee.Stderr)
+		}
+		t.Fatalf("kubectl kustomize %s: %v", dir, err)
+	}
+	return decode(t, out)
+}
+
+func decode(t *testing.T, data []byte) []*unstructured.Unstructured {
+	t.Helper()
+	var objs []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return objs
+			}
+			t.Fatal(err)
+		}
+		if len(u.Object) > 0 {
+			objs = append(objs, u)
+		}
+	}
+}
+
+// admit creates namespaces for real and every other object as a server-side
+// dry run, so the real API server validates each manifest (schemas, CEL, RBAC
+// shapes) without anything running.
+func admit(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, o := range objs {
+		if o.GetKind() == "Namespace" {
+			if err := c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+				t.Fatalf("namespace %s: %v", o.GetName(), err)
+			}
+		}
+	}
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "Namespace", "CustomResourceDefinition": // CRDs: installed from the same files by testenv
+			continue
+		}
+		if err := c.Create(ctx, o, client.DryRunAll); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Errorf("%s %s/%s rejected by the API server: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+		}
+	}
+}
+
+func TestDefaultManifestsAreAdmitted(t *testing.T) {
+	objs := render(t, "config/default")
+	kinds := map[string]int{}
+	for _, o := range objs {
+		kinds[o.GetKind()]++
+		if o.GetKind() != "Namespace" && o.GetKind() != "CustomResourceDefinition" && o.GetKind() != "ClusterRole" &&
+			o.GetKind() != "ClusterRoleBinding" && o.GetNamespace() != "posture-system" {
+			t.Errorf("%s %s is not in posture-system", o.GetKind(), o.GetName())
+		}
+	}
+	for _, want := range []string{"CustomResourceDefinition", "Deployment", "Service", "ServiceAccount", "ClusterRole", "Role"} {
+		if kinds[want] == 0 {
+			t.Errorf("config/default renders no %s", want)
+		}
+	}
+	admit(t, objs)
+}
+
+func TestSamplesAreAdmitted(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(testenv.Root(), "config", "samples", "tenant.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := decode(t, data)
+	for _, o := range objs {
+		if ns := o.GetNamespace(); ns != "" {
+			nsObj := &unstructured.Unstructured{}
+			nsObj.SetAPIVersion("v1")
+			nsObj.SetKind("Namespace")
+			nsObj.SetName(ns)
+			objs = append([]*unstructured.Unstructured{nsObj}, objs...)
+			break
+		}
+	}
+	admit(t, objs)
+}
