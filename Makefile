@@ -23,6 +23,9 @@ $(CONTROLLER_GEN):
 manifests: $(CONTROLLER_GEN) ## CRDs and RBAC from kubebuilder markers.
 	$(CONTROLLER_GEN) rbac:roleName=posture-manager crd paths="./api/..." paths="./controllers/..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	# The Helm chart carries copies: its CRDs and the rules its RBAC templates read.
+	rm -f charts/posture/crds/*.yaml && cp config/crd/bases/*.yaml charts/posture/crds/
+	cp config/rbac/role.yaml charts/posture/files/role.yaml
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Deepcopy methods.
@@ -32,8 +35,8 @@ generate: $(CONTROLLER_GEN) ## Deepcopy methods.
 verify: manifests generate ## Fails when generated files are stale or code is not gofmt/vet clean.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	go vet ./...
-	@git diff --exit-code -- config api || { echo "generated files are stale: run make manifests generate and commit"; exit 1; }
-	@test -z "$$(git status --porcelain -- config api)" || { git status --porcelain -- config api; echo "generated files are untracked or stale"; exit 1; }
+	@git diff --exit-code -- config api charts || { echo "generated files are stale: run make manifests generate and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- config api charts)" || { git status --porcelain -- config api charts; echo "generated files are untracked or stale"; exit 1; }
 
 ##@ Build
 

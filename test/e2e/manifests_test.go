@@ -131,3 +131,62 @@ func TestSamplesAreAdmitted(t *testing.T) {
 	}
 	admit(t, objs)
 }
+
+// TestHelmChartIsAdmitted renders charts/posture with Helm's own engine (the
+// test/helm module) and has the API server admit every object.
+func TestHelmChartIsAdmitted(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sets []string
+	}{
+		{"defaults", nil},
+		{"in-process on SQLite", []string{"executor=inprocess", "store.driver=sqlite", "replicaCount=1", "metrics.enabled=false"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"run", ".", "-namespace=posture-system"}
+			for _, s := range tc.sets {
+				args = append(args, "-set="+s)
+			}
+			cmd := exec.Command("go", append(args, filepath.Join(testenv.Root(), "charts", "posture"))...)
+			cmd.Dir = filepath.Join(testenv.Root(), "test", "helm")
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("render the chart: %v\n%s", err, stderr.String())
+			}
+			objs := decode(t, out)
+			kinds := map[string]int{}
+			for _, o := range objs {
+				kinds[o.GetKind()]++
+			}
+			for _, want := range []string{"CustomResourceDefinition", "Deployment", "Service", "ServiceAccount", "ClusterRole", "Role", "RoleBinding"} {
+				if kinds[want] == 0 {
+					t.Errorf("the chart renders no %s", want)
+				}
+			}
+			for _, o := range objs {
+				if o.GetKind() == "ClusterRole" || o.GetKind() == "Role" {
+					if rules, _, _ := unstructured.NestedSlice(o.Object, "rules"); len(rules) == 0 {
+						t.Errorf("%s %s has no rules: the generated RBAC did not reach the chart", o.GetKind(), o.GetName())
+					}
+				}
+			}
+			ns := &unstructured.Unstructured{}
+			ns.SetAPIVersion("v1")
+			ns.SetKind("Namespace")
+			ns.SetName("posture-system")
+			admit(t, append([]*unstructured.Unstructured{ns}, objs...))
+		})
+	}
+}
+
+// TestHelmChartRefusesJobExecutorOnSQLite: worker pods cannot reach a SQLite file.
+func TestHelmChartRefusesJobExecutorOnSQLite(t *testing.T) {
+	cmd := exec.Command("go", "run", ".", "-set=store.driver=sqlite", "-set=replicaCount=1", filepath.Join(testenv.Root(), "charts", "posture"))
+	cmd.Dir = filepath.Join(testenv.Root(), "test", "helm")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !bytes.Contains(out, []byte("needs store.driver=postgres")) {
+		t.Fatalf("rendering executor=job with sqlite: err %v, output %s", err, out)
+	}
+}

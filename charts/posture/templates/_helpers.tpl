@@ -1,0 +1,36 @@
+{{- define "posture.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "posture.labels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "posture.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: manager
+{{- end -}}
+
+{{- define "posture.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{/* The generated RBAC (files/role.yaml is copied from config/rbac by make manifests). */}}
+{{- define "posture.generatedRules" -}}
+{{- $kind := .kind -}}
+{{- range (.root.Files.Get "files/role.yaml" | splitList "\n---\n") -}}
+{{- $doc := fromYaml . -}}
+{{- if and $doc (eq (get $doc "kind") $kind) -}}
+{{ toYaml (get $doc "rules") }}
+{{- end -}}
+{{- end -}}
+{{- end -}}

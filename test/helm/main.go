@@ -1,0 +1,80 @@
+// Command helm renders charts/posture the way `helm template` would, using
+// Helm's own chart loader and template engine (no helm binary is installed on
+// our machines). It lives in its own module so Helm's dependencies never
+// touch the operator's. Usage: go run . [-set key=value ...] CHART_DIR
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	"helm.sh/helm/v3/pkg/strvals"
+)
+
+type sets []string
+
+func (s *sets) String() string     { return strings.Join(*s, ",") }
+func (s *sets) Set(v string) error { *s = append(*s, v); return nil }
+
+func main() {
+	var overrides sets
+	flag.Var(&overrides, "set", "value override, as helm --set")
+	namespace := flag.String("namespace", "posture-system", "release namespace")
+	flag.Parse()
+	if flag.NArg() != 1 {
+		fmt.Fprintln(os.Stderr, "usage: go run . [-set k=v] CHART_DIR")
+		os.Exit(2)
+	}
+	if err := render(flag.Arg(0), *namespace, overrides); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+func render(dir, namespace string, overrides []string) error {
+	chrt, err := loader.Load(dir)
+	if err != nil {
+		return err
+	}
+	vals := map[string]any{}
+	for _, s := range overrides {
+		if err := strvals.ParseInto(s, vals); err != nil {
+			return fmt.Errorf("--set %s: %w", s, err)
+		}
+	}
+	if err := chartutil.ProcessDependenciesWithMerge(chrt, vals); err != nil {
+		return err
+	}
+	opts := chartutil.ReleaseOptions{Name: "posture", Namespace: namespace, IsInstall: true, Revision: 1}
+	caps := chartutil.DefaultCapabilities.Copy()
+	caps.KubeVersion = chartutil.KubeVersion{Version: "v1.36.3", Major: "1", Minor: "36"}
+	rv, err := chartutil.ToRenderValues(chrt, vals, opts, caps)
+	if err != nil {
+		return err
+	}
+	out, err := engine.Render(chrt, rv)
+	if err != nil {
+		return err
+	}
+	names := make([]string, 0, len(out))
+	for name := range out {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, crd := range chrt.CRDObjects() {
+		fmt.Printf("---\n# Source: %s\n%s\n", crd.Filename, crd.File.Data)
+	}
+	for _, name := range names {
+		if strings.HasSuffix(name, "NOTES.txt") || strings.TrimSpace(out[name]) == "" {
+			continue
+		}
+		fmt.Printf("---\n# Source: %s\n%s\n", name, out[name])
+	}
+	return nil
+}
