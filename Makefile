@@ -52,6 +52,7 @@ control-plane: ## Builds kube-apiserver and etcd from Go modules (cached, first 
 
 .PHONY: test
 test: verify ## Unit, store conformance (SQLite + throwaway PostgreSQL), envtest and HTTP tests.
+	hack/test-deps.sh
 	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh)" go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: fuzz

@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -54,6 +55,9 @@ type IngestionReconciler struct {
 	// outcome is mirrored at once instead of at the next poll.
 	Done <-chan event.TypedGenericEvent[*posturev1.Ingestion]
 	Now  func() time.Time
+	// Billing, when set, resolves each ingestion's accounts to Providers within
+	// the tenant's plan before the parse (see billing.go); nil bills nothing.
+	Billing *Billing
 }
 
 // +kubebuilder:rbac:groups=posture.dev,resources=ingestions,verbs=get;list;watch;create
@@ -110,6 +114,11 @@ func (r *IngestionReconciler) job(ing *posturev1.Ingestion, attempt int) ingest.
 	}
 	if ing.Spec.Source.Upload != nil {
 		j.BlobID = ing.Spec.Source.Upload.BlobID
+		j.ReportSHA256 = ing.Spec.Source.Upload.SHA256
+	}
+	if r.Billing != nil {
+		// Every attempt bills as the first one decided.
+		j.AllowedAccounts = AllowedAccountsOf(ing)
 	}
 	return j
 }
@@ -137,6 +146,16 @@ func (r *IngestionReconciler) start(ctx context.Context, ing *posturev1.Ingestio
 	if job.BlobID == "" {
 		return ctrl.Result{}, r.finish(ctx, ing, job, store.Outcome{Status: store.RunFailed,
 			Message: "spec.source names no readable report"}, ingest.CodeUnreadable)
+	}
+	if r.Billing != nil {
+		allowed, failure, err := r.resolveProviders(ctx, ing, job)
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("resolve providers: %w", err)
+		}
+		if failure != nil {
+			return ctrl.Result{}, r.finish(ctx, ing, job, store.Outcome{Status: store.RunFailed, Message: failure.message}, failure.code)
+		}
+		job.AllowedAccounts = allowed
 	}
 	jobName, err := r.Executor.Start(ctx, ing, job)
 	if err != nil {
@@ -330,7 +349,10 @@ func (r *IngestionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		// Status writes (ours alone) must not wake us: progress is polled.
 		For(&posturev1.Ingestion{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Named("ingestion")
+		Named("ingestion").
+		// Starting an ingestion reads its report once for billing; several
+		// workers keep one large upload from holding up the others.
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4})
 	if _, ok := r.Executor.(*JobExecutor); ok {
 		b = b.Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(jobToIngestion),
 			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {

@@ -95,6 +95,12 @@ func BuildWorkerJob(cfg WorkerJobConfig, ing *posturev1.Ingestion, job ingest.Jo
 		"--attempt=" + strconv.Itoa(job.Attempt),
 		"--total=" + strconv.Itoa(job.Total),
 	}
+	if job.ReportSHA256 != "" {
+		args = append(args, "--report-sha256="+job.ReportSHA256)
+	}
+	if job.AllowedAccounts != nil {
+		args = append(args, "--allowed-accounts="+FormatAllowedAccounts(job.AllowedAccounts))
+	}
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      WorkerJobName(ing, job.Attempt),

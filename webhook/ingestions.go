@@ -76,6 +76,21 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// readErrReader remembers the first error reading the request body gave,
+// so a failed upload can be told apart from a failing store.
+type readErrReader struct {
+	r   io.Reader
+	err error
+}
+
+func (e *readErrReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil && err != io.EOF && e.err == nil {
+		e.err = err
+	}
+	return n, err
+}
+
 func (s *Server) maxUpload() int64 {
 	if s.MaxUploadBytes > 0 {
 		return s.MaxUploadBytes
@@ -132,13 +147,23 @@ func (s *Server) ingestPart(w http.ResponseWriter, r *http.Request, p auth.Princ
 	if !strings.HasSuffix(filename, FileSuffix) {
 		return errorf(400, CodeInvalid, "file name %q must end in %s", filename, FileSuffix).pointer("/data/attributes/file")
 	}
-	limited := &limitedReader{r: body, left: s.maxUpload()}
+	src := &readErrReader{r: body}
+	limited := &limitedReader{r: src, left: s.maxUpload()}
 	counting := ocsf.NewCountingReader(limited)
-	blob, err := s.Store.PutBlob(ctx, p.Tenant, counting)
+	blob, err := s.Store.PutBlob(ctx, p.Tenant, failFast{counting})
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if limited.exceeded || errors.As(err, &mbe) {
 			return s.tooLarge()
+		}
+		var fe *ocsf.FileError
+		if errors.As(err, &fe) {
+			return errorf(400, CodeInvalid, "%s is not a valid OCSF report: %s", filename, fe.Error()).pointer("/data/attributes/file")
+		}
+		if src.err != nil {
+			// The request body broke off (truncated multipart, client gone):
+			// the client's problem, not the server's.
+			return errorf(400, CodeInvalid, "reading the part file failed after %d bytes: %v", s.maxUpload()-limited.left, src.err).pointer("/data/attributes/file")
 		}
 		if ctx.Err() != nil {
 			return errorf(400, CodeInvalid, "the upload was interrupted after %d bytes", s.maxUpload()-limited.left)
@@ -176,6 +201,19 @@ func (s *Server) ingestPart(w http.ResponseWriter, r *http.Request, p auth.Princ
 	w.Header().Set("Location", "/api/v1/ingestions/"+ing.Name)
 	writeJSON(w, http.StatusAccepted, document{Data: ingestionResource(r, ing, nil), Meta: meta{Version: APIVersion}})
 	return nil
+}
+
+// failFast ends an upload as soon as the report is known to be malformed (an
+// object instead of an array, a stray byte), so a large bad file is not
+// stored whole only to be deleted.
+type failFast struct{ c *ocsf.CountingReader }
+
+func (f failFast) Read(p []byte) (int, error) {
+	n, err := f.c.Read(p)
+	if ferr := f.c.Err(); ferr != nil {
+		return n, ferr
+	}
+	return n, err
 }
 
 // deleteBlob cleans up after a rejected upload; it must not depend on the
@@ -419,7 +457,8 @@ func ingestionResource(r *http.Request, i *posturev1.Ingestion, fields map[strin
 		Links: map[string]any{"self": absoluteURL(r, mustURL("/api/v1/ingestions/"+i.Name))}}
 }
 
-var errorList = listSpec{resourceType: "ingestion-errors"}
+var errorList = listSpec{resourceType: "ingestion-errors",
+	fields: set("record_index", "finding_uid", "code", "detail", "pointer", "value")}
 
 // listIngestionErrors is GET /api/v1/ingestions/{id}/errors: why records (or
 // the whole job) were rejected, in record order.
@@ -450,14 +489,16 @@ func (s *Server) listIngestionErrors(w http.ResponseWriter, r *http.Request) err
 		if e.RecordIndex != nil {
 			idx = *e.RecordIndex
 		}
-		data = append(data, resource{Type: "ingestion-errors", ID: strconv.FormatInt(e.ID, 10), Attributes: map[string]any{
+		attrs := map[string]any{
 			"record_index": idx,
 			"finding_uid":  e.FindingUID,
 			"code":         e.Code,
 			"detail":       e.Detail,
 			"pointer":      e.Pointer,
 			"value":        e.Value,
-		}})
+		}
+		trim(attrs, q.fields)
+		data = append(data, resource{Type: "ingestion-errors", ID: strconv.FormatInt(e.ID, 10), Attributes: attrs})
 	}
 	writeJSON(w, http.StatusOK, document{Data: data, Links: links, Meta: meta{Version: APIVersion, Pagination: &pg}})
 	return nil

@@ -7,6 +7,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +15,23 @@ import (
 	"github.com/posture-dev/posture/internal/testenv"
 )
 
-func TestMain(m *testing.M) { apitest.Main(m) }
+func TestMain(m *testing.M) {
+	// A fuzzing run executes FuzzUpload alone, which needs no control plane
+	// (see its comment); starting one in every fuzz worker would only cost.
+	if fuzzing() {
+		os.Exit(m.Run())
+	}
+	apitest.Main(m)
+}
+
+func fuzzing() bool {
+	for _, a := range os.Args[1:] {
+		if a == "-test.fuzzworker" || strings.HasPrefix(a, "-test.fuzz=") && a != "-test.fuzz=" {
+			return true
+		}
+	}
+	return false
+}
 
 type jobDoc struct {
 	Data struct {

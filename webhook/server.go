@@ -46,7 +46,7 @@ func (s *Server) Handler() http.Handler {
 		mux := http.NewServeMux()
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 		// Each area of the API registers its own routes from its own file.
-		for _, register := range []func(*http.ServeMux){s.ingestionRoutes} {
+		for _, register := range []func(*http.ServeMux){s.ingestionRoutes, s.findingRoutes, s.scanRoutes, s.providerRoutes, s.schemaRoutes, s.tokenRoutes, s.tenantRoutes} {
 			register(mux)
 		}
 		mux.Handle("/api/", s.methods(nil))
@@ -119,7 +119,7 @@ func (s *Server) authorize(r *http.Request, perm posturev1.Permission) (auth.Pri
 		return auth.Principal{}, e
 	}
 	if !p.Subscribed {
-		return auth.Principal{}, newError(402, CodeSubscriptionRequired, "ingestion needs an active subscription; tenant "+p.Tenant+" has none")
+		return auth.Principal{}, newError(402, CodeSubscriptionRequired, "the API needs an active subscription; tenant "+p.Tenant+" has none")
 	}
 	if perm != "" && !p.Can(perm) {
 		return auth.Principal{}, errorf(403, CodePermissionDenied, "the user behind this credential lacks the %s permission; an administrator must grant it", perm)

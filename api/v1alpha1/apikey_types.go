@@ -13,6 +13,7 @@ type APIKeySpec struct {
 	// +optional
 	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
 	// Revoked makes the key fail with 401 at once.
+	// +kubebuilder:default=false
 	// +optional
 	Revoked bool `json:"revoked,omitempty"`
 	// SecretName receives the key (data key api-key); default <name>-api-key.
@@ -48,8 +49,11 @@ type APIKeyStatus struct {
 // +kubebuilder:printcolumn:name="Prefix",type=string,JSONPath=`.status.prefix`
 // +kubebuilder:printcolumn:name="Secret",type=string,JSONPath=`.status.secretName`
 // +kubebuilder:printcolumn:name="Revoked",type=boolean,JSONPath=`.spec.revoked`
-// +kubebuilder:printcolumn:name="Expires",type=date,JSONPath=`.status.expiresAt`
+// A future date renders as "<invalid>" in a type=date column, so Expires is a string.
+// +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expiresAt`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
 type APIKey struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -9,18 +9,19 @@ import (
 type Permission string
 
 const (
-	PermissionManageIngestions   Permission = "manage_ingestions"
-	PermissionManageProviders    Permission = "manage_providers"
-	PermissionManageScans        Permission = "manage_scans"
-	PermissionManageUsers        Permission = "manage_users"
-	PermissionManageAccount      Permission = "manage_account"
-	PermissionManageBilling      Permission = "manage_billing"
-	PermissionUnlimitedVisbility Permission = "unlimited_visibility"
+	PermissionManageIngestions    Permission = "manage_ingestions"
+	PermissionManageProviders     Permission = "manage_providers"
+	PermissionManageScans         Permission = "manage_scans"
+	PermissionManageUsers         Permission = "manage_users"
+	PermissionManageAccount       Permission = "manage_account"
+	PermissionManageBilling       Permission = "manage_billing"
+	PermissionUnlimitedVisibility Permission = "unlimited_visibility"
 )
 
 // Subscription is the tenant's paid plan. Ingestion needs an active one.
 type Subscription struct {
 	// Active is false for tenants without a subscription; they get HTTP 402 on ingestion.
+	// +kubebuilder:default=false
 	// +optional
 	Active bool `json:"active,omitempty"`
 	// Plan is a free-form plan label.
@@ -66,6 +67,11 @@ type TenantSpec struct {
 	// Namespace holds the tenant's objects; default tenant-<name>. Created if absent.
 	// +optional
 	Namespace string `json:"namespace,omitempty"`
+	// (Defaulted to {} so that active defaults to false and kubectl shows
+	// Subscribed false rather than <none>.)
+
+	// Subscription is the tenant's plan; absent means no subscription.
+	// +kubebuilder:default={}
 	// +optional
 	Subscription Subscription `json:"subscription,omitempty"`
 	// +listType=map
@@ -103,10 +109,12 @@ type TenantStatus struct {
 // +kubebuilder:resource:scope=Cluster,categories=posture
 // +kubebuilder:printcolumn:name="Namespace",type=string,JSONPath=`.status.namespace`
 // +kubebuilder:printcolumn:name="Subscribed",type=boolean,JSONPath=`.spec.subscription.active`
+// +kubebuilder:printcolumn:name="Plan",type=string,JSONPath=`.spec.subscription.plan`
 // +kubebuilder:printcolumn:name="Providers",type=integer,JSONPath=`.status.providers`
 // +kubebuilder:printcolumn:name="Limit",type=integer,JSONPath=`.status.providerLimit`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
 type Tenant struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

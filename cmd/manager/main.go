@@ -14,8 +14,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -59,7 +61,11 @@ type managerFlags struct {
 	maxUploadBytes                  int64
 	job                             controllers.WorkerJobConfig
 	staticTenant, staticNamespace   string
+	rateLimit                       float64
+	rateBurst                       int
+	jwtNamespace, jwtSecret         string
 	pollInterval                    time.Duration
+	mcp                             controllers.MCPServerDefaults
 }
 
 func runManager(args []string) int {
@@ -76,12 +82,18 @@ func runManager(args []string) int {
 	fs.StringVar(&f.storeDSN, "store-dsn", "", "SQLite file path or PostgreSQL DSN (default: env POSTURE_STORE_DSN).")
 	fs.Int64Var(&f.maxUploadBytes, "max-upload-bytes", webhook.DefaultMaxUploadBytes, "Largest accepted report; larger uploads get 413.")
 	fs.DurationVar(&f.pollInterval, "poll-interval", time.Second, "How often progress is mirrored into Ingestion status while processing.")
+	fs.StringVar(&f.mcp.Image, "mcp-image", env("POSTURE_MCP_IMAGE", ""), "MCPServer: image run when spec.image is empty.")
+	fs.StringVar(&f.mcp.APIBaseURL, "mcp-api-base-url", env("POSTURE_MCP_API_BASE_URL", "http://posture-api."+env("POD_NAMESPACE", "posture-system")+".svc/api/v1"), "MCPServer: API address ({base_url}/api/v1) used when spec.apiBaseURL is empty.")
 	fs.StringVar(&f.job.Namespace, "job-namespace", env("POD_NAMESPACE", "posture-system"), "Job executor: namespace of worker Jobs.")
 	fs.StringVar(&f.job.Image, "job-image", env("POSTURE_WORKER_IMAGE", ""), "Job executor: worker image (the manager's own).")
 	fs.StringVar(&f.job.StoreSecret, "job-store-secret", "posture-store", "Job executor: Secret holding the store DSN.")
 	fs.StringVar(&f.job.StoreSecretKey, "job-store-secret-key", "dsn", "Job executor: key of the DSN in that Secret.")
 	fs.StringVar(&f.staticTenant, "static-tenant", "", "Authenticate POSTURE_STATIC_API_KEY as an administrator of this tenant.")
 	fs.StringVar(&f.staticNamespace, "static-tenant-namespace", "", "Namespace of --static-tenant (default tenant-<name>).")
+	fs.Float64Var(&f.rateLimit, "rate-limit", webhook.DefaultRateLimit, "Requests per second allowed per API key or user (429 past it); 0 disables.")
+	fs.IntVar(&f.rateBurst, "rate-burst", webhook.DefaultRateBurst, "Requests a key may send at once before --rate-limit applies.")
+	fs.StringVar(&f.jwtNamespace, "jwt-secret-namespace", env("POD_NAMESPACE", "posture-system"), "Namespace of the Secret holding the JWT signing key (generated if absent).")
+	fs.StringVar(&f.jwtSecret, "jwt-secret-name", "posture-jwt-signing", "Name of the Secret holding the JWT signing key (generated if absent).")
 	opts := zap.Options{}
 	opts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -105,10 +117,6 @@ func serve(ctx context.Context, f managerFlags, log logr.Logger) error {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(posturev1.AddToScheme(scheme))
 
-	authn, err := authenticator(f)
-	if err != nil {
-		return err
-	}
 	st, err := engines.Open(ctx, f.storeDriver, f.storeDSN)
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
@@ -125,6 +133,14 @@ func serve(ctx context.Context, f managerFlags, log logr.Logger) error {
 		// Worker Jobs live only in the operator namespace: cache them there alone.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&batchv1.Job{}: {Namespaces: map[string]cache.Config{f.job.Namespace: {}}},
+			// Only the Secrets the operator makes (API keys) are cached; others
+			// (user passwords, the JWT key) are read uncached when needed, so
+			// the manager never holds every Secret of the cluster in memory.
+			&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{posturev1.LabelManagedBy: posturev1.ManagedByValue})},
+			// MCPServer Deployments and Services carry the same label; other
+			// workloads of the cluster stay out of memory.
+			&appsv1.Deployment{}: {Label: labels.SelectorFromSet(labels.Set{posturev1.LabelManagedBy: posturev1.ManagedByValue})},
+			&corev1.Service{}:    {Label: labels.SelectorFromSet(labels.Set{posturev1.LabelManagedBy: posturev1.ManagedByValue})},
 		}},
 	})
 	if err != nil {
@@ -155,6 +171,34 @@ func serve(ctx context.Context, f managerFlags, log logr.Logger) error {
 		return fmt.Errorf("unknown --executor %q: use job or inprocess", f.executor)
 	}
 
+	authn, staticKey, err := authenticator(ctx, f, mgr)
+	if err != nil {
+		return err
+	}
+	var billing *controllers.Billing
+	if !staticKey {
+		// A static key's tenant has no Tenant object to bill against.
+		billing = &controllers.Billing{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}
+	}
+	if err := (&controllers.TenantReconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("posture-tenant"),
+	}).SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("set up tenant controller: %w", err)
+	}
+	if err := (&controllers.APIKeyReconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("posture-apikey"),
+	}).SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("set up apikey controller: %w", err)
+	}
+	if err := (&controllers.MCPServerReconciler{
+		Client: mgr.GetClient(), Defaults: f.mcp, Recorder: mgr.GetEventRecorder("posture-mcpserver"),
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up mcpserver controller: %w", err)
+	}
+	if err := (&controllers.ProviderReconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("set up provider controller: %w", err)
+	}
+
 	if err := (&controllers.IngestionReconciler{
 		Client:       mgr.GetClient(),
 		Store:        st,
@@ -162,6 +206,7 @@ func serve(ctx context.Context, f managerFlags, log logr.Logger) error {
 		Recorder:     mgr.GetEventRecorder("posture-ingestion"),
 		PollInterval: f.pollInterval,
 		Done:         done,
+		Billing:      billing,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up ingestion controller: %w", err)
 	}
@@ -170,7 +215,7 @@ func serve(ctx context.Context, f managerFlags, log logr.Logger) error {
 		Client:         mgr.GetClient(),
 		APIReader:      mgr.GetAPIReader(),
 		Store:          st,
-		Auth:           authn,
+		Auth:           webhook.NewRateLimiter(f.rateLimit, f.rateBurst).Wrap(authn),
 		Log:            ctrl.Log.WithName("api"),
 		Addr:           f.apiAddr,
 		MaxUploadBytes: f.maxUploadBytes,
@@ -188,22 +233,39 @@ func serve(ctx context.Context, f managerFlags, log logr.Logger) error {
 	return mgr.Start(ctx)
 }
 
-func authenticator(f managerFlags) (auth.Authenticator, error) {
+// authenticator is the CR authenticator (APIKeys and JWTs of Tenant users),
+// unless --static-tenant and POSTURE_STATIC_API_KEY ask for one static key:
+// an override for single-tenant installs without Tenant objects.
+func authenticator(ctx context.Context, f managerFlags, mgr ctrl.Manager) (auth.Authenticator, bool, error) {
 	key := os.Getenv("POSTURE_STATIC_API_KEY")
-	if f.staticTenant == "" || key == "" {
-		return nil, errors.New("set --static-tenant and POSTURE_STATIC_API_KEY: the API needs a key to accept")
+	if f.staticTenant != "" || key != "" {
+		if f.staticTenant == "" || key == "" {
+			return nil, false, errors.New("a static key needs both --static-tenant and POSTURE_STATIC_API_KEY")
+		}
+		ns := f.staticNamespace
+		if ns == "" {
+			ns = "tenant-" + f.staticTenant
+		}
+		return auth.StaticKey{
+			KeyHash: auth.HashKey(key),
+			Principal: auth.Principal{
+				Tenant: f.staticTenant, Namespace: ns, User: "static-key",
+				KeyPrefix: keyPrefix(key), Permissions: auth.AllPermissions(), Subscribed: true,
+			},
+		}, true, nil
 	}
-	ns := f.staticNamespace
-	if ns == "" {
-		ns = "tenant-" + f.staticTenant
+	if err := auth.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		return nil, false, err
 	}
-	return auth.StaticKey{
-		KeyHash: auth.HashKey(key),
-		Principal: auth.Principal{
-			Tenant: f.staticTenant, Namespace: ns, User: "static-key",
-			KeyPrefix: keyPrefix(key), Permissions: auth.AllPermissions(), Subscribed: true,
-		},
-	}, nil
+	keys := &auth.SecretKeySource{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: f.jwtNamespace, Name: f.jwtSecret}
+	if err := mgr.Add(keys); err != nil {
+		return nil, false, err
+	}
+	return &auth.CRAuthenticator{
+		Reader:  mgr.GetClient(),
+		Secrets: mgr.GetAPIReader(),
+		Tokens:  &auth.TokenService{Keys: keys},
+	}, false, nil
 }
 
 func keyPrefix(key string) string {

@@ -4,10 +4,12 @@ import (
 	"errors"
 	"flag"
 	"os"
+	"runtime/debug"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/posture-dev/posture/controllers"
 	"github.com/posture-dev/posture/internal/ingest"
 	"github.com/posture-dev/posture/internal/store/engines"
 )
@@ -24,6 +26,12 @@ func runWorker(args []string) int {
 	fs.StringVar(&job.BlobID, "blob", "", "Stored upload to parse.")
 	fs.IntVar(&job.Attempt, "attempt", 1, "Attempt number given by the controller.")
 	fs.IntVar(&job.Total, "total", 0, "Records counted at upload.")
+	fs.StringVar(&job.ReportSHA256, "report-sha256", "", "SHA-256 of the report: the seed of scan ids for records without unmapped.scan_id.")
+	fs.Func("allowed-accounts", `JSON array of "type/uid" accounts that may be billed; records of others are invalid (provider_limit_exceeded). Unset: no restriction.`, func(v string) error {
+		allowed, err := controllers.ParseAllowedAccounts(v)
+		job.AllowedAccounts = allowed
+		return err
+	})
 	driver := fs.String("store-driver", env("POSTURE_STORE_DRIVER", "postgres"), "Store engine.")
 	opts := zap.Options{}
 	opts.BindFlags(fs)
@@ -35,6 +43,12 @@ func runWorker(args []string) int {
 	if job.Tenant == "" || job.IngestionID == "" || job.BlobID == "" {
 		log.Error(nil, "--tenant, --ingestion and --blob are required")
 		return 2
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// The worker's live data is two batches and one record, whatever the
+		// report's size; a soft limit keeps the garbage collector from letting
+		// the heap drift far above that (docs/performance.md).
+		debug.SetMemoryLimit(64 << 20)
 	}
 	ctx := ctrl.SetupSignalHandler()
 	st, err := engines.Open(ctx, *driver, os.Getenv("POSTURE_STORE_DSN"))

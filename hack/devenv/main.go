@@ -128,6 +128,10 @@ func run(ctx context.Context) error {
 	if err := waitHTTP(ctx, apiURL+"/healthz", &procs); err != nil {
 		return fmt.Errorf("the API never answered: %w (see the manager's lines above)", err)
 	}
+	step("waiting for the demo API keys")
+	if err := seed.awaitKeys(ctx, admin); err != nil {
+		return err
+	}
 
 	mcpURL, err := startMCP(ctx, &procs, s, apiURL, seed)
 	if err != nil {

@@ -5,9 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
@@ -19,6 +21,13 @@ type seedResult struct {
 	managerEnv  []string // extra environment of the manager
 	managerArgs []string // extra flags of the manager
 	envVars     []string // extra lines of .dev/env (NAME=value)
+	// apiKeys are the seeded APIKeys (namespace/name) and the .dev/env
+	// variable each one's generated key goes to, once the manager made it.
+	apiKeys []seedKey
+}
+
+type seedKey struct {
+	namespace, name, envVar string
 }
 
 func randomToken(n int) string {
@@ -27,50 +36,103 @@ func randomToken(n int) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// seedTenants creates the demo tenant with an administrator. The API key is
-// handed to the manager as its static key.
+// seedTenants applies the demo tenants as plain objects, the way GitOps
+// would: tenant demo (active subscription, provider limit 5) with an admin
+// (every permission) and a viewer (no manage_ingestions), tenant other (active)
+// with an admin, tenant nosub (no subscription) with an admin, a password
+// Secret per user and an APIKey per user. The manager's controllers generate
+// the keys; awaitKeys collects them once the manager runs.
 func seedTenants(ctx context.Context, c client.Client) (seedResult, error) {
-	const (
-		tenant = "demo"
-		ns     = "tenant-demo"
-		email  = "admin@demo.posture.dev"
-	)
-	password := randomToken(18)
-	key := "pk_" + randomToken(6) + "." + randomToken(32)
-	objs := []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "posture-system"}},
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{posturev1.LabelTenant: tenant}}},
-		&corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: "demo-admin-password", Namespace: ns},
-			StringData: map[string]string{"password": password},
-		},
-		&posturev1.Tenant{
-			ObjectMeta: metav1.ObjectMeta{Name: tenant},
+	adminRole := posturev1.Role{Name: "admin", Permissions: []posturev1.Permission{
+		posturev1.PermissionManageIngestions, posturev1.PermissionManageProviders, posturev1.PermissionManageScans,
+		posturev1.PermissionManageUsers, posturev1.PermissionManageAccount, posturev1.PermissionManageBilling,
+		posturev1.PermissionUnlimitedVisibility,
+	}}
+	viewerRole := posturev1.Role{Name: "viewer", Permissions: []posturev1.Permission{posturev1.PermissionUnlimitedVisibility}}
+	type user struct{ email, role, keyName, envVar string }
+	tenants := []struct {
+		name  string
+		sub   posturev1.Subscription
+		users []user
+	}{
+		{"demo", posturev1.Subscription{Active: true, Plan: "demo", ProviderLimit: 5}, []user{
+			{"admin@demo.posture.dev", "admin", "demo-admin", "POSTURE_API_KEY"},
+			{"viewer@demo.posture.dev", "viewer", "demo-viewer", "POSTURE_VIEWER_API_KEY"},
+		}},
+		{"other", posturev1.Subscription{Active: true, Plan: "demo", ProviderLimit: 5}, []user{
+			{"admin@other.posture.dev", "admin", "other-admin", "POSTURE_OTHER_API_KEY"},
+		}},
+		{"nosub", posturev1.Subscription{}, []user{
+			{"admin@nosub.posture.dev", "admin", "nosub-admin", "POSTURE_NOSUB_API_KEY"},
+		}},
+	}
+
+	res := seedResult{namespace: "tenant-demo"}
+	objs := []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "posture-system"}}}
+	for _, tn := range tenants {
+		ns := "tenant-" + tn.name
+		// The namespace is made here, not left to the Tenant controller,
+		// because the password Secrets must exist before the manager starts.
+		objs = append(objs, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+		tenant := &posturev1.Tenant{
+			ObjectMeta: metav1.ObjectMeta{Name: tn.name},
 			Spec: posturev1.TenantSpec{
 				Namespace:    ns,
-				Subscription: posturev1.Subscription{Active: true, Plan: "demo", ProviderLimit: 5},
-				Roles: []posturev1.Role{{Name: "admin", Permissions: []posturev1.Permission{
-					posturev1.PermissionManageIngestions, posturev1.PermissionManageProviders, posturev1.PermissionManageScans,
-					posturev1.PermissionManageUsers, posturev1.PermissionManageAccount, posturev1.PermissionManageBilling,
-					posturev1.PermissionUnlimitedVisbility,
-				}}},
-				Users: []posturev1.User{{Email: email, Role: "admin", PasswordSecretRef: &posturev1.SecretKeyRef{Name: "demo-admin-password", Key: "password"}}},
+				Subscription: tn.sub,
+				Roles:        []posturev1.Role{adminRole, viewerRole},
 			},
-		},
+		}
+		for _, u := range tn.users {
+			password := randomToken(18)
+			secretName := u.keyName + "-password"
+			objs = append(objs, &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Name: secretName, Namespace: ns},
+				StringData: map[string]string{"password": password},
+			}, &posturev1.APIKey{
+				ObjectMeta: metav1.ObjectMeta{Name: u.keyName, Namespace: ns},
+				Spec:       posturev1.APIKeySpec{User: u.email},
+			})
+			tenant.Spec.Users = append(tenant.Spec.Users, posturev1.User{
+				Email: u.email, Role: u.role, PasswordSecretRef: &posturev1.SecretKeyRef{Name: secretName, Key: "password"},
+			})
+			res.apiKeys = append(res.apiKeys, seedKey{namespace: ns, name: u.keyName, envVar: u.envVar})
+			if u.envVar == "POSTURE_API_KEY" {
+				res.envVars = append(res.envVars, "POSTURE_ADMIN_EMAIL="+u.email, "POSTURE_ADMIN_PASSWORD="+password)
+			}
+		}
+		objs = append(objs, tenant)
 	}
 	for _, o := range objs {
 		if err := c.Create(ctx, o); err != nil {
 			return seedResult{}, fmt.Errorf("create %T %s: %w", o, o.GetName(), err)
 		}
 	}
-	return seedResult{
-		namespace:   ns,
-		managerEnv:  []string{"POSTURE_STATIC_API_KEY=" + key},
-		managerArgs: []string{"--static-tenant=" + tenant, "--static-tenant-namespace=" + ns},
-		envVars: []string{
-			"POSTURE_API_KEY=" + key,
-			"POSTURE_ADMIN_EMAIL=" + email,
-			"POSTURE_ADMIN_PASSWORD=" + password,
-		},
-	}, nil
+	return res, nil
+}
+
+// awaitKeys waits until the manager has generated every seeded APIKey's key
+// into its Secret and adds the keys to .dev/env.
+func (s *seedResult) awaitKeys(ctx context.Context, c client.Client) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for _, k := range s.apiKeys {
+		for {
+			var key posturev1.APIKey
+			var sec corev1.Secret
+			err := c.Get(ctx, types.NamespacedName{Namespace: k.namespace, Name: k.name}, &key)
+			if err == nil && key.Status.SecretName != "" {
+				err = c.Get(ctx, types.NamespacedName{Namespace: k.namespace, Name: key.Status.SecretName}, &sec)
+				if v := sec.Data["api-key"]; err == nil && len(v) > 0 {
+					s.envVars = append(s.envVars, k.envVar+"="+string(v))
+					break
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("APIKey %s/%s got no key from the manager (its status: %+v; see the manager's lines above)", k.namespace, k.name, key.Status)
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	return nil
 }

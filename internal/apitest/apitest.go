@@ -81,6 +81,10 @@ type Options struct {
 	// Permissions replaces the default principal's (all permissions).
 	Permissions    []string
 	MaxUploadBytes int64
+	// Billing, when set, creates a Tenant object for the env's tenant with this
+	// subscription and runs the ingestion controller with billing through
+	// Provider objects, as the manager does.
+	Billing *posturev1.Subscription
 	// Setup runs against the manager before it starts (extra controllers).
 	Setup func(ctrl.Manager, store.Store) error
 	// Server is called with the API server before it starts serving.
@@ -103,6 +107,9 @@ type Env struct {
 func (e *Env) Authorization() string { return "Api-Key " + e.APIKey }
 
 // Start brings up an API for one test; everything stops when the test ends.
+// Its manager watches every namespace (tenants, keys and providers live in
+// several), so two Envs must not run at the same time: tests using Start do
+// not call t.Parallel.
 func Start(t testing.TB, opts Options) *Env {
 	t.Helper()
 	if restConfig == nil {
@@ -148,8 +155,19 @@ func Start(t testing.TB, opts Options) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var billing *controllers.Billing
+	if opts.Billing != nil {
+		billing = &controllers.Billing{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}
+		tenantObj := &posturev1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: tenant}, Spec: posturev1.TenantSpec{Namespace: tenant, Subscription: *opts.Billing}}
+		if err := k8s.Create(ctx, tenantObj); err != nil {
+			t.Fatal(err)
+		}
+		if err := auth.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := (&controllers.IngestionReconciler{
-		Client: mgr.GetClient(), Store: st, Executor: exec, Done: done,
+		Client: mgr.GetClient(), Store: st, Executor: exec, Done: done, Billing: billing,
 		Recorder: mgr.GetEventRecorder("posture-ingestion"), PollInterval: 100 * time.Millisecond,
 	}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)

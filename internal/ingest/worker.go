@@ -22,7 +22,7 @@ import (
 
 // Defaults for Worker fields left zero.
 const (
-	DefaultBatchSize        = 500
+	DefaultBatchSize        = 1000
 	DefaultProgressInterval = 500 * time.Millisecond
 	DefaultMaxErrorRows     = 10000
 	// Raw records over this size are rejected by the reader with a file error.
@@ -52,6 +52,11 @@ type Job struct {
 	BlobID      string
 	Attempt     int
 	Total       int
+	// ReportSHA256 is the content hash of the report. Records without
+	// unmapped.scan_id land on a scan derived from it and the provider, so
+	// uploading the same report again rewrites the same findings instead of
+	// adding copies. Empty: the scan is derived from the ingestion id.
+	ReportSHA256 string
 	// AllowedAccounts, when non-nil, lists "type/uid" accounts that may be
 	// billed; records of other accounts are invalid (provider_limit_exceeded).
 	AllowedAccounts map[string]bool
@@ -153,8 +158,11 @@ type run struct {
 	errorRows    int
 	truncated    bool
 	seenScans    map[string]bool
-	lastProgress time.Time
+	lastProgress time.Time // touched only by the write in flight
 	superseded   bool
+	// inflight receives the outcome of the batch being written, nil when
+	// none is: parsing the next batch overlaps writing the previous one.
+	inflight chan error
 }
 
 func (r *run) process(ctx context.Context) store.Outcome {
@@ -177,7 +185,7 @@ func (r *run) process(ctx context.Context) store.Outcome {
 			}
 			// Uploads are checked whole before they are accepted, so this means
 			// the stored blob differs from what was accepted.
-			if ferr := r.flush(ctx); ferr != nil {
+			if ferr := r.drain(ctx); ferr != nil {
 				return r.storageFailure(ctx, ferr)
 			}
 			return r.fail(ctx, CodeMalformed, fmt.Sprintf("the stored report cannot be parsed after %d records: %v", r.progress.Processed, err))
@@ -207,7 +215,7 @@ func (r *run) process(ctx context.Context) store.Outcome {
 			}
 		}
 	}
-	if err := r.flush(ctx); err != nil {
+	if err := r.drain(ctx); err != nil {
 		return r.storageFailure(ctx, err)
 	}
 	if r.progress.Processed == 0 {
@@ -229,7 +237,11 @@ func accountPointer(f ocsf.Finding) string {
 func (r *run) addFinding(rec ocsf.Record, f ocsf.Finding) {
 	scanID := f.ScanID
 	if scanID == "" {
-		scanID = uuid.NewSHA1(scanNamespace, []byte(r.job.IngestionID+"\x00"+f.ProviderType+"\x00"+f.ProviderUID)).String()
+		seed := r.job.IngestionID
+		if r.job.ReportSHA256 != "" {
+			seed = "sha256:" + r.job.ReportSHA256
+		}
+		scanID = uuid.NewSHA1(scanNamespace, []byte(seed+"\x00"+f.ProviderType+"\x00"+f.ProviderUID)).String()
 	}
 	if !r.seenScans[scanID] {
 		r.seenScans[scanID] = true
@@ -287,21 +299,58 @@ func (r *run) addErrors(rec ocsf.Record, uid string, problems []ocsf.Problem) {
 	}
 }
 
-// flush writes the pending batch and reports progress, throttled so a fast
-// run does not turn every batch into a progress write.
+// flush hands the pending batch to a background write and returns at once,
+// after the previous write finished: the store (and, for PostgreSQL, the
+// server) works on one batch while the next one is parsed. At most two
+// batches exist at a time. The error is that of the previous write.
 func (r *run) flush(ctx context.Context) error {
-	if len(r.batch.Findings)+len(r.batch.Errors)+len(r.batch.Scans) > 0 {
+	if err := r.wait(); err != nil {
+		return err
+	}
+	b, p := r.batch, r.progress
+	r.batch = store.Batch{}
+	done := make(chan error, 1)
+	r.inflight = done
+	go func() { done <- r.write(ctx, b, p) }()
+	return nil
+}
+
+// drain flushes what is pending and waits until it is written.
+func (r *run) drain(ctx context.Context) error {
+	if err := r.flush(ctx); err != nil {
+		return err
+	}
+	return r.wait()
+}
+
+// wait returns the outcome of the write in flight, if any.
+func (r *run) wait() error {
+	if r.inflight == nil {
+		return nil
+	}
+	err := <-r.inflight
+	r.inflight = nil
+	if errors.Is(err, store.ErrStaleAttempt) {
+		r.superseded = true
+	}
+	return err
+}
+
+// write stores one batch and then reports the progress reached when it was
+// handed over, throttled so a fast run does not turn every batch into a
+// progress write.
+func (r *run) write(ctx context.Context, b store.Batch, p store.Progress) error {
+	if len(b.Findings)+len(b.Errors)+len(b.Scans) > 0 {
 		if err := r.withRetry(ctx, func() error {
-			return r.w.Store.WriteBatch(ctx, r.job.Tenant, r.job.IngestionID, r.job.Attempt, r.batch)
+			return r.w.Store.WriteBatch(ctx, r.job.Tenant, r.job.IngestionID, r.job.Attempt, b)
 		}); err != nil {
 			return err
 		}
-		r.batch = store.Batch{}
 	}
 	if now := r.w.now(); now.Sub(r.lastProgress) >= r.w.progressInterval() {
 		r.lastProgress = now
 		if err := r.withRetry(ctx, func() error {
-			return r.w.Store.UpdateRun(ctx, r.job.Tenant, r.job.IngestionID, r.job.Attempt, r.progress)
+			return r.w.Store.UpdateRun(ctx, r.job.Tenant, r.job.IngestionID, r.job.Attempt, p)
 		}); err != nil {
 			return err
 		}
@@ -318,8 +367,7 @@ func (r *run) withRetry(ctx context.Context, op func() error) error {
 			return nil
 		}
 		if errors.Is(err, store.ErrStaleAttempt) {
-			r.superseded = true
-			return err
+			return err // final; wait() records it
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()

@@ -44,7 +44,7 @@ func (s *Store) writeChunks(ctx context.Context, id uuid.UUID, r io.Reader) (sto
 	var size int64
 	seq := 0
 	for {
-		n, rerr := io.ReadFull(r, buf)
+		n, rerr := engine.ReadChunk(r, buf)
 		if n > 0 {
 			h.Write(buf[:n])
 			// One statement per chunk rather than one transaction per blob:
@@ -58,7 +58,7 @@ func (s *Store) writeChunks(ctx context.Context, id uuid.UUID, r io.Reader) (sto
 			seq++
 			size += int64(n)
 		}
-		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+		if rerr == io.EOF {
 			break
 		}
 		if rerr != nil {

@@ -44,7 +44,7 @@ func (s *Store) writeChunks(ctx context.Context, id string, r io.Reader) (store.
 	var size int64
 	seq := 0
 	for {
-		n, rerr := io.ReadFull(r, buf)
+		n, rerr := engine.ReadChunk(r, buf)
 		if n > 0 {
 			h.Write(buf[:n])
 			// One short transaction per chunk: an upload is as slow as its
@@ -57,7 +57,7 @@ func (s *Store) writeChunks(ctx context.Context, id string, r io.Reader) (store.
 			seq++
 			size += int64(n)
 		}
-		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+		if rerr == io.EOF {
 			break
 		}
 		if rerr != nil {

@@ -240,6 +240,11 @@ func testBlobPutFailure(t *testing.T, s store.Store) {
 	_, err := s.PutBlob(ctx, tenantA, &failingReader{r: patternReader(2, 2<<20+500), err: boom})
 	wantErr(t, err, boom, "PutBlob with failing reader")
 	expectNoBlobs(t, s, tenantA)
+	// A source failing with io.ErrUnexpectedEOF (a truncated multipart part
+	// does) is a failure too, not a short last chunk.
+	_, err = s.PutBlob(ctx, tenantA, &failingReader{r: patternReader(4, 1<<20+7), err: io.ErrUnexpectedEOF})
+	wantErr(t, err, io.ErrUnexpectedEOF, "PutBlob with a reader failing with io.ErrUnexpectedEOF")
+	expectNoBlobs(t, s, tenantA)
 }
 
 // cancelReader cancels the upload's context after n bytes, as a client

@@ -6,6 +6,7 @@ package engine
 
 import (
 	"fmt"
+	"io"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,6 +27,22 @@ const IncompleteBlobTTL = 24 * time.Hour
 
 // DefaultPageSize applies when Page.Size is 0, matching the REST API default.
 const DefaultPageSize = 10
+
+// ReadChunk fills buf from r. It returns io.EOF, possibly with n > 0, only
+// when r ended; any other error is r's own. Unlike io.ReadFull it does not
+// turn a short read into io.ErrUnexpectedEOF, which a source may return
+// itself to say it was cut off (a truncated multipart part does).
+func ReadChunk(r io.Reader, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := r.Read(buf[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
 
 // Now is the store's clock: UTC and truncated to microseconds, the precision
 // both engines keep, so that what a caller is given equals what it reads back.

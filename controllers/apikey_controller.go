@@ -1,0 +1,279 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/internal/auth"
+)
+
+// APIKey defaults and names.
+const (
+	// DefaultAPIKeyLifetime applies when spec.expiresAt is not set.
+	DefaultAPIKeyLifetime = 365 * 24 * time.Hour
+	// APIKeySecretKey is the data key of the generated Secret.
+	APIKeySecretKey = "api-key"
+	// LabelAPIKey names the APIKey a generated Secret belongs to.
+	LabelAPIKey = "posture.dev/apikey"
+)
+
+// Ready reasons of an APIKey.
+const (
+	ReasonKeyActive      = "Active"
+	ReasonKeyRevoked     = "Revoked"
+	ReasonKeyExpired     = "Expired"
+	ReasonUserUnknown    = "UserUnknown"
+	ReasonSecretConflict = "SecretConflict"
+	ReasonSecretMissing  = "SecretMissing"
+	ReasonKeyGenerated   = "Generated"
+)
+
+// APIKeyReconciler generates each APIKey's key exactly once into an owned
+// Secret and keeps only its public prefix and SHA-256 in status. The key
+// itself is never logged, put in an event, an error or any custom resource.
+type APIKeyReconciler struct {
+	client.Client
+	// APIReader confirms a Secret the cache does not show yet (it may have
+	// just been created); optional.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Now       func() time.Time
+}
+
+// +kubebuilder:rbac:groups=posture.dev,resources=apikeys,verbs=get;list;watch
+// +kubebuilder:rbac:groups=posture.dev,resources=apikeys/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=posture.dev,resources=apikeys/finalizers,verbs=update
+// +kubebuilder:rbac:groups=posture.dev,resources=tenants,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+func (r *APIKeyReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// SecretNameOf is the Secret an APIKey's key is written to.
+func SecretNameOf(k *posturev1.APIKey) string {
+	if k.Spec.SecretName != "" {
+		return k.Spec.SecretName
+	}
+	return k.Name + "-api-key"
+}
+
+func (r *APIKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var key posturev1.APIKey
+	if err := r.Get(ctx, req.NamespacedName, &key); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !key.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	before := key.Status.DeepCopy()
+	key.Status.ObservedGeneration = key.Generation
+	if key.Status.ExpiresAt == nil {
+		// Fixed once, from creation: a later reconcile must not push it out.
+		exp := metav1.NewTime(key.CreationTimestamp.Add(DefaultAPIKeyLifetime).UTC())
+		key.Status.ExpiresAt = &exp
+	}
+	if key.Spec.ExpiresAt != nil {
+		exp := key.Spec.ExpiresAt.DeepCopy()
+		key.Status.ExpiresAt = exp
+	}
+
+	secretName := SecretNameOf(&key)
+	generated := false
+	if key.Status.Hash == "" {
+		prefix, hash, reason, msg, err := r.generate(ctx, &key, secretName)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if reason != "" {
+			return r.writeStatus(ctx, &key, before, metav1.ConditionFalse, reason, msg, 0)
+		}
+		key.Status.Prefix, key.Status.Hash, key.Status.SecretName = prefix, hash, secretName
+		generated = true
+	} else if ok, err := r.secretPresent(ctx, &key); err != nil {
+		return ctrl.Result{}, err
+	} else if !ok {
+		return r.writeStatus(ctx, &key, before, metav1.ConditionFalse, ReasonSecretMissing,
+			fmt.Sprintf("Secret %s with key %s is gone; the key still works for whoever holds it (revoke or delete this APIKey to stop it) but cannot be shown again: create a new APIKey for a new key", key.Status.SecretName, key.Status.Prefix), 0)
+	}
+
+	status, reason, msg, requeue := r.validity(ctx, &key)
+	res, err := r.writeStatus(ctx, &key, before, status, reason, msg, requeue)
+	if err == nil && generated {
+		r.event(&key, corev1.EventTypeNormal, ReasonKeyGenerated, "Generate", "Generated API key %s into Secret %s (data key %s)", key.Status.Prefix, secretName, APIKeySecretKey)
+	}
+	return res, err
+}
+
+// generate makes the key and its Secret, or adopts the key of a Secret this
+// APIKey already owns (a previous attempt wrote the Secret but not the status).
+// A non-empty reason means the key cannot be delivered.
+func (r *APIKeyReconciler) generate(ctx context.Context, key *posturev1.APIKey, secretName string) (prefix, hash, reason, msg string, err error) {
+	var sec corev1.Secret
+	err = r.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: secretName}, &sec)
+	switch {
+	case err == nil:
+		if !metav1.IsControlledBy(&sec, key) {
+			return "", "", ReasonSecretConflict, fmt.Sprintf("Secret %s already exists and does not belong to this APIKey; set spec.secretName to a free name", secretName), nil
+		}
+		existing := string(sec.Data[APIKeySecretKey])
+		p, perr := auth.ParseKey(existing)
+		if perr != nil {
+			return "", "", ReasonSecretConflict, fmt.Sprintf("Secret %s belongs to this APIKey but its %s is not a key; delete the Secret to have a new key generated", secretName, APIKeySecretKey), nil
+		}
+		return p, auth.HashKey(existing), "", "", nil
+	case !apierrors.IsNotFound(err):
+		return "", "", "", "", fmt.Errorf("read Secret %s/%s: %w", key.Namespace, secretName, err)
+	}
+
+	value, p, err := auth.GenerateKey()
+	if err != nil {
+		return "", "", "", "", err
+	}
+	tenant := key.Namespace
+	if t, terr := auth.TenantForNamespace(ctx, r.Client, key.Namespace); terr == nil && t != nil {
+		tenant = t.Name
+	}
+	sec = corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: key.Namespace,
+			Name:      secretName,
+			Labels: map[string]string{
+				posturev1.LabelManagedBy: posturev1.ManagedByValue,
+				posturev1.LabelTenant:    labelValue(tenant),
+				LabelAPIKey:              labelValue(key.Name),
+			},
+			Annotations: map[string]string{"posture.dev/api-key-prefix": p, "posture.dev/user": key.Spec.User},
+		},
+		Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{APIKeySecretKey: []byte(value)},
+	}
+	if err := controllerutil.SetControllerReference(key, &sec, r.Scheme()); err != nil {
+		return "", "", "", "", fmt.Errorf("own Secret %s: %w", secretName, err)
+	}
+	if err := r.Create(ctx, &sec); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			// Created meanwhile by someone else (the cache did not show it).
+			return "", "", ReasonSecretConflict, fmt.Sprintf("Secret %s already exists and does not belong to this APIKey; set spec.secretName to a free name", secretName), nil
+		}
+		// The API server's message names the object, never its data.
+		return "", "", "", "", fmt.Errorf("create Secret %s/%s: %w", key.Namespace, secretName, err)
+	}
+	return p, auth.HashKey(value), "", "", nil
+}
+
+func (r *APIKeyReconciler) secretPresent(ctx context.Context, key *posturev1.APIKey) (bool, error) {
+	name := key.Status.SecretName
+	if name == "" {
+		name = SecretNameOf(key)
+	}
+	var sec corev1.Secret
+	nn := types.NamespacedName{Namespace: key.Namespace, Name: name}
+	err := r.Get(ctx, nn, &sec)
+	if apierrors.IsNotFound(err) && r.APIReader != nil {
+		err = r.APIReader.Get(ctx, nn, &sec)
+	}
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// validity is whether the key authenticates now, and when that changes next.
+func (r *APIKeyReconciler) validity(ctx context.Context, key *posturev1.APIKey) (metav1.ConditionStatus, string, string, time.Duration) {
+	if key.Spec.Revoked {
+		return metav1.ConditionFalse, ReasonKeyRevoked, fmt.Sprintf("API key %s is revoked", key.Status.Prefix), 0
+	}
+	exp := auth.ExpiresAt(key)
+	if exp != nil && !r.now().Before(*exp) {
+		return metav1.ConditionFalse, ReasonKeyExpired, fmt.Sprintf("API key %s expired at %s", key.Status.Prefix, exp.UTC().Format(time.RFC3339)), 0
+	}
+	tenant, err := auth.TenantForNamespace(ctx, r.Client, key.Namespace)
+	var ae *auth.Error
+	switch {
+	case errors.As(err, &ae):
+		return metav1.ConditionFalse, ReasonUserUnknown, ae.Reason, 0
+	case err != nil:
+		return metav1.ConditionUnknown, ReasonUserUnknown, err.Error(), 10 * time.Second
+	case tenant == nil:
+		return metav1.ConditionFalse, ReasonUserUnknown, fmt.Sprintf("no Tenant uses namespace %s, so user %s is unknown", key.Namespace, key.Spec.User), 0
+	}
+	if _, ok := auth.FindUser(tenant, key.Spec.User); !ok {
+		return metav1.ConditionFalse, ReasonUserUnknown, fmt.Sprintf("%s is not a user of tenant %s", key.Spec.User, tenant.Name), 0
+	}
+	var requeue time.Duration
+	if exp != nil {
+		// Wake up when it expires, so the condition flips on time.
+		requeue = exp.Sub(r.now()) + time.Second
+	}
+	return metav1.ConditionTrue, ReasonKeyActive, fmt.Sprintf("API key %s acts for %s in tenant %s; its key is in Secret %s", key.Status.Prefix, key.Spec.User, tenant.Name, key.Status.SecretName), requeue
+}
+
+func (r *APIKeyReconciler) writeStatus(ctx context.Context, key *posturev1.APIKey, before *posturev1.APIKeyStatus, status metav1.ConditionStatus, reason, msg string, requeue time.Duration) (ctrl.Result, error) {
+	setReady(&key.Status.Conditions, key.Generation, status, reason, msg)
+	if !equality.Semantic.DeepEqual(before, &key.Status) {
+		if err := r.Status().Update(ctx, key); err != nil {
+			// A conflict means the object changed meanwhile; that change
+			// brings its own reconcile.
+			return ctrl.Result{}, client.IgnoreNotFound(ignoreConflict(err))
+		}
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+func (r *APIKeyReconciler) event(key *posturev1.APIKey, kind, reason, action, note string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(key, nil, kind, reason, action, note, args...)
+	}
+}
+
+// SetupWithManager watches APIKeys, their Secrets, and Tenants (a user
+// removed from a Tenant makes that user's keys not Ready).
+func (r *APIKeyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if err := auth.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&posturev1.APIKey{}).
+		Owns(&corev1.Secret{}).
+		Watches(&posturev1.Tenant{}, handler.EnqueueRequestsFromMapFunc(r.keysOfTenant),
+			// Only spec changes (users, namespace) matter, not status writes.
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Named("apikey").
+		Complete(r)
+}
+
+func (r *APIKeyReconciler) keysOfTenant(ctx context.Context, o client.Object) []reconcile.Request {
+	t := o.(*posturev1.Tenant)
+	var list posturev1.APIKeyList
+	if err := r.List(ctx, &list, client.InNamespace(t.NamespaceName())); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list the APIKeys of a tenant", "tenant", t.Name)
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, k := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&k)})
+	}
+	return reqs
+}

@@ -1,0 +1,193 @@
+package controllers_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/controllers"
+	"github.com/posture-dev/posture/internal/auth"
+)
+
+func waitAPIKey(t *testing.T, k *posturev1.APIKey, cond func(*posturev1.APIKey) bool) *posturev1.APIKey {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var got posturev1.APIKey
+	for {
+		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(k), &got)
+		if err == nil && cond(&got) {
+			return &got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("apikey %s/%s: timed out; status %+v (err %v)", k.Namespace, k.Name, got.Status, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func keyReady(status metav1.ConditionStatus, reason string) func(*posturev1.APIKey) bool {
+	return func(k *posturev1.APIKey) bool {
+		return k.Status.ObservedGeneration == k.Generation && readyIs(k.Status.Conditions, status, reason)
+	}
+}
+
+func newAPIKey(t *testing.T, ns, name string, mutate func(*posturev1.APIKey)) *posturev1.APIKey {
+	t.Helper()
+	k := &posturev1.APIKey{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: posturev1.APIKeySpec{User: "admin@example.com"}}
+	if mutate != nil {
+		mutate(k)
+	}
+	if err := k8s.Create(context.Background(), k); err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func secretValue(t *testing.T, ns, name string) (string, *corev1.Secret) {
+	t.Helper()
+	var s corev1.Secret
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &s); err != nil {
+		t.Fatalf("Secret %s/%s: %v", ns, name, err)
+	}
+	return string(s.Data[controllers.APIKeySecretKey]), &s
+}
+
+func TestAPIKeyGeneratedOnce(t *testing.T) {
+	runTenancy(t, nil)
+	tn := newTenant(t, nil)
+	ns := waitTenant(t, tn.Name, "Ready", tenantReady(metav1.ConditionTrue, "")).Status.Namespace
+	k := newAPIKey(t, ns, "ci", nil)
+	got := waitAPIKey(t, k, keyReady(metav1.ConditionTrue, controllers.ReasonKeyActive))
+
+	key, sec := secretValue(t, ns, "ci-api-key")
+	prefix, err := auth.ParseKey(key)
+	if err != nil {
+		t.Fatalf("the Secret does not hold a key: %v", err)
+	}
+	if got.Status.Prefix != prefix || got.Status.Hash != auth.HashKey(key) || got.Status.SecretName != "ci-api-key" {
+		t.Errorf("status = prefix %s hash %s secret %s; want the key's prefix %s and sha256", got.Status.Prefix, got.Status.Hash, got.Status.SecretName, prefix)
+	}
+	if !metav1.IsControlledBy(sec, got) {
+		t.Errorf("the Secret is not owned by its APIKey: %+v", sec.OwnerReferences)
+	}
+	for k, v := range map[string]string{posturev1.LabelTenant: tn.Name, posturev1.LabelManagedBy: posturev1.ManagedByValue, controllers.LabelAPIKey: "ci"} {
+		if sec.Labels[k] != v {
+			t.Errorf("Secret label %s = %q, want %q", k, sec.Labels[k], v)
+		}
+	}
+	wantExp := got.CreationTimestamp.Add(365 * 24 * time.Hour)
+	if got.Status.ExpiresAt == nil || got.Status.ExpiresAt.Sub(wantExp).Abs() > time.Second {
+		t.Errorf("status.expiresAt = %v, want creation + 365 days (%v)", got.Status.ExpiresAt, wantExp)
+	}
+
+	// Later reconciles (a spec change, the Secret deleted) never make a new key.
+	var cur posturev1.APIKey
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(k), &cur); err != nil {
+		t.Fatal(err)
+	}
+	later := metav1.NewTime(time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second))
+	cur.Spec.ExpiresAt = &later
+	if err := k8s.Update(context.Background(), &cur); err != nil {
+		t.Fatal(err)
+	}
+	got = waitAPIKey(t, k, func(k *posturev1.APIKey) bool {
+		return k.Status.ObservedGeneration == k.Generation && k.Status.ExpiresAt != nil && k.Status.ExpiresAt.Equal(&later)
+	})
+	if again, _ := secretValue(t, ns, "ci-api-key"); again != key || got.Status.Hash != auth.HashKey(key) {
+		t.Fatal("the key changed after a spec change")
+	}
+	if err := k8s.Delete(context.Background(), sec); err != nil {
+		t.Fatal(err)
+	}
+	got = waitAPIKey(t, k, keyReady(metav1.ConditionFalse, controllers.ReasonSecretMissing))
+	if got.Status.Hash != auth.HashKey(key) {
+		t.Fatal("a deleted Secret made the controller replace the key")
+	}
+	var none corev1.Secret
+	time.Sleep(500 * time.Millisecond)
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "ci-api-key"}, &none); err == nil {
+		t.Fatal("the controller wrote a new Secret for a key it already issued")
+	}
+}
+
+func TestAPIKeyConditions(t *testing.T) {
+	runTenancy(t, nil)
+	tn := newTenant(t, nil)
+	ns := waitTenant(t, tn.Name, "Ready", tenantReady(metav1.ConditionTrue, "")).Status.Namespace
+	past := metav1.NewTime(time.Now().Add(-time.Hour))
+	foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "taken", Namespace: ns}, StringData: map[string]string{"x": "y"}}
+	if err := k8s.Create(context.Background(), foreign); err != nil {
+		t.Fatal(err)
+	}
+	noTenant := newNamespace(t, "no-tenant")
+	for _, tc := range []struct {
+		name, key string
+		ns        string
+		mutate    func(*posturev1.APIKey)
+		status    metav1.ConditionStatus
+		reason    string
+		secret    string // Secret expected to hold the key; "" none
+	}{
+		{"active with a custom Secret name", "custom", ns, func(k *posturev1.APIKey) { k.Spec.SecretName = "my-key" }, metav1.ConditionTrue, controllers.ReasonKeyActive, "my-key"},
+		{"revoked", "revoked", ns, func(k *posturev1.APIKey) { k.Spec.Revoked = true }, metav1.ConditionFalse, controllers.ReasonKeyRevoked, "revoked-api-key"},
+		{"expired", "expired", ns, func(k *posturev1.APIKey) { k.Spec.ExpiresAt = &past }, metav1.ConditionFalse, controllers.ReasonKeyExpired, "expired-api-key"},
+		{"unknown user", "unknown", ns, func(k *posturev1.APIKey) { k.Spec.User = "nobody@example.com" }, metav1.ConditionFalse, controllers.ReasonUserUnknown, "unknown-api-key"},
+		{"namespace without a Tenant", "orphan", noTenant, nil, metav1.ConditionFalse, controllers.ReasonUserUnknown, "orphan-api-key"},
+		{"Secret name taken by another Secret", "conflict", ns, func(k *posturev1.APIKey) { k.Spec.SecretName = "taken" }, metav1.ConditionFalse, controllers.ReasonSecretConflict, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := newAPIKey(t, tc.ns, tc.key, tc.mutate)
+			got := waitAPIKey(t, k, keyReady(tc.status, tc.reason))
+			if tc.secret == "" {
+				if got.Status.Hash != "" || got.Status.Prefix != "" {
+					t.Errorf("status has a prefix/hash although no key was delivered")
+				}
+				if v, _ := secretValue(t, tc.ns, "taken"); v != "" {
+					t.Errorf("the foreign Secret was overwritten")
+				}
+				return
+			}
+			if got.Status.SecretName != tc.secret {
+				t.Errorf("status.secretName = %q, want %q", got.Status.SecretName, tc.secret)
+			}
+			if key, _ := secretValue(t, tc.ns, tc.secret); auth.HashKey(key) != got.Status.Hash {
+				t.Errorf("status.hash does not match the key in Secret %s", tc.secret)
+			}
+		})
+	}
+}
+
+func TestAPIKeyFollowsExpiryAndUsers(t *testing.T) {
+	runTenancy(t, nil)
+	tn := newTenant(t, func(tn *posturev1.Tenant) {
+		tn.Spec.Users = append(tn.Spec.Users, posturev1.User{Email: "leaver@example.com", Role: "viewer"})
+	})
+	ns := waitTenant(t, tn.Name, "Ready", tenantReady(metav1.ConditionTrue, "")).Status.Namespace
+
+	soon := metav1.NewTime(time.Now().Add(3 * time.Second).Truncate(time.Second))
+	expiring := newAPIKey(t, ns, "expiring", func(k *posturev1.APIKey) { k.Spec.ExpiresAt = &soon })
+	waitAPIKey(t, expiring, keyReady(metav1.ConditionTrue, controllers.ReasonKeyActive))
+	got := waitAPIKey(t, expiring, keyReady(metav1.ConditionFalse, controllers.ReasonKeyExpired))
+	if c := meta.FindStatusCondition(got.Status.Conditions, posturev1.ConditionReady); c.LastTransitionTime.Before(&soon) {
+		t.Errorf("flipped to Expired at %v, before the expiry %v", c.LastTransitionTime, soon)
+	}
+
+	leaver := newAPIKey(t, ns, "leaver", func(k *posturev1.APIKey) { k.Spec.User = "leaver@example.com" })
+	waitAPIKey(t, leaver, keyReady(metav1.ConditionTrue, controllers.ReasonKeyActive))
+	var cur posturev1.Tenant
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(tn), &cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec.Users = cur.Spec.Users[:1]
+	if err := k8s.Update(context.Background(), &cur); err != nil {
+		t.Fatal(err)
+	}
+	waitAPIKey(t, leaver, keyReady(metav1.ConditionFalse, controllers.ReasonUserUnknown))
+}

@@ -1,0 +1,225 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+)
+
+// Reasons of the MCPServer Ready condition and events.
+const (
+	ReasonMCPAvailable   = "Available"
+	ReasonMCPProgressing = "Progressing"
+	ReasonMCPScaledDown  = "ScaledToZero"
+	ReasonMCPNoImage     = "ImageNotSet"
+	ReasonMCPStalled     = "ProgressDeadlineExceeded"
+	ReasonMCPRolledOut   = "ConfigChanged"
+)
+
+// MCPServerReconciler runs an MCP tool server as a Deployment and a Service
+// owned by the MCPServer, and reports the truth about them in its status.
+type MCPServerReconciler struct {
+	client.Client
+	Defaults MCPServerDefaults
+	Recorder events.EventRecorder
+}
+
+// The operator never reads Secrets for MCP servers: the optional key is
+// passed to the pods by reference. Owner references with
+// blockOwnerDeletion need update on the owner's finalizers subresource.
+// +kubebuilder:rbac:groups=posture.dev,resources=mcpservers,verbs=get;list;watch
+// +kubebuilder:rbac:groups=posture.dev,resources=mcpservers/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=posture.dev,resources=mcpservers/finalizers,verbs=update
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var m posturev1.MCPServer
+	if err := r.Get(ctx, req.NamespacedName, &m); err != nil {
+		// Deleted: the Deployment and Service go with it (owner references).
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !m.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	status := m.Status.DeepCopy()
+	status.ObservedGeneration = m.Generation
+	status.URL = MCPServerURL(&m)
+
+	if MCPServerImage(&m, r.Defaults) == "" {
+		status.ReadyReplicas = 0
+		setReady(&status.Conditions, m.Generation, metav1.ConditionFalse, ReasonMCPNoImage,
+			"no image to run: set spec.image, or start the manager with --mcp-image")
+		return ctrl.Result{}, r.writeStatus(ctx, &m, status)
+	}
+
+	dep, err := r.applyDeployment(ctx, &m)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("deployment %s/%s: %w", m.Namespace, m.Name, err)
+	}
+	if err := r.applyService(ctx, &m); err != nil {
+		return ctrl.Result{}, fmt.Errorf("service %s/%s: %w", m.Namespace, m.Name, err)
+	}
+
+	status.ReadyReplicas = dep.Status.ReadyReplicas
+	st, reason, msg := deploymentReadiness(dep)
+	setReady(&status.Conditions, m.Generation, st, reason, msg)
+	return ctrl.Result{}, r.writeStatus(ctx, &m, status)
+}
+
+func (r *MCPServerReconciler) writeStatus(ctx context.Context, m *posturev1.MCPServer, status *posturev1.MCPServerStatus) error {
+	if equality.Semantic.DeepEqual(&m.Status, status) {
+		return nil
+	}
+	// A merge patch: this controller is the status' only writer, and a patch
+	// does not fail when the spec moved on since our read.
+	orig := m.DeepCopy()
+	m.Status = *status
+	return r.Status().Patch(ctx, m, client.MergeFrom(orig))
+}
+
+// applyDeployment creates or updates the Deployment. The pod template is
+// replaced only when its config hash changed or what we set drifted, so a
+// steady state writes nothing; replicas are written only when the spec says.
+func (r *MCPServerReconciler) applyDeployment(ctx context.Context, m *posturev1.MCPServer) (*appsv1.Deployment, error) {
+	want := BuildMCPDeployment(m, r.Defaults)
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: want.Name, Namespace: want.Namespace}}
+	var rolled bool
+	op, err := controllerutil.CreateOrUpdate(ctx, r.Client, dep, func() error {
+		if dep.Labels == nil {
+			dep.Labels = map[string]string{}
+		}
+		maps.Copy(dep.Labels, want.Labels)
+		if dep.CreationTimestamp.IsZero() {
+			dep.Spec = want.Spec
+		} else {
+			if m.Spec.Replicas != nil {
+				dep.Spec.Replicas = m.Spec.Replicas
+			}
+			dep.Spec.Strategy = want.Spec.Strategy
+			dep.Spec.RevisionHistoryLimit = want.Spec.RevisionHistoryLimit
+			if templateDiffers(&dep.Spec.Template, &want.Spec.Template) {
+				rolled = true
+				dep.Spec.Template = want.Spec.Template
+			}
+		}
+		return controllerutil.SetControllerReference(m, dep, r.Scheme())
+	})
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case op == controllerutil.OperationResultCreated:
+		r.event(m, corev1.EventTypeNormal, "Created", "Create", "created Deployment %s (config %s)", dep.Name, want.Spec.Template.Annotations[AnnotationConfigHash])
+	case rolled:
+		r.event(m, corev1.EventTypeNormal, ReasonMCPRolledOut, "RollOut", "configuration changed: rolling out config %s", want.Spec.Template.Annotations[AnnotationConfigHash])
+	}
+	return dep, nil
+}
+
+// templateDiffers compares what the builder sets, not the defaults the API
+// server fills in, so that a defaulted field never looks like drift.
+func templateDiffers(have, want *corev1.PodTemplateSpec) bool {
+	if have.Annotations[AnnotationConfigHash] != want.Annotations[AnnotationConfigHash] {
+		return true
+	}
+	if !equality.Semantic.DeepEqual(have.Labels, want.Labels) || len(have.Spec.Containers) != len(want.Spec.Containers) {
+		return true
+	}
+	for i := range want.Spec.Containers {
+		h, w := have.Spec.Containers[i], want.Spec.Containers[i]
+		if h.Name != w.Name || h.Image != w.Image ||
+			!equality.Semantic.DeepEqual(h.Args, w.Args) ||
+			!equality.Semantic.DeepEqual(h.Env, w.Env) ||
+			!equality.Semantic.DeepEqual(h.Resources, w.Resources) ||
+			!equality.Semantic.DeepEqual(h.SecurityContext, w.SecurityContext) {
+			return true
+		}
+	}
+	return !equality.Semantic.DeepEqual(have.Spec.SecurityContext, want.Spec.SecurityContext) ||
+		!equality.Semantic.DeepEqual(have.Spec.AutomountServiceAccountToken, want.Spec.AutomountServiceAccountToken)
+}
+
+func (r *MCPServerReconciler) applyService(ctx context.Context, m *posturev1.MCPServer) error {
+	want := BuildMCPService(m)
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: want.Name, Namespace: want.Namespace}}
+	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, svc, func() error {
+		if svc.Labels == nil {
+			svc.Labels = map[string]string{}
+		}
+		maps.Copy(svc.Labels, want.Labels)
+		svc.Spec.Type = want.Spec.Type
+		svc.Spec.Selector = want.Spec.Selector
+		// Keep what the API server assigned to an existing port (nothing for
+		// ClusterIP today, but NodePort if someone switched the type).
+		ports := want.Spec.Ports
+		if len(svc.Spec.Ports) == len(ports) {
+			for i := range ports {
+				ports[i].NodePort = svc.Spec.Ports[i].NodePort
+			}
+		}
+		svc.Spec.Ports = ports
+		return controllerutil.SetControllerReference(m, svc, r.Scheme())
+	})
+	return err
+}
+
+// deploymentReadiness says whether the server can take requests, and if not
+// what it waits for, in words an operator can act on.
+func deploymentReadiness(dep *appsv1.Deployment) (metav1.ConditionStatus, string, string) {
+	want := int32(1)
+	if dep.Spec.Replicas != nil {
+		want = *dep.Spec.Replicas
+	}
+	if want == 0 {
+		return metav1.ConditionFalse, ReasonMCPScaledDown, "the Deployment is scaled to 0 replicas: no pod serves MCP"
+	}
+	for _, c := range dep.Status.Conditions {
+		if c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse {
+			return metav1.ConditionFalse, ReasonMCPStalled, fmt.Sprintf("Deployment %s is not progressing: %s", dep.Name, c.Message)
+		}
+	}
+	current := dep.Status.ObservedGeneration >= dep.Generation
+	if current && dep.Status.UpdatedReplicas >= want && dep.Status.AvailableReplicas >= want {
+		return metav1.ConditionTrue, ReasonMCPAvailable, fmt.Sprintf("%d of %d replicas available", dep.Status.AvailableReplicas, want)
+	}
+	msg := fmt.Sprintf("waiting for available replicas: %d of %d available", dep.Status.AvailableReplicas, want)
+	if !current {
+		msg = fmt.Sprintf("waiting for the Deployment controller to observe generation %d; %d of %d replicas available", dep.Generation, dep.Status.AvailableReplicas, want)
+	}
+	// A bare control plane (make dev, envtest) runs neither the Deployment
+	// controller nor kubelets: saying so saves an operator a search.
+	msg += "; a bare control plane without controller-manager and nodes, such as make dev's, never runs the pods"
+	return metav1.ConditionFalse, ReasonMCPProgressing, msg
+}
+
+func (r *MCPServerReconciler) event(m *posturev1.MCPServer, kind, reason, action, note string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(m, nil, kind, reason, action, note, args...)
+	}
+}
+
+// SetupWithManager watches MCPServers and the objects they own.
+func (r *MCPServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		// Our own status writes must not wake us; Deployment status does.
+		For(&posturev1.MCPServer{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&appsv1.Deployment{}).
+		Owns(&corev1.Service{}).
+		Named("mcpserver").
+		Complete(r)
+}

@@ -1,0 +1,277 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/controllers"
+)
+
+var mcpDefaults = controllers.MCPServerDefaults{Image: "registry.example/posture-mcp:1.0.0", APIBaseURL: "http://posture-api.posture-system.svc:8080/api/v1"}
+
+func startMCPController(t *testing.T) {
+	t.Helper()
+	startManager(t, "default", func(mgr ctrl.Manager) error {
+		return (&controllers.MCPServerReconciler{Client: mgr.GetClient(), Defaults: mcpDefaults, Recorder: mgr.GetEventRecorder("posture-mcpserver")}).SetupWithManager(mgr)
+	})
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s; last state: %s", what, state)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func getDeployment(t *testing.T, ns, name string) (*appsv1.Deployment, bool) {
+	t.Helper()
+	var dep appsv1.Deployment
+	err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &dep)
+	if apierrors.IsNotFound(err) {
+		return nil, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &dep, true
+}
+
+func hashOf(dep *appsv1.Deployment) string {
+	return dep.Spec.Template.Annotations[controllers.AnnotationConfigHash]
+}
+
+func TestMCPServerCreatesDeploymentAndService(t *testing.T) {
+	startMCPController(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "mcp")
+	m := &posturev1.MCPServer{
+		ObjectMeta: metav1.ObjectMeta{Name: "tools", Namespace: ns},
+		Spec: posturev1.MCPServerSpec{APIKeySecretRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "mcp-default-key"}, Key: "api-key",
+		}},
+	}
+	if err := k8s.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+
+	var dep *appsv1.Deployment
+	eventually(t, "the Deployment", func() (bool, string) {
+		d, ok := getDeployment(t, ns, "tools")
+		dep = d
+		return ok, "absent"
+	})
+	var svc corev1.Service
+	eventually(t, "the Service", func() (bool, string) {
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "tools"}, &svc)
+		return err == nil, "get: " + errString(err)
+	})
+
+	// Owned with controller=true and blockOwnerDeletion: that is what makes the
+	// garbage collector delete both with the MCPServer (envtest runs no GC).
+	for _, obj := range []client.Object{dep, &svc} {
+		refs := obj.GetOwnerReferences()
+		if len(refs) != 1 || refs[0].UID != m.UID || refs[0].Kind != "MCPServer" ||
+			!ptr.Deref(refs[0].Controller, false) || !ptr.Deref(refs[0].BlockOwnerDeletion, false) {
+			t.Errorf("%T owner references %+v; want the MCPServer as controller with blockOwnerDeletion", obj, refs)
+		}
+	}
+
+	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 1 {
+		t.Errorf("replicas %v; with spec.replicas unset the API server's default (1) must stand", dep.Spec.Replicas)
+	}
+	c := dep.Spec.Template.Spec.Containers[0]
+	if c.Image != mcpDefaults.Image {
+		t.Errorf("image %q, want the manager's default %q", c.Image, mcpDefaults.Image)
+	}
+	if len(c.Env) != 1 || c.Env[0].ValueFrom == nil || c.Env[0].ValueFrom.SecretKeyRef == nil || c.Env[0].ValueFrom.SecretKeyRef.Name != "mcp-default-key" {
+		t.Errorf("env %+v: want the default key by reference to Secret mcp-default-key", c.Env)
+	}
+	if !ptr.Deref(c.SecurityContext.ReadOnlyRootFilesystem, false) || !ptr.Deref(dep.Spec.Template.Spec.SecurityContext.RunAsNonRoot, false) {
+		t.Error("pod security settings were lost on the way to the API server")
+	}
+	if hashOf(dep) == "" {
+		t.Error("no config hash on the pod template")
+	}
+	if svc.Spec.Ports[0].Port != 8080 || svc.Spec.Ports[0].TargetPort.StrVal != "http" {
+		t.Errorf("service ports %+v, want 8080 -> http (CRD default port)", svc.Spec.Ports)
+	}
+
+	// No kubelet and no Deployment controller here: Ready must say it waits.
+	var got posturev1.MCPServer
+	eventually(t, "status", func() (bool, string) {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(m), &got); err != nil {
+			t.Fatal(err)
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, posturev1.ConditionReady)
+		return c != nil && got.Status.ObservedGeneration == got.Generation, "status " + describe(got.Status)
+	})
+	if want := "http://tools." + ns + ".svc:8080/mcp"; got.Status.URL != want {
+		t.Errorf("status.url %q, want %q", got.Status.URL, want)
+	}
+	ready := meta.FindStatusCondition(got.Status.Conditions, posturev1.ConditionReady)
+	if ready.Status != metav1.ConditionFalse || ready.Reason != controllers.ReasonMCPProgressing ||
+		!strings.Contains(ready.Message, "waiting for") || !strings.Contains(ready.Message, "never runs the pods") {
+		t.Errorf("Ready = %s/%s %q; want False/Progressing saying what it waits for and why it never comes here", ready.Status, ready.Reason, ready.Message)
+	}
+
+	// The Deployment controller of a real cluster reports available pods:
+	// then, and only then, the server is Ready.
+	dep, _ = getDeployment(t, ns, "tools")
+	dep.Status = appsv1.DeploymentStatus{ObservedGeneration: dep.Generation, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1}
+	if err := k8s.Status().Update(ctx, dep); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "Ready=True after the pods became available", func() (bool, string) {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(m), &got); err != nil {
+			t.Fatal(err)
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, posturev1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionTrue && got.Status.ReadyReplicas == 1, describe(got.Status)
+	})
+}
+
+func TestMCPServerConfigChangeRollsOutAndKeepsHPAReplicas(t *testing.T) {
+	startMCPController(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "mcp")
+	m := &posturev1.MCPServer{ObjectMeta: metav1.ObjectMeta{Name: "tools", Namespace: ns}}
+	if err := k8s.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	var dep *appsv1.Deployment
+	eventually(t, "the Deployment", func() (bool, string) {
+		d, ok := getDeployment(t, ns, "tools")
+		dep = d
+		return ok, "absent"
+	})
+	firstHash := hashOf(dep)
+
+	// An autoscaler sets replicas through the scale subresource.
+	scale := &autoscalingv1.Scale{}
+	if err := k8s.SubResource("scale").Get(ctx, dep, scale); err != nil {
+		t.Fatal(err)
+	}
+	scale.Spec.Replicas = 5
+	if err := k8s.SubResource("scale").Update(ctx, dep, client.WithSubResourceBody(scale)); err != nil {
+		t.Fatal(err)
+	}
+
+	// A configuration change: new image → new hash → new template.
+	patchSpec(t, m, func(m *posturev1.MCPServer) { m.Spec.Image = "registry.example/posture-mcp:1.1.0" })
+	eventually(t, "the new image rolled into the template", func() (bool, string) {
+		d, _ := getDeployment(t, ns, "tools")
+		dep = d
+		return d.Spec.Template.Spec.Containers[0].Image == "registry.example/posture-mcp:1.1.0", "image " + d.Spec.Template.Spec.Containers[0].Image
+	})
+	if hashOf(dep) == firstHash {
+		t.Errorf("config hash stayed %s after the image changed: pods would not roll", firstHash)
+	}
+	if got := ptr.Deref(dep.Spec.Replicas, -1); got != 5 {
+		t.Errorf("replicas %d after reconciling; with spec.replicas unset the autoscaler's 5 must stay", got)
+	}
+
+	// An explicit spec.replicas is the spec's to decide.
+	patchSpec(t, m, func(m *posturev1.MCPServer) { m.Spec.Replicas = ptr.To[int32](2) })
+	eventually(t, "replicas from the spec", func() (bool, string) {
+		d, _ := getDeployment(t, ns, "tools")
+		return ptr.Deref(d.Spec.Replicas, -1) == 2, "replicas " + describeReplicas(d)
+	})
+	d, _ := getDeployment(t, ns, "tools")
+	if hashOf(d) != hashOf(dep) {
+		t.Errorf("a replicas change rolled the template (%s -> %s); scaling must not restart pods", hashOf(dep), hashOf(d))
+	}
+
+	// Drift: someone edits the template by hand; the next reconcile restores it.
+	orig := d.DeepCopy()
+	d.Spec.Template.Spec.Containers[0].Image = "evil/image:latest"
+	if err := k8s.Patch(ctx, d, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the hand edit reverted", func() (bool, string) {
+		d, _ := getDeployment(t, ns, "tools")
+		return d.Spec.Template.Spec.Containers[0].Image == "registry.example/posture-mcp:1.1.0", "image " + d.Spec.Template.Spec.Containers[0].Image
+	})
+}
+
+func TestMCPServerWithoutImageSaysSo(t *testing.T) {
+	startManager(t, "default", func(mgr ctrl.Manager) error {
+		return (&controllers.MCPServerReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)
+	})
+	ctx := context.Background()
+	ns := newNamespace(t, "mcp")
+	m := &posturev1.MCPServer{ObjectMeta: metav1.ObjectMeta{Name: "tools", Namespace: ns}}
+	if err := k8s.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	var got posturev1.MCPServer
+	eventually(t, "a Ready condition", func() (bool, string) {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(m), &got); err != nil {
+			t.Fatal(err)
+		}
+		return meta.FindStatusCondition(got.Status.Conditions, posturev1.ConditionReady) != nil, describe(got.Status)
+	})
+	c := meta.FindStatusCondition(got.Status.Conditions, posturev1.ConditionReady)
+	if c.Status != metav1.ConditionFalse || c.Reason != controllers.ReasonMCPNoImage || !strings.Contains(c.Message, "--mcp-image") {
+		t.Errorf("Ready %s/%s %q; want False/ImageNotSet naming the fix", c.Status, c.Reason, c.Message)
+	}
+	if _, ok := getDeployment(t, ns, "tools"); ok {
+		t.Error("a Deployment was created without an image")
+	}
+}
+
+// patchSpec changes the spec with a merge patch, which the controller's
+// concurrent status writes cannot make conflict.
+func patchSpec(t *testing.T, m *posturev1.MCPServer, change func(*posturev1.MCPServer)) {
+	t.Helper()
+	orig := m.DeepCopy()
+	change(m)
+	if err := k8s.Patch(context.Background(), m, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return err.Error()
+}
+
+func describe(s posturev1.MCPServerStatus) string {
+	var b strings.Builder
+	b.WriteString("url=" + s.URL)
+	for _, c := range s.Conditions {
+		b.WriteString(" " + c.Type + "=" + string(c.Status) + "/" + c.Reason + ": " + c.Message)
+	}
+	return b.String()
+}
+
+func describeReplicas(d *appsv1.Deployment) string {
+	if d.Spec.Replicas == nil {
+		return "nil"
+	}
+	return fmt.Sprint(*d.Spec.Replicas)
+}

@@ -1,0 +1,575 @@
+// Command bench measures ingestion end to end (make bench):
+//
+//  1. generates scanner-shaped reports (records shaped and sized like the
+//     Prowler fixtures, ~2.2 KB, unique finding uids, a few accounts);
+//  2. uploads each over HTTP (multipart, streamed) to the real REST API
+//     handler (webhook.Server on loopback, with a real kube-apiserver from
+//     envtest and the real store) and times it;
+//  3. runs the worker as a subprocess, `manager worker`, exactly as a Job
+//     pod would, and reads its peak RSS from the kernel (rusage);
+//  4. on PostgreSQL, times a COPY of the same records into a one-column
+//     table with psql: the storage floor, and prints the ratio;
+//  5. optionally uploads and parses a much larger report generated on the
+//     fly (-big-mib) to show that the API server's and the worker's memory
+//     do not grow with the size of the report.
+//
+// PostgreSQL is a throwaway server (pgtest.Start: fsync off, like every
+// test here), so the figures are CPU and protocol bound, not disk bound.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/internal/auth"
+	"github.com/posture-dev/posture/internal/ocsf"
+	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/store/engines"
+	"github.com/posture-dev/posture/internal/store/pgtest"
+	"github.com/posture-dev/posture/internal/testenv"
+	"github.com/posture-dev/posture/webhook"
+)
+
+const tenant = "bench"
+
+func main() {
+	sizes := flag.String("records", "10000,100000", "Report sizes to run, in records.")
+	engineList := flag.String("engines", "postgres,sqlite", "Store engines to run.")
+	bigMiB := flag.Int("big-mib", 1024, "Size of the large report (MiB) generated on the fly for the memory run on PostgreSQL; 0 skips it.")
+	flag.Parse()
+	if err := run(*sizes, *engineList, *bigMiB); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type result struct {
+	engine        string
+	records       int
+	bytes         int64
+	upload        time.Duration
+	uploadPeakRSS int64
+	worker        time.Duration
+	workerRSS     int64 // KiB
+	workerCPU     time.Duration
+	copyFloor     time.Duration
+}
+
+func run(sizeList, engineList string, bigMiB int) error {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "posture-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+
+	fmt.Printf("machine: %d CPUs (GOMAXPROCS %d), %s, %s/%s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), memTotal(), runtime.GOOS, runtime.GOARCH)
+	manager := filepath.Join(dir, "manager")
+	fmt.Println("building ./cmd/manager ...")
+	build := exec.Command("go", "build", "-o", manager, "./cmd/manager")
+	build.Dir = testenv.Root()
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("go build ./cmd/manager: %w", err)
+	}
+
+	fmt.Println("starting a control plane (envtest) ...")
+	envt, cfg, err := testenv.Start()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = envt.Stop() }()
+	k8s, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		return err
+	}
+	ns := "tenant-" + tenant
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		return err
+	}
+
+	gen, err := newGenerator()
+	if err != nil {
+		return err
+	}
+	var sizes []int
+	for _, s := range strings.Split(sizeList, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= 0 {
+			return fmt.Errorf("-records: %q is not a positive number", s)
+		}
+		sizes = append(sizes, n)
+	}
+	reports := map[int]string{}
+	for _, n := range sizes {
+		path := filepath.Join(dir, fmt.Sprintf("report-%d.ocsf.json", n))
+		size, err := gen.writeFile(path, n)
+		if err != nil {
+			return err
+		}
+		reports[n] = path
+		fmt.Printf("generated %d records, %.1f MB (%.0f bytes/record)\n", n, float64(size)/1e6, float64(size)/float64(n))
+	}
+
+	var results []result
+	for _, engine := range strings.Split(engineList, ",") {
+		engine = strings.TrimSpace(engine)
+		var pg *pgServer
+		if engine == "postgres" {
+			fmt.Println("starting a throwaway PostgreSQL ...")
+			pg, err = startPostgres()
+			if err != nil {
+				return err
+			}
+		}
+		for _, n := range sizes {
+			b := &bench{k8s: k8s, ns: ns, manager: manager, dir: dir, engine: engine, pg: pg}
+			r, err := b.runFile(ctx, reports[n], n)
+			if err != nil {
+				if pg != nil {
+					pg.stop()
+				}
+				return fmt.Errorf("%s, %d records: %w", engine, n, err)
+			}
+			results = append(results, r)
+			printResult(r)
+		}
+		if engine == "postgres" && bigMiB > 0 {
+			b := &bench{k8s: k8s, ns: ns, manager: manager, dir: dir, engine: engine, pg: pg}
+			r, err := b.runBig(ctx, gen, int64(bigMiB)<<20)
+			if err != nil {
+				pg.stop()
+				return fmt.Errorf("large report: %w", err)
+			}
+			results = append(results, r)
+			printResult(r)
+		}
+		if pg != nil {
+			pg.stop()
+		}
+	}
+	fmt.Println()
+	fmt.Println("| engine | records | MB | upload s | upload MB/s | API peak RSS MiB | worker s | worker records/s | worker MB/s | end-to-end records/s | worker peak RSS MiB | COPY s | worker / COPY |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, r := range results {
+		mb := float64(r.bytes) / 1e6
+		copyS, ratio := "-", "-"
+		if r.copyFloor > 0 {
+			copyS = fmt.Sprintf("%.2f", r.copyFloor.Seconds())
+			ratio = fmt.Sprintf("%.2f×", r.worker.Seconds()/r.copyFloor.Seconds())
+		}
+		fmt.Printf("| %s | %d | %.0f | %.2f | %.0f | %.0f | %.2f | %.0f | %.1f | %.0f | %.0f | %s | %s |\n",
+			r.engine, r.records, mb, r.upload.Seconds(), mb/r.upload.Seconds(), float64(r.uploadPeakRSS)/1024,
+			r.worker.Seconds(), float64(r.records)/r.worker.Seconds(), mb/r.worker.Seconds(),
+			float64(r.records)/(r.upload+r.worker).Seconds(), float64(r.workerRSS)/1024, copyS, ratio)
+	}
+	return nil
+}
+
+func printResult(r result) {
+	fmt.Printf("%-8s %7d records %7.1f MB: upload %6.2fs (API peak RSS %.0f MiB), worker %6.2fs = %7.0f records/s %5.1f MB/s, worker peak RSS %.0f MiB",
+		r.engine, r.records, float64(r.bytes)/1e6, r.upload.Seconds(), float64(r.uploadPeakRSS)/1024, r.worker.Seconds(),
+		float64(r.records)/r.worker.Seconds(), float64(r.bytes)/1e6/r.worker.Seconds(), float64(r.workerRSS)/1024)
+	fmt.Printf(", worker CPU %.2fs", r.workerCPU.Seconds())
+	if r.copyFloor > 0 {
+		fmt.Printf(", COPY %.2fs (worker/COPY %.2f×)", r.copyFloor.Seconds(), r.worker.Seconds()/r.copyFloor.Seconds())
+	}
+	fmt.Println()
+}
+
+// bench runs one report against one engine in a fresh database.
+type bench struct {
+	k8s     client.Client
+	ns      string
+	manager string
+	dir     string
+	engine  string
+	pg      *pgServer
+
+	dsn string
+	st  store.Store
+}
+
+var dbSeq atomic.Int64
+
+func (b *bench) open(ctx context.Context) error {
+	switch b.engine {
+	case "postgres":
+		name := fmt.Sprintf("bench_%d", dbSeq.Add(1))
+		if err := b.pg.psql("postgres", "CREATE DATABASE "+name); err != nil {
+			return err
+		}
+		b.dsn = b.pg.dsn + " dbname=" + name
+	case "sqlite":
+		b.dsn = filepath.Join(b.dir, fmt.Sprintf("bench-%d.db", dbSeq.Add(1)))
+	default:
+		return fmt.Errorf("unknown engine %q", b.engine)
+	}
+	st, err := engines.Open(ctx, b.engine, b.dsn)
+	b.st = st
+	return err
+}
+
+func (b *bench) runFile(ctx context.Context, path string, records int) (result, error) {
+	if err := b.open(ctx); err != nil {
+		return result{}, err
+	}
+	defer b.st.Close()
+	fi, err := os.Stat(path)
+	if err != nil {
+		return result{}, err
+	}
+	r := result{engine: b.engine, records: records, bytes: fi.Size()}
+	f, err := os.Open(path)
+	if err != nil {
+		return result{}, err
+	}
+	defer f.Close()
+	ing, up, peak, err := b.upload(ctx, filepath.Base(path), f)
+	if err != nil {
+		return result{}, err
+	}
+	r.upload, r.uploadPeakRSS = up, peak
+	if r.worker, r.workerRSS, r.workerCPU, err = b.work(ctx, ing, records); err != nil {
+		return result{}, err
+	}
+	if b.engine == "postgres" {
+		if r.copyFloor, err = b.copyFloor(path); err != nil {
+			return result{}, err
+		}
+	}
+	return r, nil
+}
+
+// runBig streams a generated report of about size bytes straight into the
+// upload (no file), then parses it.
+func (b *bench) runBig(ctx context.Context, gen *generator, size int64) (result, error) {
+	if err := b.open(ctx); err != nil {
+		return result{}, err
+	}
+	defer b.st.Close()
+	pr, pw := io.Pipe()
+	var records atomic.Int64
+	var written atomic.Int64
+	go func() {
+		n, err := gen.write(countingWriter{pw, &written}, -1, size, &records)
+		_ = n
+		pw.CloseWithError(err)
+	}()
+	ing, up, peak, err := b.upload(ctx, "big.ocsf.json", pr)
+	if err != nil {
+		return result{}, err
+	}
+	r := result{engine: b.engine + " (large)", records: int(records.Load()), bytes: written.Load(), upload: up, uploadPeakRSS: peak}
+	if r.worker, r.workerRSS, r.workerCPU, err = b.work(ctx, ing, r.records); err != nil {
+		return result{}, err
+	}
+	return r, nil
+}
+
+type countingWriter struct {
+	w io.Writer
+	n *atomic.Int64
+}
+
+func (c countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// upload POSTs the report through the real API handler over loopback HTTP,
+// streaming the multipart body, and samples this process's RSS meanwhile
+// (the API server runs in this process).
+func (b *bench) upload(ctx context.Context, name string, content io.Reader) (*posturev1.Ingestion, time.Duration, int64, error) {
+	key := "pk_bench.0123456789abcdef0123456789abcdef0123456789"
+	srv := &webhook.Server{
+		Client: b.k8s, APIReader: b.k8s, Store: b.st, Log: logr.Discard(), MaxUploadBytes: 4 << 30,
+		Auth: auth.StaticKey{KeyHash: auth.HashKey(key), Principal: auth.Principal{
+			Tenant: tenant, Namespace: b.ns, User: "bench", KeyPrefix: "pk_bench",
+			Permissions: auth.AllPermissions(), Subscribed: true,
+		}},
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	defer hs.Close()
+
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	go func() {
+		w, err := mw.CreateFormFile("file", name)
+		if err == nil {
+			_, err = io.CopyBuffer(w, content, make([]byte, 256<<10))
+		}
+		if err == nil {
+			err = mw.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+ln.Addr().String()+"/api/v1/ingestions", pr)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.Header.Set("Authorization", "Api-Key "+key)
+
+	runtime.GC()
+	debug.FreeOSMemory()
+	stop := make(chan struct{})
+	peak := make(chan int64)
+	go sampleRSS(os.Getpid(), stop, peak)
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	elapsed := time.Since(start)
+	close(stop)
+	maxRSS := <-peak
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusAccepted {
+		return nil, 0, 0, fmt.Errorf("upload: %d %s", resp.StatusCode, body)
+	}
+	var doc struct {
+		Data struct{ ID string } `json:"data"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return nil, 0, 0, err
+	}
+	var ing posturev1.Ingestion
+	if err := b.k8s.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: doc.Data.ID}, &ing); err != nil {
+		return nil, 0, 0, err
+	}
+	return &ing, elapsed, maxRSS, nil
+}
+
+// sampleHWM reports the last VmHWM (KiB) of pid seen until stop closes.
+func sampleHWM(pid int, stop <-chan struct{}, peak chan<- int64) {
+	var max int64
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if v := procStatus(pid, "VmHWM"); v > max {
+			max = v
+		}
+		select {
+		case <-stop:
+			peak <- max
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// sampleRSS reports the highest VmRSS (KiB) of pid seen until stop closes.
+func sampleRSS(pid int, stop <-chan struct{}, peak chan<- int64) {
+	var max int64
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if v := procStatus(pid, "VmRSS"); v > max {
+			max = v
+		}
+		select {
+		case <-stop:
+			peak <- max
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func procStatus(pid int, field string) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	m := regexp.MustCompile(`(?m)^` + field + `:\s+(\d+) kB`).FindSubmatch(b)
+	if m == nil {
+		return 0
+	}
+	v, _ := strconv.ParseInt(string(m[1]), 10, 64)
+	return v
+}
+
+// work runs `manager worker` for the ingestion as a Job pod would and
+// returns its wall time and peak RSS (KiB).
+func (b *bench) work(ctx context.Context, ing *posturev1.Ingestion, records int) (time.Duration, int64, time.Duration, error) {
+	up := ing.Spec.Source.Upload
+	logPath := filepath.Join(b.dir, "worker-"+ing.Name+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer logFile.Close()
+	cmd := exec.CommandContext(ctx, b.manager, "worker",
+		"--tenant="+tenant, "--ingestion="+ing.Name, "--blob="+up.BlobID, "--attempt=1",
+		"--total="+strconv.FormatInt(ing.Spec.RecordCount, 10), "--report-sha256="+up.SHA256,
+		"--store-driver="+b.engine)
+	cmd.Env = append(os.Environ(), "POSTURE_STORE_DSN="+b.dsn)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return 0, 0, 0, err
+	}
+	// Peak RSS is read from the child's own VmHWM while it runs: rusage's
+	// ru_maxrss is no good here, as exec folds the parent's high-water mark
+	// into the child's (Go forks with CLONE_VM), so it reports this process.
+	stop := make(chan struct{})
+	peak := make(chan int64)
+	go sampleHWM(cmd.Process.Pid, stop, peak)
+	err = cmd.Wait()
+	elapsed := time.Since(start)
+	close(stop)
+	hwm := <-peak
+	if err != nil {
+		log, _ := os.ReadFile(logPath)
+		return 0, 0, 0, fmt.Errorf("manager worker: %w\n%s", err, log)
+	}
+	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	rss := hwm
+	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	run, err := b.st.GetRun(ctx, tenant, ing.Name)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if run.Status != store.RunSucceeded || run.Processed != records || run.Invalid != 0 {
+		return 0, 0, 0, fmt.Errorf("run ended %s with %d processed, %d invalid (%s); want %d valid", run.Status, run.Processed, run.Invalid, run.Message, records)
+	}
+	_, count, err := b.st.ListFindings(ctx, tenant, store.FindingQuery{IngestionID: ing.Name, Page: store.Page{Number: 1, Size: 1}})
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if count != records {
+		return 0, 0, 0, fmt.Errorf("%d findings stored, want %d", count, records)
+	}
+	return elapsed, rss, cpu, nil
+}
+
+// copyFloor times psql's \copy of the same records, one per row, into a
+// one-column table compressed like findings.raw: the least any ingestion of
+// these bytes into this server can cost.
+func (b *bench) copyFloor(reportPath string) (time.Duration, error) {
+	rows := reportPath + ".copy"
+	if err := copyRows(reportPath, rows); err != nil {
+		return 0, err
+	}
+	defer os.Remove(rows)
+	db := strings.TrimPrefix(b.dsn[strings.LastIndex(b.dsn, "dbname="):], "dbname=")
+	if err := b.pg.psql(db, "CREATE TABLE copy_floor (raw text COMPRESSION lz4)"); err != nil {
+		if err := b.pg.psql(db, "CREATE TABLE copy_floor (raw text)"); err != nil {
+			return 0, err
+		}
+	}
+	start := time.Now()
+	if err := b.pg.psql(db, `\copy copy_floor FROM '`+rows+`'`); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+// copyRows writes each record of a report on its own line in COPY's text
+// format (backslashes doubled; records hold no raw control characters).
+func copyRows(reportPath, out string) error {
+	in, err := os.Open(reportPath)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	rd := ocsf.NewReader(bufio.NewReader(in))
+	for {
+		rec, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		_, _ = w.Write(bytes.ReplaceAll(rec.Raw, []byte(`\`), []byte(`\\`)))
+		_ = w.WriteByte('\n')
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// pgServer is a throwaway PostgreSQL reached over its Unix socket.
+type pgServer struct {
+	dsn    string
+	socket string
+	stop   func()
+}
+
+func startPostgres() (*pgServer, error) {
+	dsn, stop, err := pgtest.Start()
+	if err != nil {
+		return nil, err
+	}
+	m := regexp.MustCompile(`host='([^']+)'`).FindStringSubmatch(dsn)
+	if m == nil {
+		stop()
+		return nil, fmt.Errorf("cannot find the socket directory in %q", dsn)
+	}
+	// pgtest's DSN names dbname=postgres; later keywords win, so appending
+	// dbname=<db> selects another database.
+	return &pgServer{dsn: dsn, socket: m[1], stop: stop}, nil
+}
+
+func (p *pgServer) psql(db, command string) error {
+	cmd := exec.Command("psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", p.socket, "-p", "5432", "-U", "postgres", "-d", db, "-c", command)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("psql %q: %w\n%s", command, err, out)
+	}
+	return nil
+}
+
+func memTotal() string {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return "memory unknown"
+	}
+	m := regexp.MustCompile(`MemTotal:\s+(\d+) kB`).FindSubmatch(b)
+	if m == nil {
+		return "memory unknown"
+	}
+	kb, _ := strconv.ParseInt(string(m[1]), 10, 64)
+	return fmt.Sprintf("%.1f GiB RAM", float64(kb)/(1<<20))
+}

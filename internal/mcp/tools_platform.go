@@ -1,0 +1,784 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Paging of DESIGN §7.
+const (
+	defaultPageSize = 10
+	maxPageSize     = 100
+)
+
+var (
+	ingestionStatuses = []string{"pending", "processing", "completed", "failed"}
+	severities        = []string{"critical", "high", "medium", "low", "informational", "unknown", "fatal", "other"}
+	statusCodes       = []string{"FAIL", "PASS", "MANUAL"}
+)
+
+// listOutput is every list tool's answer: flattened resources and paging.
+type listOutput struct {
+	Items    []map[string]any `json:"items"`
+	Page     int              `json:"page"`
+	Pages    int              `json:"pages"`
+	Count    int              `json:"count"`
+	NextPage *int             `json:"next_page"`
+}
+
+// flatten turns a JSON:API resource into one flat object: id first, then
+// the attributes, then related ids. Agents read that more reliably than the
+// nested form.
+func flatten(r apiResource) map[string]any {
+	m := make(map[string]any, len(r.Attributes)+2)
+	for k, v := range r.Attributes {
+		m[k] = v
+	}
+	m["id"] = r.ID
+	for name, raw := range r.Relationships {
+		var rel struct {
+			Data json.RawMessage `json:"data"`
+		}
+		if json.Unmarshal(raw, &rel) == nil && len(rel.Data) > 0 && string(rel.Data) != "null" {
+			m[name] = rel.Data
+		}
+	}
+	return m
+}
+
+func listFrom(doc *document) (listOutput, error) {
+	rs, err := doc.resources()
+	if err != nil {
+		return listOutput{}, err
+	}
+	out := listOutput{Items: make([]map[string]any, 0, len(rs))}
+	for _, r := range rs {
+		out.Items = append(out.Items, flatten(r))
+	}
+	if p := doc.Meta.Pagination; p != nil {
+		out.Page, out.Pages, out.Count = p.Page, p.Pages, p.Count
+		if p.Page < p.Pages {
+			out.NextPage = ptr(p.Page + 1)
+		}
+	} else {
+		out.Page, out.Pages, out.Count = 1, 1, len(rs)
+	}
+	return out, nil
+}
+
+func (c *caller) list(ctx context.Context, path string, q url.Values) (listOutput, error) {
+	doc, err := c.s.api.get(ctx, c.authz, path, q)
+	if err != nil {
+		return listOutput{}, err
+	}
+	return listFrom(doc)
+}
+
+func (c *caller) one(ctx context.Context, path string, q url.Values) (map[string]any, error) {
+	doc, err := c.s.api.get(ctx, c.authz, path, q)
+	if err != nil {
+		return nil, err
+	}
+	r, err := doc.resource()
+	if err != nil {
+		return nil, err
+	}
+	return flatten(r), nil
+}
+
+// pathID keeps an id to one path segment: an id with a slash must not
+// address another endpoint of the API.
+func pathID(kind, id string) (string, error) {
+	id = strings.TrimSpace(id)
+	if id == "" {
+		return "", fmt.Errorf("%s id is required", kind)
+	}
+	return url.PathEscape(id), nil
+}
+
+type query url.Values
+
+func (q query) set(key, v string) {
+	if v = strings.TrimSpace(v); v != "" {
+		url.Values(q).Set(key, v)
+	}
+}
+
+func (q query) setList(key string, vs []string) {
+	var clean []string
+	for _, v := range vs {
+		if v = strings.TrimSpace(v); v != "" {
+			clean = append(clean, v)
+		}
+	}
+	switch len(clean) {
+	case 0:
+	case 1:
+		url.Values(q).Set("filter["+key+"]", clean[0])
+	default:
+		url.Values(q).Set("filter["+key+"__in]", strings.Join(clean, ","))
+	}
+}
+
+func (q query) page(page, size int) {
+	if page > 0 {
+		url.Values(q).Set("page[number]", strconv.Itoa(page))
+	}
+	if size > 0 {
+		url.Values(q).Set("page[size]", strconv.Itoa(size))
+	}
+}
+
+func pageProps(p map[string]*jsonschema.Schema) {
+	bounded(p["page"], 1, 1e6, 1)
+	bounded(p["page_size"], 1, maxPageSize, defaultPageSize)
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// Inputs of the platform tools.
+
+type listIngestionsIn struct {
+	Status      string   `json:"status,omitempty" jsonschema:"only jobs in this status"`
+	Statuses    []string `json:"statuses,omitempty" jsonschema:"only jobs in any of these statuses"`
+	Search      string   `json:"search,omitempty" jsonschema:"matches the job id, file name or status"`
+	InsertedOn  string   `json:"inserted_on,omitempty" jsonschema:"only jobs submitted on this UTC date, YYYY-MM-DD"`
+	CompletedOn string   `json:"completed_on,omitempty" jsonschema:"only jobs finished on this UTC date, YYYY-MM-DD"`
+	Sort        string   `json:"sort,omitempty" jsonschema:"comma-separated keys from inserted_at, requested_at, started_at, completed_at; prefix - for descending (default -inserted_at)"`
+	Page        int      `json:"page,omitempty" jsonschema:"page number, from 1"`
+	PageSize    int      `json:"page_size,omitempty" jsonschema:"results per page, 1 to 100"`
+}
+
+type getIngestionIn struct {
+	ID          string `json:"id" jsonschema:"ingestion job id (UUID), as upload_report or list_ingestions returns it"`
+	WaitSeconds int    `json:"wait_seconds,omitempty" jsonschema:"wait up to this many seconds (at most 120) for the job to finish (completed or failed) before answering"`
+}
+
+type listIngestionErrorsIn struct {
+	ID       string `json:"id" jsonschema:"ingestion job id (UUID)"`
+	Page     int    `json:"page,omitempty" jsonschema:"page number, from 1"`
+	PageSize int    `json:"page_size,omitempty" jsonschema:"results per page, 1 to 100"`
+}
+
+type uploadReportIn struct {
+	Filename    string `json:"filename,omitempty" jsonschema:"file name of the report; must end in .ocsf.json (default: the base name of path)"`
+	Content     string `json:"content,omitempty" jsonschema:"the report itself: a JSON array of OCSF Detection Finding records"`
+	Path        string `json:"path,omitempty" jsonschema:"path of a report file on this machine (local STDIO server only)"`
+	WaitSeconds int    `json:"wait_seconds,omitempty" jsonschema:"wait up to this many seconds (at most 120) for the ingestion to finish before answering"`
+}
+
+type searchFindingsIn struct {
+	Severity      []string `json:"severity,omitempty" jsonschema:"only these severities"`
+	StatusCode    []string `json:"status_code,omitempty" jsonschema:"only these check results, e.g. FAIL"`
+	ProviderType  []string `json:"provider_type,omitempty" jsonschema:"only these provider types, e.g. aws, azure, gcp, kubernetes"`
+	ProviderUID   string   `json:"provider_uid,omitempty" jsonschema:"only this account (cloud account id)"`
+	CheckID       string   `json:"check_id,omitempty" jsonschema:"only this check (metadata.event_code), see list_check_ids"`
+	Region        string   `json:"region,omitempty" jsonschema:"only this region"`
+	Scan          string   `json:"scan,omitempty" jsonschema:"only this scan id"`
+	Ingestion     string   `json:"ingestion,omitempty" jsonschema:"only findings written by this ingestion job"`
+	Search        string   `json:"search,omitempty" jsonschema:"substring of the finding uid, title, check id or resource uid"`
+	Sort          string   `json:"sort,omitempty" jsonschema:"comma-separated keys from time, severity_id, inserted_at, check_id, uid; prefix - for descending (default -inserted_at)"`
+	IncludeRecord bool     `json:"include_record,omitempty" jsonschema:"also return each finding's full OCSF record (large)"`
+	Page          int      `json:"page,omitempty" jsonschema:"page number, from 1"`
+	PageSize      int      `json:"page_size,omitempty" jsonschema:"results per page, 1 to 100"`
+}
+
+type getFindingIn struct {
+	ID            string `json:"id" jsonschema:"finding id, as search_findings returns it"`
+	IncludeRecord *bool  `json:"include_record,omitempty" jsonschema:"return the full OCSF record too (default true)"`
+}
+
+type overviewIn struct {
+	ProviderType string `json:"provider_type,omitempty" jsonschema:"restrict to one provider type, e.g. aws"`
+	ProviderUID  string `json:"provider_uid,omitempty" jsonschema:"restrict to one account"`
+	Scan         string `json:"scan,omitempty" jsonschema:"restrict to one scan id"`
+	Region       string `json:"region,omitempty" jsonschema:"restrict to one region"`
+	CheckID      string `json:"check_id,omitempty" jsonschema:"restrict to one check"`
+}
+
+type listProvidersIn struct {
+	Type     string `json:"type,omitempty" jsonschema:"only this provider type, e.g. aws"`
+	Origin   string `json:"origin,omitempty" jsonschema:"connected (declared by people or GitOps) or imported (created by an ingestion)"`
+	Search   string `json:"search,omitempty" jsonschema:"matches the name, account id, alias or type"`
+	Sort     string `json:"sort,omitempty" jsonschema:"comma-separated keys from inserted_at, type, uid, alias; prefix - for descending"`
+	Page     int    `json:"page,omitempty" jsonschema:"page number, from 1"`
+	PageSize int    `json:"page_size,omitempty" jsonschema:"results per page, 1 to 100"`
+}
+
+type listScansIn struct {
+	ProviderType string `json:"provider_type,omitempty" jsonschema:"only scans of this provider type"`
+	ProviderUID  string `json:"provider_uid,omitempty" jsonschema:"only scans of this account"`
+	Page         int    `json:"page,omitempty" jsonschema:"page number, from 1"`
+	PageSize     int    `json:"page_size,omitempty" jsonschema:"results per page, 1 to 100"`
+}
+
+type tenantUsageIn struct{}
+
+type listCheckIDsIn struct {
+	ProviderType string `json:"provider_type,omitempty" jsonschema:"only checks seen for this provider type"`
+	Scan         string `json:"scan,omitempty" jsonschema:"only checks seen in this scan"`
+	Search       string `json:"search,omitempty" jsonschema:"substring of the check id, title, finding uid or resource uid"`
+	MaxFindings  int    `json:"max_findings,omitempty" jsonschema:"most findings to read while building the catalogue (default 2000, at most 20000)"`
+}
+
+func (s *Server) registerPlatformTools() {
+	addTool(s, &mcpsdk.Tool{
+		Name:        "list_ingestions",
+		Title:       "List ingestion jobs",
+		Description: "Lists the tenant's ingestion jobs (uploads of OCSF reports) with status and record counts, newest first. Needs an API key with Manage Ingestions.",
+		InputSchema: inputSchema[listIngestionsIn](func(p map[string]*jsonschema.Schema) {
+			enum(p["status"], ingestionStatuses...)
+			enum(p["statuses"].Items, ingestionStatuses...)
+			p["inserted_on"].Pattern = `^\d{4}-\d{2}-\d{2}$`
+			p["completed_on"].Pattern = `^\d{4}-\d{2}-\d{2}$`
+			pageProps(p)
+		}),
+	}, true, func(ctx context.Context, c *caller, in listIngestionsIn) (any, error) {
+		q := query{}
+		q.set("filter[status]", in.Status)
+		if len(in.Statuses) > 0 {
+			q.set("filter[status__in]", strings.Join(in.Statuses, ","))
+		}
+		q.set("filter[search]", in.Search)
+		q.set("filter[inserted_at]", in.InsertedOn)
+		q.set("filter[completed_at]", in.CompletedOn)
+		q.set("sort", in.Sort)
+		q.page(in.Page, in.PageSize)
+		return c.list(ctx, "/ingestions", url.Values(q))
+	})
+
+	addTool(s, &mcpsdk.Tool{
+		Name:  "get_ingestion",
+		Title: "Get an ingestion job",
+		Description: "Reads one ingestion job: status (pending, processing, completed, failed), summary (total, processed, invalid) and timestamps. " +
+			"With wait_seconds it waits for the job to finish. A failed job or invalid records are explained by list_ingestion_errors.",
+		InputSchema: inputSchema[getIngestionIn](func(p map[string]*jsonschema.Schema) {
+			bounded(p["wait_seconds"], 0, 120, 0)
+		}),
+	}, true, func(ctx context.Context, c *caller, in getIngestionIn) (any, error) {
+		id, err := pathID("ingestion", in.ID)
+		if err != nil {
+			return nil, err
+		}
+		return c.waitIngestion(ctx, id, in.WaitSeconds)
+	})
+
+	addTool(s, &mcpsdk.Tool{
+		Name:  "list_ingestion_errors",
+		Title: "List why records were rejected",
+		Description: "Lists the error records of one ingestion job: for each rejected record its index, finding uid, error code " +
+			"(missing_field, invalid_type, invalid_value, unsupported_class, missing_account, duplicate_uid, provider_limit_exceeded, …), " +
+			"detail, JSON pointer and offending value; job-level errors (record_index null) come first.",
+		InputSchema: inputSchema[listIngestionErrorsIn](pageProps),
+	}, true, func(ctx context.Context, c *caller, in listIngestionErrorsIn) (any, error) {
+		id, err := pathID("ingestion", in.ID)
+		if err != nil {
+			return nil, err
+		}
+		q := query{}
+		q.page(in.Page, in.PageSize)
+		return c.list(ctx, "/ingestions/"+id+"/errors", url.Values(q))
+	})
+
+	uploadDesc := "Uploads an OCSF Detection Finding report (a JSON array of records, file name ending in .ocsf.json) and starts an ingestion job; " +
+		"answers with the job (status pending), or with wait_seconds the job once finished. Pass the report as content"
+	if s.cfg.LocalFiles {
+		uploadDesc += ", or as path to a file on this machine"
+	}
+	uploadDesc += ". Needs an API key with Manage Ingestions and a tenant with a subscription."
+	addTool(s, &mcpsdk.Tool{
+		Name:        "upload_report",
+		Title:       "Upload an OCSF report",
+		Description: uploadDesc,
+		InputSchema: inputSchema[uploadReportIn](func(p map[string]*jsonschema.Schema) {
+			bounded(p["wait_seconds"], 0, 120, 0)
+			if !s.cfg.LocalFiles {
+				delete(p, "path")
+			}
+		}),
+		// Uploading adds a job and findings; it changes nothing that exists
+		// (re-uploads upsert), so it is not destructive, but not read-only.
+		Annotations: &mcpsdk.ToolAnnotations{ReadOnlyHint: false, DestructiveHint: ptr(false), IdempotentHint: false, OpenWorldHint: ptr(false)},
+	}, true, s.uploadReport)
+
+	addTool(s, &mcpsdk.Tool{
+		Name:  "search_findings",
+		Title: "Search findings",
+		Description: "Searches the tenant's findings (one per check result on a resource) by severity, check result, provider, account, check id, " +
+			"region, scan, ingestion or text, newest first. Each item has id, uid, check_id, title, severity, status_code, region, provider_type, " +
+			"provider_uid, resource_uid, scan_id and time; get_finding returns the full OCSF record.",
+		InputSchema: inputSchema[searchFindingsIn](func(p map[string]*jsonschema.Schema) {
+			enum(p["severity"].Items, severities...)
+			pageProps(p)
+		}),
+	}, true, func(ctx context.Context, c *caller, in searchFindingsIn) (any, error) {
+		q := query{}
+		q.setList("severity", lower(in.Severity))
+		q.setList("status_code", upper(in.StatusCode))
+		q.setList("provider_type", lower(in.ProviderType))
+		q.set("filter[provider_uid]", in.ProviderUID)
+		q.set("filter[check_id]", in.CheckID)
+		q.set("filter[region]", in.Region)
+		q.set("filter[scan]", in.Scan)
+		q.set("filter[ingestion]", in.Ingestion)
+		q.set("filter[search]", in.Search)
+		q.set("sort", in.Sort)
+		if in.IncludeRecord {
+			url.Values(q).Set("fields[findings]", strings.Join(append([]string{"record"}, findingAttrs...), ","))
+		}
+		q.page(in.Page, in.PageSize)
+		return c.list(ctx, "/findings", url.Values(q))
+	})
+
+	addTool(s, &mcpsdk.Tool{
+		Name:        "get_finding",
+		Title:       "Get a finding",
+		Description: "Reads one finding with its full OCSF record (description, remediation, resources, compliance notes).",
+		InputSchema: inputSchema[getFindingIn](nil),
+	}, true, func(ctx context.Context, c *caller, in getFindingIn) (any, error) {
+		id, err := pathID("finding", in.ID)
+		if err != nil {
+			return nil, err
+		}
+		q := query{}
+		if in.IncludeRecord != nil && !*in.IncludeRecord {
+			url.Values(q).Set("fields[findings]", strings.Join(findingAttrs, ","))
+		}
+		return c.one(ctx, "/findings/"+id, url.Values(q))
+	})
+
+	addTool(s, &mcpsdk.Tool{
+		Name:  "get_findings_overview",
+		Title: "Findings overview",
+		Description: "Counts the tenant's findings by severity, by check result (status_code) and by provider account, and the failing " +
+			"findings by severity: the posture at a glance. Optional filters narrow every count.",
+		InputSchema: inputSchema[overviewIn](nil),
+	}, true, func(ctx context.Context, c *caller, in overviewIn) (any, error) {
+		return c.overview(ctx, in)
+	})
+
+	addTool(s, &mcpsdk.Tool{
+		Name:        "list_providers",
+		Title:       "List providers",
+		Description: "Lists the tenant's providers: the cloud accounts it is billed for (type, account uid, alias, origin connected or imported).",
+		InputSchema: inputSchema[listProvidersIn](func(p map[string]*jsonschema.Schema) {
+			enum(p["origin"], "connected", "imported")
+			pageProps(p)
+		}),
+	}, true, func(ctx context.Context, c *caller, in listProvidersIn) (any, error) {
+		q := query{}
+		q.set("filter[type]", strings.ToLower(in.Type))
+		q.set("filter[origin]", in.Origin)
+		q.set("filter[search]", in.Search)
+		q.set("sort", in.Sort)
+		q.page(in.Page, in.PageSize)
+		return c.list(ctx, "/providers", url.Values(q))
+	})
+
+	addTool(s, &mcpsdk.Tool{
+		Name:        "list_scans",
+		Title:       "List scans",
+		Description: "Lists the scanner runs the tenant's findings came from (provider, account, finding count, the ingestion that wrote them), newest first.",
+		InputSchema: inputSchema[listScansIn](pageProps),
+	}, true, func(ctx context.Context, c *caller, in listScansIn) (any, error) {
+		q := query{}
+		q.set("filter[provider_type]", strings.ToLower(in.ProviderType))
+		q.set("filter[provider_uid]", in.ProviderUID)
+		q.page(in.Page, in.PageSize)
+		return c.list(ctx, "/scans", url.Values(q))
+	})
+
+	addTool(s, &mcpsdk.Tool{
+		Name:        "get_tenant_usage",
+		Title:       "Tenant subscription and usage",
+		Description: "Reads the caller's tenant: subscription (active, plan), the number of billed providers and the plan's provider limit.",
+		InputSchema: inputSchema[tenantUsageIn](nil),
+	}, true, func(ctx context.Context, c *caller, _ tenantUsageIn) (any, error) {
+		return c.one(ctx, "/tenant", nil)
+	})
+
+	addTool(s, &mcpsdk.Tool{
+		Name:  "list_check_ids",
+		Title: "Catalogue of checks seen",
+		Description: "Lists the check ids (metadata.event_code) seen in the tenant's findings, with title, severity and how many findings " +
+			"and failing findings each has. Built by reading findings in check id order, up to max_findings; complete tells whether all were read.",
+		InputSchema: inputSchema[listCheckIDsIn](func(p map[string]*jsonschema.Schema) {
+			bounded(p["max_findings"], 1, 20000, 2000)
+		}),
+	}, true, func(ctx context.Context, c *caller, in listCheckIDsIn) (any, error) {
+		return c.checkCatalogue(ctx, in)
+	})
+}
+
+// findingAttrs are the listed attributes of a finding (without the record).
+var findingAttrs = []string{"uid", "check_id", "title", "severity", "severity_id", "status_code", "status", "region",
+	"provider_type", "provider_uid", "resource_uid", "scan_id", "ingestion_id", "time", "inserted_at", "updated_at"}
+
+func lower(vs []string) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = strings.ToLower(v)
+	}
+	return out
+}
+
+func upper(vs []string) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = strings.ToUpper(v)
+	}
+	return out
+}
+
+// waitIngestion reads a job, polling until it is terminal or wait runs out.
+func (c *caller) waitIngestion(ctx context.Context, id string, waitSeconds int) (map[string]any, error) {
+	deadline := time.Now().Add(time.Duration(min(max(waitSeconds, 0), 120)) * time.Second)
+	for {
+		ing, err := c.one(ctx, "/ingestions/"+id, nil)
+		if err != nil {
+			return nil, err
+		}
+		status, _ := ing["status"].(string)
+		terminal := status == "completed" || status == "failed"
+		if terminal || !time.Now().Before(deadline) {
+			if !terminal && waitSeconds > 0 {
+				ing["note"] = fmt.Sprintf("still %s after waiting %d s; call get_ingestion again", status, waitSeconds)
+			}
+			if status == "failed" || hasInvalid(ing) {
+				ing["errors_hint"] = "list_ingestion_errors with this id explains the rejected records"
+			}
+			return ing, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func hasInvalid(ing map[string]any) bool {
+	sum, _ := ing["summary"].(map[string]any)
+	n, _ := sum["invalid"].(float64)
+	return n > 0
+}
+
+func (s *Server) uploadReport(ctx context.Context, c *caller, in uploadReportIn) (any, error) {
+	var body io.Reader
+	name := strings.TrimSpace(in.Filename)
+	switch {
+	case in.Content != "" && in.Path != "":
+		return nil, fmt.Errorf("give either content or path, not both")
+	case in.Path != "":
+		if !s.cfg.LocalFiles {
+			return nil, fmt.Errorf("path is only accepted by a local STDIO server; over HTTP pass the report as content")
+		}
+		f, err := os.Open(in.Path)
+		if err != nil {
+			return nil, fmt.Errorf("cannot read the report: %v", err)
+		}
+		defer f.Close()
+		if st, err := f.Stat(); err == nil && st.IsDir() {
+			return nil, fmt.Errorf("%s is a directory; give the path of a .ocsf.json file", in.Path)
+		}
+		body = f
+		if name == "" {
+			name = filepath.Base(in.Path)
+		}
+	case in.Content != "":
+		if name == "" {
+			return nil, fmt.Errorf("filename is required with content; it must end in .ocsf.json, e.g. report.ocsf.json")
+		}
+		body = strings.NewReader(in.Content)
+	default:
+		if s.cfg.LocalFiles {
+			return nil, fmt.Errorf("give the report as content (its JSON text) or path (a file on this machine)")
+		}
+		return nil, fmt.Errorf("give the report as content: the JSON text of a .ocsf.json file")
+	}
+	// The API decides what it accepts (name, format, size) and says why not;
+	// checking the suffix here too only saves a round trip with a clear word.
+	if !strings.HasSuffix(name, ".ocsf.json") {
+		return nil, fmt.Errorf("file name %q must end in .ocsf.json", name)
+	}
+	doc, err := s.api.upload(ctx, c.authz, name, body)
+	if err != nil {
+		return nil, err
+	}
+	r, err := doc.resource()
+	if err != nil {
+		return nil, err
+	}
+	if in.WaitSeconds > 0 {
+		return c.waitIngestion(ctx, url.PathEscape(r.ID), in.WaitSeconds)
+	}
+	ing := flatten(r)
+	ing["next"] = "call get_ingestion with this id (wait_seconds to wait) until status is completed or failed"
+	return ing, nil
+}
+
+// count is the number of findings matching q (meta.pagination.count of a
+// one-item page: the API has no separate count endpoint).
+func (c *caller) count(ctx context.Context, q url.Values) (int, error) {
+	q2 := url.Values{}
+	for k, v := range q {
+		q2[k] = v
+	}
+	q2.Set("page[size]", "1")
+	q2.Set("fields[findings]", "severity")
+	doc, err := c.s.api.get(ctx, c.authz, "/findings", q2)
+	if err != nil {
+		return 0, err
+	}
+	if doc.Meta.Pagination == nil {
+		return 0, fmt.Errorf("the API's findings list carries no meta.pagination.count")
+	}
+	return doc.Meta.Pagination.Count, nil
+}
+
+type providerCount struct {
+	ProviderType string `json:"provider_type"`
+	ProviderUID  string `json:"provider_uid"`
+	Alias        string `json:"alias,omitempty"`
+	Findings     int    `json:"findings"`
+	Failing      int    `json:"failing"`
+}
+
+// overviewProviderLimit bounds the accounts counted one by one.
+const overviewProviderLimit = 50
+
+func (c *caller) overview(ctx context.Context, in overviewIn) (any, error) {
+	base := query{}
+	base.set("filter[provider_type]", strings.ToLower(in.ProviderType))
+	base.set("filter[provider_uid]", in.ProviderUID)
+	base.set("filter[scan]", in.Scan)
+	base.set("filter[region]", in.Region)
+	base.set("filter[check_id]", in.CheckID)
+	with := func(extra ...string) url.Values {
+		q := url.Values{}
+		for k, v := range base {
+			q[k] = v
+		}
+		for i := 0; i+1 < len(extra); i += 2 {
+			q.Set(extra[i], extra[i+1])
+		}
+		return q
+	}
+
+	// The counts are independent reads; a few at a time keeps the answer
+	// quick without hammering the API.
+	var (
+		mu       sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
+		sem      = make(chan struct{}, 6)
+	)
+	run := func(q url.Values, into *int) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			n, err := c.count(ctx, q)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if firstErr == nil {
+					firstErr = err
+				}
+				return
+			}
+			*into = n
+		}()
+	}
+
+	// A 401/402 fails fast here instead of once per count.
+	total, err := c.count(ctx, with())
+	if err != nil {
+		return nil, err
+	}
+	bySeverity := make([]int, len(severities))
+	failBySeverity := make([]int, len(severities))
+	for i, sev := range severities {
+		run(with("filter[severity]", sev), &bySeverity[i])
+		run(with("filter[severity]", sev, "filter[status_code]", "FAIL"), &failBySeverity[i])
+	}
+	byStatus := make([]int, len(statusCodes))
+	for i, sc := range statusCodes {
+		run(with("filter[status_code]", sc), &byStatus[i])
+	}
+
+	var providers []providerCount
+	providersTotal := 0
+	if in.ProviderUID == "" {
+		pq := query{}
+		pq.set("filter[type]", strings.ToLower(in.ProviderType))
+		pq.page(1, overviewProviderLimit)
+		pl, err := c.list(ctx, "/providers", url.Values(pq))
+		if err != nil {
+			return nil, err
+		}
+		providersTotal = pl.Count
+		for _, p := range pl.Items {
+			t, _ := p["type"].(string)
+			u, _ := p["uid"].(string)
+			a, _ := p["alias"].(string)
+			providers = append(providers, providerCount{ProviderType: t, ProviderUID: u, Alias: a})
+		}
+	} else {
+		providers = []providerCount{{ProviderType: strings.ToLower(in.ProviderType), ProviderUID: in.ProviderUID}}
+	}
+	for i := range providers {
+		p := &providers[i]
+		pf := []string{"filter[provider_uid]", p.ProviderUID}
+		if p.ProviderType != "" {
+			pf = append(pf, "filter[provider_type]", p.ProviderType)
+		}
+		run(with(pf...), &p.Findings)
+		run(with(append(pf, "filter[status_code]", "FAIL")...), &p.Failing)
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+
+	sevMap := map[string]int{}
+	failMap := map[string]int{}
+	for i, sev := range severities {
+		if bySeverity[i] > 0 {
+			sevMap[sev] = bySeverity[i]
+		}
+		if failBySeverity[i] > 0 {
+			failMap[sev] = failBySeverity[i]
+		}
+	}
+	statusMap := map[string]int{}
+	counted := 0
+	for i, sc := range statusCodes {
+		statusMap[sc] = byStatus[i]
+		counted += byStatus[i]
+	}
+	if other := total - counted; other > 0 {
+		statusMap["other"] = other
+	}
+	slices.SortStableFunc(providers, func(a, b providerCount) int { return b.Findings - a.Findings })
+	out := map[string]any{
+		"total_findings":          total,
+		"by_severity":             sevMap,
+		"by_status_code":          statusMap,
+		"failing_by_severity":     failMap,
+		"by_provider":             providers,
+		"filters":                 url.Values(base),
+		"providers_in_tenant":     providersTotal,
+		"providers_counted_limit": overviewProviderLimit,
+	}
+	if in.ProviderUID != "" {
+		delete(out, "providers_in_tenant")
+		delete(out, "providers_counted_limit")
+	}
+	return out, nil
+}
+
+type checkEntry struct {
+	CheckID  string `json:"check_id"`
+	Title    string `json:"title,omitempty"`
+	Severity string `json:"severity,omitempty"`
+	Findings int    `json:"findings"`
+	Failing  int    `json:"failing"`
+}
+
+func (c *caller) checkCatalogue(ctx context.Context, in listCheckIDsIn) (any, error) {
+	budget := in.MaxFindings
+	if budget <= 0 {
+		budget = 2000
+	}
+	q := query{}
+	q.set("filter[provider_type]", strings.ToLower(in.ProviderType))
+	q.set("filter[scan]", in.Scan)
+	q.set("filter[search]", in.Search)
+	url.Values(q).Set("sort", "check_id,uid")
+	url.Values(q).Set("fields[findings]", "check_id,title,severity,status_code")
+	// One page size throughout, so that page numbers address consecutive
+	// slices of the same ordering.
+	size := min(maxPageSize, budget)
+	var (
+		checks []checkEntry
+		index  = map[string]int{}
+		read   int
+		total  int
+	)
+	for pageNum := 1; read < budget; pageNum++ {
+		q.page(pageNum, size)
+		doc, err := c.s.api.get(ctx, c.authz, "/findings", url.Values(q))
+		if err != nil {
+			return nil, err
+		}
+		rs, err := doc.resources()
+		if err != nil {
+			return nil, err
+		}
+		if doc.Meta.Pagination == nil {
+			return nil, fmt.Errorf("the API's findings list carries no meta.pagination")
+		}
+		total = doc.Meta.Pagination.Count
+		if len(rs) > budget-read {
+			rs = rs[:budget-read]
+		}
+		for _, r := range rs {
+			id, _ := r.Attributes["check_id"].(string)
+			if id == "" {
+				id = "(none)"
+			}
+			i, ok := index[id]
+			if !ok {
+				title, _ := r.Attributes["title"].(string)
+				sev, _ := r.Attributes["severity"].(string)
+				i = len(checks)
+				index[id] = i
+				checks = append(checks, checkEntry{CheckID: id, Title: title, Severity: sev})
+			}
+			checks[i].Findings++
+			if sc, _ := r.Attributes["status_code"].(string); strings.EqualFold(sc, "FAIL") {
+				checks[i].Failing++
+			}
+		}
+		read += len(rs)
+		if len(rs) == 0 || pageNum >= doc.Meta.Pagination.Pages {
+			break
+		}
+	}
+	complete := read >= total
+	out := map[string]any{
+		"checks":           checks,
+		"distinct_checks":  len(checks),
+		"findings_read":    read,
+		"findings_matched": total,
+		"complete":         complete,
+	}
+	if checks == nil {
+		out["checks"] = []checkEntry{}
+	}
+	if !complete {
+		out["note"] = fmt.Sprintf("read %d of %d findings in check id order; raise max_findings (up to 20000) or narrow with provider_type, scan or search for the rest", read, total)
+	}
+	return out, nil
+}

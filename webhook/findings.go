@@ -1,0 +1,223 @@
+package webhook
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/posture-dev/posture/internal/auth"
+	"github.com/posture-dev/posture/internal/store"
+)
+
+// Read endpoints (findings, scans, providers) need an authenticated member of
+// a subscribed tenant and no further permission: every role may look at its
+// tenant's posture, while changing it (ingesting) needs manage_ingestions.
+// There are no provider groups that would limit what a member sees, so
+// unlimited_visibility changes nothing here (see docs/api.md).
+func (s *Server) authorizeRead(r *http.Request) (auth.Principal, error) {
+	return s.authorize(r, "")
+}
+
+// findingListAttrs are the attributes of a listed finding; record (the full
+// OCSF record) is only sent when fields[findings] asks for it, because it is
+// two orders of magnitude larger than the rest.
+var findingListAttrs = []string{"uid", "check_id", "title", "severity", "severity_id", "status_code", "status",
+	"region", "provider_type", "provider_uid", "resource_uid", "scan_id", "ingestion_id", "time",
+	"inserted_at", "updated_at"}
+
+var findingFields = set(append([]string{"record"}, findingListAttrs...)...)
+
+var findingList = listSpec{
+	resourceType: "findings",
+	filters: set("severity", "severity__in", "status_code", "status_code__in", "provider_type", "provider_type__in",
+		"provider_uid", "check_id", "region", "scan", "ingestion", "search"),
+	sortKeys:    set("time", "severity_id", "inserted_at", "check_id", "uid"),
+	defaultSort: []string{"-inserted_at"},
+	fields:      findingFields,
+}
+
+// Severities are OCSF's severity labels, what the store keeps (lower-case).
+var severities = set("unknown", "informational", "low", "medium", "high", "critical", "fatal", "other")
+
+func (s *Server) findingRoutes(mux *http.ServeMux) {
+	mux.Handle("/api/v1/findings", s.methods(map[string]handlerFunc{http.MethodGet: s.listFindings}))
+	mux.Handle("/api/v1/findings/{id}", s.methods(map[string]handlerFunc{http.MethodGet: s.getFinding}))
+}
+
+func (s *Server) listFindings(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.authorizeRead(r)
+	if err != nil {
+		return err
+	}
+	q, aerr := parseList(r, findingList)
+	if aerr != nil {
+		return aerr
+	}
+	fq, aerr := findingQuery(q)
+	if aerr != nil {
+		return aerr
+	}
+	rows, count, err := s.Store.ListFindings(r.Context(), p.Tenant, fq)
+	if errors.Is(err, store.ErrInvalidArgument) {
+		return errorf(400, CodeInvalid, "%v", err).parameter("sort")
+	}
+	if err != nil {
+		return err
+	}
+	pg, links, aerr := pageOf(r, q, count)
+	if aerr != nil {
+		return aerr
+	}
+	fields := q.fields
+	if fields == nil {
+		fields = set(findingListAttrs...)
+	}
+	data := make([]resource, 0, len(rows))
+	for i := range rows {
+		data = append(data, findingResource(r, &rows[i], fields))
+	}
+	writeJSON(w, http.StatusOK, document{Data: data, Links: links, Meta: meta{Version: APIVersion, Pagination: &pg}})
+	return nil
+}
+
+// findingQuery turns checked list parameters into the store's query.
+func findingQuery(q listQuery) (store.FindingQuery, *apiError) {
+	fq := store.FindingQuery{
+		ProviderUID: q.filters["provider_uid"],
+		CheckID:     q.filters["check_id"],
+		Region:      q.filters["region"],
+		ScanID:      q.filters["scan"],
+		IngestionID: q.filters["ingestion"],
+		Search:      q.filters["search"],
+		Sort:        q.sort,
+		Page:        store.Page{Number: q.page, Size: q.size},
+	}
+	var aerr *apiError
+	if fq.Severity, aerr = oneOrMany(q.filters, "severity", func(v string) *apiError {
+		if !severities[strings.ToLower(v)] {
+			return errorf(400, CodeInvalid, "unknown severity %q; one of %s", v, joinKeys(severities))
+		}
+		return nil
+	}); aerr != nil {
+		return fq, aerr
+	}
+	if fq.StatusCode, aerr = oneOrMany(q.filters, "status_code", nil); aerr != nil {
+		return fq, aerr
+	}
+	if fq.ProviderType, aerr = oneOrMany(q.filters, "provider_type", nil); aerr != nil {
+		return fq, aerr
+	}
+	for _, key := range []string{"provider_uid", "check_id", "region", "scan", "ingestion", "search"} {
+		if v, ok := q.filters[key]; ok && v == "" {
+			return fq, errorf(400, CodeInvalid, "filter[%s] must not be empty", key).parameter("filter[" + key + "]")
+		}
+	}
+	return fq, nil
+}
+
+// oneOrMany reads filter[key] (one value) or filter[key__in] (a comma list);
+// giving both is ambiguous and refused rather than silently combined.
+func oneOrMany(f map[string]string, key string, check func(string) *apiError) ([]string, *apiError) {
+	one, hasOne := f[key]
+	many, hasMany := f[key+"__in"]
+	if hasOne && hasMany {
+		return nil, errorf(400, CodeInvalid, "use either filter[%s] or filter[%s__in], not both", key, key).parameter("filter[" + key + "__in]")
+	}
+	var vals []string
+	param := "filter[" + key + "]"
+	switch {
+	case hasOne:
+		vals = []string{strings.TrimSpace(one)}
+	case hasMany:
+		param = "filter[" + key + "__in]"
+		for _, v := range strings.Split(many, ",") {
+			vals = append(vals, strings.TrimSpace(v))
+		}
+	default:
+		return nil, nil
+	}
+	for _, v := range vals {
+		if v == "" {
+			return nil, errorf(400, CodeInvalid, "%s must not be empty or hold empty items", param).parameter(param)
+		}
+		if check != nil {
+			if e := check(v); e != nil {
+				return nil, e.parameter(param)
+			}
+		}
+	}
+	return vals, nil
+}
+
+func (s *Server) getFinding(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.authorizeRead(r)
+	if err != nil {
+		return err
+	}
+	for name := range r.URL.Query() {
+		if name != "fields[findings]" {
+			return errorf(400, CodeInvalid, "unknown query parameter %q", name).parameter(name)
+		}
+	}
+	q, aerr := parseList(r, listSpec{resourceType: "findings", fields: findingFields})
+	if aerr != nil {
+		return aerr
+	}
+	id := r.PathValue("id")
+	f, err := s.Store.GetFinding(r.Context(), p.Tenant, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return errorf(404, CodeNotFound, "no finding %q in this tenant", id).parameter("id")
+	}
+	if err != nil {
+		return err
+	}
+	fields := q.fields
+	if fields == nil {
+		fields = findingFields
+	}
+	writeJSON(w, http.StatusOK, document{Data: findingResource(r, &f, fields), Meta: meta{Version: APIVersion}})
+	return nil
+}
+
+func findingResource(r *http.Request, f *store.Finding, fields map[string]bool) resource {
+	all := map[string]any{
+		"uid":           f.UID,
+		"check_id":      f.CheckID,
+		"title":         f.Title,
+		"severity":      f.Severity,
+		"severity_id":   f.SeverityID,
+		"status_code":   f.StatusCode,
+		"status":        f.Status,
+		"region":        f.Region,
+		"provider_type": f.ProviderType,
+		"provider_uid":  f.ProviderUID,
+		"resource_uid":  f.ResourceUID,
+		"scan_id":       f.ScanID,
+		"ingestion_id":  f.IngestionID,
+		"time":          f.Time.UTC().Format(time.RFC3339Nano),
+		"inserted_at":   f.InsertedAt.UTC().Format(time.RFC3339Nano),
+		"updated_at":    f.UpdatedAt.UTC().Format(time.RFC3339Nano),
+	}
+	attrs := make(map[string]any, len(fields))
+	for k := range fields {
+		if k == "record" {
+			attrs[k] = rawRecord(f.Raw)
+			continue
+		}
+		attrs[k] = all[k]
+	}
+	return resource{Type: "findings", ID: f.ID, Attributes: attrs,
+		Links: map[string]any{"self": absoluteURL(r, mustURL("/api/v1/findings/"+f.ID))}}
+}
+
+// rawRecord passes the stored record through as JSON. Records were checked
+// at ingestion; should a stored one ever not parse, the response must still
+// be valid JSON, so it is sent as null rather than breaking the page.
+func rawRecord(raw []byte) any {
+	if len(raw) == 0 || !json.Valid(raw) {
+		return nil
+	}
+	return json.RawMessage(raw)
+}

@@ -1,0 +1,151 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"time"
+
+	"github.com/posture-dev/posture/internal/auth"
+)
+
+// TokenIssuer signs tenant users in; auth.CRAuthenticator implements it.
+type TokenIssuer interface {
+	Login(ctx context.Context, tenant, email, password string) (auth.TokenPair, error)
+	Refresh(ctx context.Context, refresh string) (auth.TokenPair, error)
+}
+
+const maxTokenBody = 64 << 10
+
+func (s *Server) tokenRoutes(mux *http.ServeMux) {
+	mux.Handle("/api/v1/tokens", s.methods(map[string]handlerFunc{http.MethodPost: s.createToken}))
+	mux.Handle("/api/v1/tokens/refresh", s.methods(map[string]handlerFunc{http.MethodPost: s.refreshToken}))
+}
+
+// tokenIssuer finds the sign-in service behind the (possibly wrapped) authenticator.
+func (s *Server) tokenIssuer() TokenIssuer {
+	var ti TokenIssuer
+	unwrapAuth(s.Auth, func(a auth.Authenticator) bool {
+		ti, _ = a.(TokenIssuer)
+		return ti != nil
+	})
+	return ti
+}
+
+type tokenRequest struct {
+	Data *struct {
+		Type       string `json:"type"`
+		Attributes struct {
+			Email    string `json:"email"`
+			Password string `json:"password"`
+			Tenant   string `json:"tenant"`
+			Refresh  string `json:"refresh"`
+		} `json:"attributes"`
+	} `json:"data"`
+}
+
+// readTokenRequest decodes a JSON:API body of the given resource type.
+func readTokenRequest(w http.ResponseWriter, r *http.Request, wantType string) (*tokenRequest, *apiError) {
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if mt != MediaType && mt != "application/json" {
+		return nil, errorf(415, CodeUnsupportedMedia, "send the body as %s; Content-Type was %q", MediaType, r.Header.Get("Content-Type")).headerSource("Content-Type")
+	}
+	var req tokenRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxTokenBody))
+	if err := dec.Decode(&req); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, errorf(413, CodeFileTooLarge, "the request body is larger than %d bytes", maxTokenBody)
+		}
+		if errors.Is(err, io.EOF) {
+			return nil, newError(400, CodeInvalid, "the request body is empty; expected a JSON:API document with data").pointer("/data")
+		}
+		// The decoder's message names a position or type, never the input.
+		return nil, errorf(400, CodeInvalid, "the body is not valid JSON: %v", err).pointer("")
+	}
+	if req.Data == nil {
+		return nil, newError(400, CodeInvalid, "the body must be a JSON:API document with a data member").pointer("/data")
+	}
+	if req.Data.Type != wantType {
+		return nil, errorf(400, CodeInvalid, "data.type must be %q, got %q", wantType, req.Data.Type).pointer("/data/type")
+	}
+	return &req, nil
+}
+
+// createToken is POST /api/v1/tokens: email and password for a token pair.
+func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
+	ti := s.tokenIssuer()
+	if ti == nil {
+		return newError(404, CodeNotFound, "token sign-in is not available: this server authenticates a static API key only")
+	}
+	req, aerr := readTokenRequest(w, r, "tokens")
+	if aerr != nil {
+		return aerr
+	}
+	a := req.Data.Attributes
+	if a.Email == "" {
+		return newError(400, CodeInvalid, "data.attributes.email is required").pointer("/data/attributes/email")
+	}
+	if a.Password == "" {
+		return newError(400, CodeInvalid, "data.attributes.password is required").pointer("/data/attributes/password")
+	}
+	// Guessing passwords is limited per email, whoever asks.
+	if wait, ok := s.rateLimiter().Allow("login:" + auth.NormalizeEmail(a.Email)); !ok {
+		return s.rateLimiter().tooMany(wait)
+	}
+	pair, err := ti.Login(r.Context(), a.Tenant, a.Email, a.Password)
+	if err != nil {
+		return s.tokenError(err)
+	}
+	s.Log.Info("signed in", "user", a.Email)
+	writeTokens(w, pair)
+	return nil
+}
+
+// refreshToken is POST /api/v1/tokens/refresh: a refresh token (single use)
+// for a new pair.
+func (s *Server) refreshToken(w http.ResponseWriter, r *http.Request) error {
+	ti := s.tokenIssuer()
+	if ti == nil {
+		return newError(404, CodeNotFound, "token sign-in is not available: this server authenticates a static API key only")
+	}
+	req, aerr := readTokenRequest(w, r, "tokens-refresh")
+	if aerr != nil {
+		return aerr
+	}
+	if req.Data.Attributes.Refresh == "" {
+		return newError(400, CodeInvalid, "data.attributes.refresh is required").pointer("/data/attributes/refresh")
+	}
+	pair, err := ti.Refresh(r.Context(), req.Data.Attributes.Refresh)
+	if err != nil {
+		return s.tokenError(err)
+	}
+	writeTokens(w, pair)
+	return nil
+}
+
+func (s *Server) tokenError(err error) error {
+	var ae *auth.Error
+	if errors.As(err, &ae) {
+		return newError(401, CodeNotAuthenticated, ae.Reason).pointer("/data/attributes")
+	}
+	return fmt.Errorf("sign in: %w", err)
+}
+
+func writeTokens(w http.ResponseWriter, p auth.TokenPair) {
+	// Tokens are credentials: no cache may keep them.
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, document{
+		Data: resource{Type: "tokens", ID: p.ID, Attributes: map[string]any{
+			"access":             p.Access,
+			"refresh":            p.Refresh,
+			"access_expires_at":  p.AccessExpiresAt.UTC().Format(time.RFC3339),
+			"refresh_expires_at": p.RefreshExpiresAt.UTC().Format(time.RFC3339),
+		}},
+		Meta: meta{Version: APIVersion},
+	})
+}
