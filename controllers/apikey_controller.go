@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -121,7 +120,7 @@ func (r *APIKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	status, reason, msg, requeue := r.validity(ctx, &key)
 	res, err := r.writeStatus(ctx, &key, before, status, reason, msg, requeue)
 	if err == nil && generated {
-		r.event(&key, corev1.EventTypeNormal, ReasonKeyGenerated, "Generate", "Generated API key %s into Secret %s (data key %s)", key.Status.Prefix, secretName, APIKeySecretKey)
+		emit(r.Recorder, &key, corev1.EventTypeNormal, ReasonKeyGenerated, "Generate", "Generated API key %s into Secret %s (data key %s)", key.Status.Prefix, secretName, APIKeySecretKey)
 	}
 	return res, err
 }
@@ -231,21 +230,7 @@ func (r *APIKeyReconciler) validity(ctx context.Context, key *posturev1.APIKey) 
 }
 
 func (r *APIKeyReconciler) writeStatus(ctx context.Context, key *posturev1.APIKey, before *posturev1.APIKeyStatus, status metav1.ConditionStatus, reason, msg string, requeue time.Duration) (ctrl.Result, error) {
-	setReady(&key.Status.Conditions, key.Generation, status, reason, msg)
-	if !equality.Semantic.DeepEqual(before, &key.Status) {
-		if err := r.Status().Update(ctx, key); err != nil {
-			// A conflict means the object changed meanwhile; that change
-			// brings its own reconcile.
-			return ctrl.Result{}, client.IgnoreNotFound(ignoreConflict(err))
-		}
-	}
-	return ctrl.Result{RequeueAfter: requeue}, nil
-}
-
-func (r *APIKeyReconciler) event(key *posturev1.APIKey, kind, reason, action, note string, args ...any) {
-	if r.Recorder != nil {
-		r.Recorder.Eventf(key, nil, kind, reason, action, note, args...)
-	}
+	return writeReady(ctx, r.Client, key, &key.Status.Conditions, before, &key.Status, status, reason, msg, requeue)
 }
 
 // SetupWithManager watches APIKeys, their Secrets, and Tenants (a user
@@ -265,15 +250,5 @@ func (r *APIKeyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 }
 
 func (r *APIKeyReconciler) keysOfTenant(ctx context.Context, o client.Object) []reconcile.Request {
-	t := o.(*posturev1.Tenant)
-	var list posturev1.APIKeyList
-	if err := r.List(ctx, &list, client.InNamespace(t.NamespaceName())); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "list the APIKeys of a tenant", "tenant", t.Name)
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for _, k := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&k)})
-	}
-	return reqs
+	return requestsInNamespace(ctx, r.Client, &posturev1.APIKeyList{}, o.(*posturev1.Tenant).NamespaceName())
 }

@@ -310,7 +310,7 @@ func (r *IngestionReconciler) resolveProviders(ctx context.Context, ing *posture
 	if len(res.Denied) == 0 {
 		meta.SetStatusCondition(&ing.Status.Conditions, metav1.Condition{Type: ConditionProvidersResolved, Status: metav1.ConditionTrue,
 			Reason: ReasonProvidersResolved, Message: summary, ObservedGeneration: ing.Generation})
-		r.event(ing, corev1.EventTypeNormal, ReasonProvidersResolved, "Bill", "%s", summary)
+		emit(r.Recorder, ing, corev1.EventTypeNormal, ReasonProvidersResolved, "Bill", "%s", summary)
 		return nil, nil, nil
 	}
 	denied := make([]string, 0, len(res.Denied))
@@ -321,7 +321,7 @@ func (r *IngestionReconciler) resolveProviders(ctx context.Context, ing *posture
 		summary, res.Limit, ingest.CodeProviderLimit, strings.Join(firstN(denied, 20), ", "))
 	meta.SetStatusCondition(&ing.Status.Conditions, metav1.Condition{Type: ConditionProvidersResolved, Status: metav1.ConditionFalse,
 		Reason: ReasonProviderLimit, Message: msg, ObservedGeneration: ing.Generation})
-	r.event(ing, corev1.EventTypeWarning, ReasonProviderLimit, "Bill", "%s", msg)
+	emit(r.Recorder, ing, corev1.EventTypeWarning, ReasonProviderLimit, "Bill", "%s", msg)
 	allowed := make(map[string]bool, len(res.Allowed))
 	for _, a := range res.Allowed {
 		allowed[a.Key()] = true

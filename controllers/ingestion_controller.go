@@ -135,7 +135,7 @@ func (r *IngestionReconciler) initialize(ctx context.Context, ing *posturev1.Ing
 	if err := r.Status().Update(ctx, ing); err != nil {
 		return err
 	}
-	r.event(ing, corev1.EventTypeNormal, ReasonPending, "Submit", "Accepted %d records from %s", ing.Spec.RecordCount, fileName(ing))
+	emit(r.Recorder, ing, corev1.EventTypeNormal, ReasonPending, "Submit", "Accepted %d records from %s", ing.Spec.RecordCount, fileName(ing))
 	return nil
 }
 
@@ -172,7 +172,7 @@ func (r *IngestionReconciler) start(ctx context.Context, ing *posturev1.Ingestio
 	if err := r.Status().Update(ctx, ing); err != nil {
 		return ctrl.Result{}, err
 	}
-	r.event(ing, corev1.EventTypeNormal, ReasonProcessing, "Start", "Started attempt %d with the %s executor%s", attempt, r.Executor.Name(), jobSuffix(jobName))
+	emit(r.Recorder, ing, corev1.EventTypeNormal, ReasonProcessing, "Start", "Started attempt %d with the %s executor%s", attempt, r.Executor.Name(), jobSuffix(jobName))
 	return ctrl.Result{RequeueAfter: r.pollInterval()}, nil
 }
 
@@ -231,7 +231,7 @@ func (r *IngestionReconciler) retry(ctx context.Context, ing *posturev1.Ingestio
 	if err := r.Status().Update(ctx, ing); err != nil {
 		return ctrl.Result{}, err
 	}
-	r.event(ing, corev1.EventTypeWarning, ReasonRetrying, "Restart", "Started attempt %d: %s", attempt, why)
+	emit(r.Recorder, ing, corev1.EventTypeWarning, ReasonRetrying, "Restart", "Started attempt %d: %s", attempt, why)
 	return ctrl.Result{RequeueAfter: r.pollInterval()}, nil
 }
 
@@ -288,9 +288,9 @@ func (r *IngestionReconciler) complete(ctx context.Context, ing *posturev1.Inges
 		return err
 	}
 	if ing.Status.Phase == posturev1.IngestionCompleted {
-		r.event(ing, corev1.EventTypeNormal, ReasonCompleted, "Complete", "%s", ing.Status.Message)
+		emit(r.Recorder, ing, corev1.EventTypeNormal, ReasonCompleted, "Complete", "%s", ing.Status.Message)
 	} else {
-		r.event(ing, corev1.EventTypeWarning, ReasonFailed, "Fail", "%s", ing.Status.Message)
+		emit(r.Recorder, ing, corev1.EventTypeWarning, ReasonFailed, "Fail", "%s", ing.Status.Message)
 	}
 	return r.Executor.Release(ctx, ing, job)
 }
@@ -307,12 +307,6 @@ func (r *IngestionReconciler) settle(ctx context.Context, ing *posturev1.Ingesti
 	}
 	ing.Status.ObservedGeneration = ing.Generation
 	return r.Status().Update(ctx, ing)
-}
-
-func (r *IngestionReconciler) event(ing *posturev1.Ingestion, kind, reason, action, note string, args ...any) {
-	if r.Recorder != nil {
-		r.Recorder.Eventf(ing, nil, kind, reason, action, note, args...)
-	}
 }
 
 func (r *IngestionReconciler) pollInterval() time.Duration {

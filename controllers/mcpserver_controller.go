@@ -124,9 +124,9 @@ func (r *MCPServerReconciler) applyDeployment(ctx context.Context, m *posturev1.
 	}
 	switch {
 	case op == controllerutil.OperationResultCreated:
-		r.event(m, corev1.EventTypeNormal, "Created", "Create", "created Deployment %s (config %s)", dep.Name, want.Spec.Template.Annotations[AnnotationConfigHash])
+		emit(r.Recorder, m, corev1.EventTypeNormal, "Created", "Create", "created Deployment %s (config %s)", dep.Name, want.Spec.Template.Annotations[AnnotationConfigHash])
 	case rolled:
-		r.event(m, corev1.EventTypeNormal, ReasonMCPRolledOut, "RollOut", "configuration changed: rolling out config %s", want.Spec.Template.Annotations[AnnotationConfigHash])
+		emit(r.Recorder, m, corev1.EventTypeNormal, ReasonMCPRolledOut, "RollOut", "configuration changed: rolling out config %s", want.Spec.Template.Annotations[AnnotationConfigHash])
 	}
 	return dep, nil
 }
@@ -205,12 +205,6 @@ func deploymentReadiness(dep *appsv1.Deployment) (metav1.ConditionStatus, string
 	// controller nor kubelets: saying so saves an operator a search.
 	msg += "; a bare control plane without controller-manager and nodes, such as make dev's, never runs the pods"
 	return metav1.ConditionFalse, ReasonMCPProgressing, msg
-}
-
-func (r *MCPServerReconciler) event(m *posturev1.MCPServer, kind, reason, action, note string, args ...any) {
-	if r.Recorder != nil {
-		r.Recorder.Eventf(m, nil, kind, reason, action, note, args...)
-	}
 }
 
 // SetupWithManager watches MCPServers and the objects they own.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -80,24 +79,8 @@ func (r *ProviderReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Mana
 }
 
 func (r *ProviderReconciler) providersOfTenant(ctx context.Context, o client.Object) []reconcile.Request {
-	t := o.(*posturev1.Tenant)
-	var list posturev1.ProviderList
-	if err := r.List(ctx, &list, client.InNamespace(t.NamespaceName())); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "list the Providers of a tenant", "tenant", t.Name)
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for _, p := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
-	}
-	return reqs
+	return requestsInNamespace(ctx, r.Client, &posturev1.ProviderList{}, o.(*posturev1.Tenant).NamespaceName())
 }
 
 // ignoreConflict drops an optimistic-concurrency conflict: the newer version
 // of the object that caused it is queued for its own reconcile.
-func ignoreConflict(err error) error {
-	if apierrors.IsConflict(err) {
-		return nil
-	}
-	return err
-}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -119,7 +118,7 @@ func (r *TenantReconciler) ensureNamespace(ctx context.Context, t *posturev1.Ten
 		if err := r.Create(ctx, &nsObj); err != nil && !apierrors.IsAlreadyExists(err) {
 			return "", "", fmt.Errorf("create namespace %s for tenant %s: %w", ns, t.Name, err)
 		} else if err == nil {
-			r.event(t, corev1.EventTypeNormal, ReasonNamespaceCreated, "Create", "Created namespace %s", ns)
+			emit(r.Recorder, t, corev1.EventTypeNormal, ReasonNamespaceCreated, "Create", "Created namespace %s", ns)
 			return "", "", nil
 		}
 		if err := r.Get(ctx, types.NamespacedName{Name: ns}, &nsObj); err != nil {
@@ -190,21 +189,7 @@ func (r *TenantReconciler) checkUsers(ctx context.Context, t *posturev1.Tenant, 
 }
 
 func (r *TenantReconciler) writeStatus(ctx context.Context, t *posturev1.Tenant, before *posturev1.TenantStatus, status metav1.ConditionStatus, reason, msg string, requeue time.Duration) (ctrl.Result, error) {
-	setReady(&t.Status.Conditions, t.Generation, status, reason, msg)
-	if !equality.Semantic.DeepEqual(before, &t.Status) {
-		if err := r.Status().Update(ctx, t); err != nil {
-			// A conflict means the object changed meanwhile; that change
-			// brings its own reconcile.
-			return ctrl.Result{}, client.IgnoreNotFound(ignoreConflict(err))
-		}
-	}
-	return ctrl.Result{RequeueAfter: requeue}, nil
-}
-
-func (r *TenantReconciler) event(t *posturev1.Tenant, kind, reason, action, note string, args ...any) {
-	if r.Recorder != nil {
-		r.Recorder.Eventf(t, nil, kind, reason, action, note, args...)
-	}
+	return writeReady(ctx, r.Client, t, &t.Status.Conditions, before, &t.Status, status, reason, msg, requeue)
 }
 
 // SetupWithManager watches Tenants, their namespaces, and the Providers that

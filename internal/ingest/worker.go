@@ -25,6 +25,7 @@ const (
 	DefaultBatchSize        = 1000
 	DefaultProgressInterval = 500 * time.Millisecond
 	DefaultMaxErrorRows     = 10000
+	DefaultMaxInflight      = 2
 	// Raw records over this size are rejected by the reader with a file error.
 	readBufferSize = 256 << 10
 )
@@ -72,6 +73,8 @@ type Worker struct {
 	BatchSize        int
 	ProgressInterval time.Duration
 	MaxErrorRows     int
+	// MaxInflight bounds the batch writes running side by side (default 2).
+	MaxInflight int
 	// Now is injectable for tests.
 	Now func() time.Time
 }
@@ -140,6 +143,13 @@ func (w *Worker) progressInterval() time.Duration {
 	return DefaultProgressInterval
 }
 
+func (w *Worker) maxInflight() int {
+	if w.MaxInflight > 0 {
+		return w.MaxInflight
+	}
+	return DefaultMaxInflight
+}
+
 func (w *Worker) maxErrorRows() int {
 	if w.MaxErrorRows > 0 {
 		return w.MaxErrorRows
@@ -158,11 +168,17 @@ type run struct {
 	errorRows    int
 	truncated    bool
 	seenScans    map[string]bool
-	lastProgress time.Time // touched only by the write in flight
+	lastProgress time.Time
 	superseded   bool
-	// inflight receives the outcome of the batch being written, nil when
-	// none is: parsing the next batch overlaps writing the previous one.
-	inflight chan error
+	// inflight are the batch writes handed out and not yet reaped, oldest
+	// first: parsing overlaps writing.
+	inflight []inflightWrite
+}
+
+// inflightWrite is one background batch write and the progress it completes.
+type inflightWrite struct {
+	done     chan error
+	progress store.Progress
 }
 
 func (r *run) process(ctx context.Context) store.Outcome {
@@ -300,60 +316,72 @@ func (r *run) addErrors(rec ocsf.Record, uid string, problems []ocsf.Problem) {
 }
 
 // flush hands the pending batch to a background write and returns at once,
-// after the previous write finished: the store (and, for PostgreSQL, the
-// server) works on one batch while the next one is parsed. At most two
-// batches exist at a time. The error is that of the previous write.
+// so parsing goes on while the store works. Up to maxInflight writes run side
+// by side (PostgreSQL serves each on its own connection and core); when that
+// many are out, flush first waits for the oldest. The error is that of a
+// finished write.
 func (r *run) flush(ctx context.Context) error {
-	if err := r.wait(); err != nil {
-		return err
+	if len(r.inflight) >= r.w.maxInflight() {
+		if err := r.waitOldest(ctx); err != nil {
+			return err
+		}
 	}
-	b, p := r.batch, r.progress
+	b := r.batch
 	r.batch = store.Batch{}
-	done := make(chan error, 1)
-	r.inflight = done
-	go func() { done <- r.write(ctx, b, p) }()
+	w := inflightWrite{done: make(chan error, 1), progress: r.progress}
+	r.inflight = append(r.inflight, w)
+	go func() {
+		var err error
+		if len(b.Findings)+len(b.Errors)+len(b.Scans) > 0 {
+			err = r.withRetry(ctx, func() error {
+				return r.w.Store.WriteBatch(ctx, r.job.Tenant, r.job.IngestionID, r.job.Attempt, b)
+			})
+		}
+		w.done <- err
+	}()
 	return nil
 }
 
-// drain flushes what is pending and waits until it is written.
+// drain flushes what is pending and waits until everything is written.
 func (r *run) drain(ctx context.Context) error {
 	if err := r.flush(ctx); err != nil {
 		return err
 	}
-	return r.wait()
-}
-
-// wait returns the outcome of the write in flight, if any.
-func (r *run) wait() error {
-	if r.inflight == nil {
-		return nil
-	}
-	err := <-r.inflight
-	r.inflight = nil
-	if errors.Is(err, store.ErrStaleAttempt) {
-		r.superseded = true
-	}
-	return err
-}
-
-// write stores one batch and then reports the progress reached when it was
-// handed over, throttled so a fast run does not turn every batch into a
-// progress write.
-func (r *run) write(ctx context.Context, b store.Batch, p store.Progress) error {
-	if len(b.Findings)+len(b.Errors)+len(b.Scans) > 0 {
-		if err := r.withRetry(ctx, func() error {
-			return r.w.Store.WriteBatch(ctx, r.job.Tenant, r.job.IngestionID, r.job.Attempt, b)
-		}); err != nil {
+	for len(r.inflight) > 0 {
+		if err := r.waitOldest(ctx); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// waitOldest waits for the oldest write in flight. Writes are reaped in the
+// order they were handed out, so the progress reported afterwards counts
+// only records whose batches are all stored; it is throttled so that a fast
+// run does not turn every batch into a progress write.
+func (r *run) waitOldest(ctx context.Context) error {
+	w := r.inflight[0]
+	r.inflight = r.inflight[1:]
+	if err := <-w.done; err != nil {
+		// Let the other writes end before the run reports its outcome.
+		for _, other := range r.inflight {
+			<-other.done
+		}
+		r.inflight = nil
+		if errors.Is(err, store.ErrStaleAttempt) {
+			r.superseded = true
+		}
+		return err
 	}
 	if now := r.w.now(); now.Sub(r.lastProgress) >= r.w.progressInterval() {
 		r.lastProgress = now
-		if err := r.withRetry(ctx, func() error {
-			return r.w.Store.UpdateRun(ctx, r.job.Tenant, r.job.IngestionID, r.job.Attempt, p)
-		}); err != nil {
-			return err
+		err := r.withRetry(ctx, func() error {
+			return r.w.Store.UpdateRun(ctx, r.job.Tenant, r.job.IngestionID, r.job.Attempt, w.progress)
+		})
+		if errors.Is(err, store.ErrStaleAttempt) {
+			r.superseded = true
 		}
+		return err
 	}
 	return nil
 }

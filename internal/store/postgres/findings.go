@@ -2,11 +2,13 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/posture-dev/posture/internal/store"
@@ -148,15 +150,60 @@ func (s *Store) ensureStaging(ctx context.Context, conn *pgxpool.Conn) error {
 	return nil
 }
 
+// findingColumns is the order rows are COPYed straight into findings.
+var findingColumns = []string{"id", "tenant", "scan_id", "uid", "ingestion_id", "check_id", "title", "severity", "severity_id",
+	"status_code", "status", "region", "provider_type", "provider_uid", "resource_uid", "event_time", "raw", "inserted_at", "updated_at"}
+
+// writeFindings stores a batch. New findings, the common case (the first
+// ingestion of a report), are COPYed straight into the table. When some
+// already exist (a re-run, a re-upload) the batch takes the staged upsert. The
+// existence probe is one index lookup per id; a row that appears between the
+// probe and the COPY (two ingestions of one report at once) makes the COPY
+// hit the unique key, the savepoint undoes it, and the upsert runs instead.
 func writeFindings(ctx context.Context, tx pgx.Tx, tenant, ingestionID string, now time.Time, fs []store.Finding) error {
+	ids := make([][16]byte, len(fs))
+	for i := range fs {
+		id, err := uuid.Parse(fs[i].ID)
+		if err != nil {
+			return err
+		}
+		ids[i] = id
+	}
+	var exists bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM findings WHERE id = ANY($1))`, ids).Scan(&exists); err != nil {
+		return fmt.Errorf("postgres: probe findings: %w", err)
+	}
+	if exists {
+		return upsertFindings(ctx, tx, tenant, ingestionID, now, fs, ids)
+	}
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: write findings: %w", err)
+	}
+	_, err = sp.CopyFrom(ctx, pgx.Identifier{"findings"}, findingColumns,
+		pgx.CopyFromSlice(len(fs), func(i int) ([]any, error) {
+			f := &fs[i]
+			return []any{ids[i], tenant, f.ScanID, f.UID, ingestionID, f.CheckID, f.Title, f.Severity, int32(f.SeverityID),
+				f.StatusCode, f.Status, f.Region, f.ProviderType, f.ProviderUID, f.ResourceUID, f.Time, f.Raw, now, now}, nil
+		}))
+	if err == nil {
+		return sp.Commit(ctx)
+	}
+	if rbErr := sp.Rollback(ctx); rbErr != nil {
+		return fmt.Errorf("postgres: write findings: %w (undoing it: %v)", err, rbErr)
+	}
+	if !isUniqueViolation(err) {
+		return fmt.Errorf("postgres: copy findings: %w", err)
+	}
+	return upsertFindings(ctx, tx, tenant, ingestionID, now, fs, ids)
+}
+
+// upsertFindings stages the batch by COPY and upserts it from there.
+func upsertFindings(ctx context.Context, tx pgx.Tx, tenant, ingestionID string, now time.Time, fs []store.Finding, ids [][16]byte) error {
 	_, err := tx.CopyFrom(ctx, pgx.Identifier{stagingTable}, stagingColumns,
 		pgx.CopyFromSlice(len(fs), func(i int) ([]any, error) {
 			f := &fs[i]
-			id, err := uuid.Parse(f.ID)
-			if err != nil {
-				return nil, err
-			}
-			return []any{[16]byte(id), f.ScanID, f.UID, f.CheckID, f.Title, f.Severity, int32(f.SeverityID),
+			return []any{ids[i], f.ScanID, f.UID, f.CheckID, f.Title, f.Severity, int32(f.SeverityID),
 				f.StatusCode, f.Status, f.Region, f.ProviderType, f.ProviderUID, f.ResourceUID, f.Time, f.Raw}, nil
 		}))
 	if err != nil {
@@ -166,6 +213,11 @@ func writeFindings(ctx context.Context, tx pgx.Tx, tenant, ingestionID string, n
 		return fmt.Errorf("postgres: upsert findings: %w", err)
 	}
 	return nil
+}
+
+func isUniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
 }
 
 func scanFinding(row pgx.Row) (store.Finding, error) {

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/store/pgtest"
@@ -76,5 +79,75 @@ func TestRawCompressedWithLZ4(t *testing.T) {
 	}
 	if before != after {
 		t.Errorf("TOAST grew from %s to %s bytes re-writing an unchanged record", before, after)
+	}
+}
+
+// Two ingestions of one report at once: the second one's existence probe runs
+// before the first commits, so it tries the straight COPY, waits on the unique
+// key, hits it once the first commits, and must fall back to the upsert.
+func TestCopyFallsBackToUpsertOnARace(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, pgtest.FreshDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	f := store.Finding{ID: store.FindingID("t", "scan", "u"), UID: "u", ScanID: "scan", Raw: []byte(`{"a":1}`), Title: "first"}
+	second := f
+	second.Title = "second"
+
+	tx1, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx1.Rollback(ctx)
+	if err := writeFindings(ctx, tx1, "t", "ing-1", time.Now(), []store.Finding{f}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		// As WriteBatch does: a connection with its staging table.
+		conn, err := s.pool.Acquire(ctx)
+		if err != nil {
+			done <- err
+			return
+		}
+		defer conn.Release()
+		if err := s.ensureStaging(ctx, conn); err != nil {
+			done <- err
+			return
+		}
+		done <- pgx.BeginFunc(ctx, conn, func(tx2 pgx.Tx) error {
+			return writeFindings(ctx, tx2, "t", "ing-2", time.Now(), []store.Finding{second})
+		})
+	}()
+	// Commit the first only once the second is blocked on its row.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var waiting bool
+		if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE NOT granted)`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second writer never blocked on the first")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := tx1.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the second writer failed instead of upserting: %v", err)
+	}
+	var n int
+	var title, ing string
+	if err := s.pool.QueryRow(ctx, `SELECT count(*), max(title), max(ingestion_id) FROM findings`).Scan(&n, &title, &ing); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || title != "second" || ing != "ing-2" {
+		t.Errorf("findings: %d rows, title %q, ingestion %q; want the one row updated by the second writer", n, title, ing)
 	}
 }

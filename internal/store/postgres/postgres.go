@@ -64,6 +64,14 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: probe lz4: %w", err)
 	}
+	if s.lz4 {
+		// New findings are COPYed straight into the table: compress their
+		// raw records with lz4 there too (a catalog change only; idempotent).
+		if _, err := pool.Exec(ctx, `ALTER TABLE findings ALTER COLUMN raw SET COMPRESSION lz4`); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("postgres: set raw compression: %w", err)
+		}
+	}
 	if err := s.purgeIncompleteBlobs(ctx); err != nil {
 		pool.Close()
 		return nil, err

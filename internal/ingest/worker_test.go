@@ -1,0 +1,164 @@
+package ingest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/go-logr/logr"
+
+	"github.com/posture-dev/posture/internal/ingest"
+	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/store/sqlite"
+)
+
+func newStore(t *testing.T) store.Store {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "w.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// record is a minimal valid Detection Finding for one AWS account.
+func record(uid, account string) string {
+	return fmt.Sprintf(`{"class_uid":2004,"activity_id":1,"category_uid":2,"type_uid":200401,"time":1739000000,
+"severity_id":3,"severity":"Medium","status_code":"FAIL","metadata":{"version":"1.4.0","event_code":"check_a","product":{"name":"scanner"}},
+"finding_info":{"uid":%q,"title":"t"},"cloud":{"provider":"aws","account":{"uid":%q}}}`, uid, account)
+}
+
+func report(records ...string) string { return "[" + strings.Join(records, ",") + "]" }
+
+func put(t *testing.T, st store.Store, content string) store.Blob {
+	t.Helper()
+	b, err := st.PutBlob(context.Background(), "t1", strings.NewReader(content))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func run(t *testing.T, w *ingest.Worker, job ingest.Job) (store.Run, []store.IngestionError) {
+	t.Helper()
+	err := w.Run(context.Background(), job)
+	var failed *ingest.FailedError
+	if err != nil && !errors.As(err, &failed) {
+		t.Fatalf("run: %v", err)
+	}
+	r, err := w.Store.GetRun(context.Background(), job.Tenant, job.IngestionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs, _, err := w.Store.ListIngestionErrors(context.Background(), job.Tenant, job.IngestionID, store.Page{Number: 1, Size: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, errs
+}
+
+func TestWorkerOutcomes(t *testing.T) {
+	invalid := `{"class_uid":2004}`
+	for _, tc := range []struct {
+		name               string
+		content            string
+		allowed            map[string]bool
+		status             store.RunStatus
+		processed, invalid int
+		wantCodes          []string
+	}{
+		{"all valid", report(record("a", "111111111111"), record("b", "111111111111")), nil, store.RunSucceeded, 2, 0, nil},
+		{"some invalid", report(record("a", "111111111111"), invalid), nil, store.RunSucceeded, 2, 1, []string{"missing_field"}},
+		{"none valid", report(invalid), nil, store.RunFailed, 1, 1, []string{"missing_field", ingest.CodeNoRecords}},
+		{"empty array", "[]", nil, store.RunFailed, 0, 0, []string{ingest.CodeNoRecords}},
+		{"account over the plan", report(record("a", "111111111111"), record("b", "222222222222")),
+			map[string]bool{"aws/111111111111": true}, store.RunSucceeded, 2, 1, []string{ingest.CodeProviderLimit}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newStore(t)
+			blob := put(t, st, tc.content)
+			w := &ingest.Worker{Store: st, Log: logr.Discard(), BatchSize: 1}
+			r, errs := run(t, w, ingest.Job{Tenant: "t1", IngestionID: "ing", BlobID: blob.ID, Attempt: 1, AllowedAccounts: tc.allowed})
+			if r.Status != tc.status || r.Processed != tc.processed || r.Invalid != tc.invalid {
+				t.Errorf("run = %+v, want %s %d/%d", r, tc.status, tc.processed, tc.invalid)
+			}
+			codes := map[string]bool{}
+			for _, e := range errs {
+				codes[e.Code] = true
+			}
+			for _, c := range tc.wantCodes {
+				if !codes[c] {
+					t.Errorf("no %s error in %+v", c, errs)
+				}
+			}
+			if len(tc.wantCodes) == 0 && len(errs) != 0 {
+				t.Errorf("unexpected errors %+v", errs)
+			}
+		})
+	}
+}
+
+// The error rows are capped, but every invalid record is still counted and the
+// last row says rows were left out.
+func TestWorkerCapsErrorRows(t *testing.T) {
+	st := newStore(t)
+	var recs []string
+	recs = append(recs, record("ok", "111111111111"))
+	for i := 0; i < 20; i++ {
+		recs = append(recs, `{"class_uid":3002}`)
+	}
+	blob := put(t, st, report(recs...))
+	w := &ingest.Worker{Store: st, Log: logr.Discard(), MaxErrorRows: 5}
+	r, errs := run(t, w, ingest.Job{Tenant: "t1", IngestionID: "ing", BlobID: blob.ID, Attempt: 1})
+	if r.Invalid != 20 || r.Processed != 21 {
+		t.Errorf("run = %+v, want 21 processed, 20 invalid", r)
+	}
+	notes := 0
+	for _, e := range errs {
+		if e.Code == ingest.CodeTruncated && e.RecordIndex == nil {
+			notes++
+		}
+	}
+	if len(errs) != 5 || notes != 1 {
+		t.Errorf("errors = %+v, want 4 record errors and one job-level truncation note", errs)
+	}
+}
+
+// A worker of an older attempt stops without writing once a newer one started.
+func TestWorkerSuperseded(t *testing.T) {
+	st := newStore(t)
+	blob := put(t, st, report(record("a", "111111111111")))
+	if err := st.StartRun(context.Background(), "t1", "ing", 2, 1); err != nil {
+		t.Fatal(err)
+	}
+	w := &ingest.Worker{Store: st, Log: logr.Discard()}
+	if err := w.Run(context.Background(), ingest.Job{Tenant: "t1", IngestionID: "ing", BlobID: blob.ID, Attempt: 1}); !errors.Is(err, ingest.ErrSuperseded) {
+		t.Fatalf("err = %v, want ErrSuperseded", err)
+	}
+	if r, _ := st.GetRun(context.Background(), "t1", "ing"); r.Attempt != 2 || r.Status != store.RunRunning || r.Processed != 0 {
+		t.Errorf("the stale worker changed the run: %+v", r)
+	}
+}
+
+// Records without a scan id land on a scan derived from the report's hash, so
+// the same report ingested twice rewrites the same findings.
+func TestWorkerSameReportSameFindings(t *testing.T) {
+	st := newStore(t)
+	blob := put(t, st, report(record("a", "111111111111"), record("b", "111111111111")))
+	w := &ingest.Worker{Store: st, Log: logr.Discard()}
+	for _, id := range []string{"ing-1", "ing-2"} {
+		run(t, w, ingest.Job{Tenant: "t1", IngestionID: id, BlobID: blob.ID, Attempt: 1, ReportSHA256: blob.SHA256})
+	}
+	_, n, err := st.ListFindings(context.Background(), "t1", store.FindingQuery{Page: store.Page{Number: 1, Size: 10}})
+	if err != nil || n != 2 {
+		t.Fatalf("findings = %d (err %v), want 2", n, err)
+	}
+	scans, ns, err := st.ListScans(context.Background(), "t1", store.ScanQuery{Page: store.Page{Number: 1, Size: 10}})
+	if err != nil || ns != 1 || scans[0].Trigger != "imported" {
+		t.Fatalf("scans = %+v (err %v), want one imported scan", scans, err)
+	}
+}
