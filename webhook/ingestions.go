@@ -293,18 +293,7 @@ func (s *Server) listIngestions(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	sortIngestions(items, q.sort)
-	pg, links, aerr := pageOf(r, q, len(items))
-	if aerr != nil {
-		return aerr
-	}
-	from := min((q.page-1)*q.size, len(items))
-	to := min(from+q.size, len(items))
-	data := make([]resource, 0, to-from)
-	for _, ing := range items[from:to] {
-		data = append(data, ingestionResource(r, ing, q.fields))
-	}
-	writeJSON(w, http.StatusOK, document{Data: data, Links: links, Meta: meta{Version: APIVersion, Pagination: &pg}})
-	return nil
+	return writeMemoryPage(w, r, q, items, func(ing *posturev1.Ingestion) resource { return ingestionResource(r, ing, q.fields) })
 }
 
 func ingestionFilter(f map[string]string) (func(*posturev1.Ingestion) bool, *apiError) {

@@ -58,18 +58,7 @@ func (s *Server) listProviders(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	sortProviders(items, q.sort)
-	pg, links, aerr := pageOf(r, q, len(items))
-	if aerr != nil {
-		return aerr
-	}
-	from := min((q.page-1)*q.size, len(items))
-	to := min(from+q.size, len(items))
-	data := make([]resource, 0, to-from)
-	for _, pr := range items[from:to] {
-		data = append(data, providerResource(r, pr, q.fields))
-	}
-	writeJSON(w, http.StatusOK, document{Data: data, Links: links, Meta: meta{Version: APIVersion, Pagination: &pg}})
-	return nil
+	return writeMemoryPage(w, r, q, items, func(pr *posturev1.Provider) resource { return providerResource(r, pr, q.fields) })
 }
 
 func (s *Server) getProvider(w http.ResponseWriter, r *http.Request) error {

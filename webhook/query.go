@@ -136,3 +136,20 @@ func absoluteURL(r *http.Request, u *url.URL) string {
 	}
 	return fmt.Sprintf("%s://%s%s", scheme, r.Host, u.RequestURI())
 }
+
+// writeMemoryPage answers a list request whose items are all in memory (read
+// from the informer cache): it checks the page exists, cuts it out, renders it.
+func writeMemoryPage[T any](w http.ResponseWriter, r *http.Request, q listQuery, items []T, render func(T) resource) error {
+	pg, links, aerr := pageOf(r, q, len(items))
+	if aerr != nil {
+		return aerr
+	}
+	from := min((q.page-1)*q.size, len(items))
+	to := min(from+q.size, len(items))
+	data := make([]resource, 0, to-from)
+	for _, item := range items[from:to] {
+		data = append(data, render(item))
+	}
+	writeJSON(w, http.StatusOK, document{Data: data, Links: links, Meta: meta{Version: APIVersion, Pagination: &pg}})
+	return nil
+}
