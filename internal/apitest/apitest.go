@@ -16,6 +16,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"testing"
 	"time"
 
@@ -205,7 +206,11 @@ func Start(t testing.TB, opts Options) *Env {
 	go func() {
 		defer close(mgrDone)
 		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager: %v", err)
+			// A runnable that outlives the grace period is a stop bug; the
+			// stacks say which one.
+			stacks := make([]byte, 4<<20)
+			stacks = stacks[:goruntime.Stack(stacks, true)]
+			t.Errorf("manager: %v\ngoroutines:\n%s", err, stacks)
 		}
 	}()
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
@@ -217,8 +222,26 @@ func Start(t testing.TB, opts Options) *Env {
 		cancel()
 		<-mgrDone
 		st.Close()
+		// The next Env's manager watches every namespace: leave it no
+		// unfinished Ingestions whose reports live in this Env's store.
+		removeIngestions(t, k8s)
 	})
 	return &Env{URL: srv.URL, Store: st, Client: mgr.GetClient(), Tenant: tenant, Namespace: tenant, APIKey: key, Server: api}
+}
+
+func removeIngestions(t testing.TB, c client.Client) {
+	t.Helper()
+	ctx := context.Background()
+	var list posturev1.IngestionList
+	if err := c.List(ctx, &list); err != nil {
+		t.Errorf("clean up Ingestions: %v", err)
+		return
+	}
+	for i := range list.Items {
+		if err := c.Delete(ctx, &list.Items[i]); client.IgnoreNotFound(err) != nil {
+			t.Errorf("clean up Ingestion %s/%s: %v", list.Items[i].Namespace, list.Items[i].Name, err)
+		}
+	}
 }
 
 // NewKey returns a key in the API key format (pk_<prefix>.<secret>).
