@@ -67,7 +67,8 @@ bench: ## End-to-end ingestion benchmark (prints records/s, MB/s, peak RSS).
 
 .PHONY: dev
 dev: build ## Local control plane + manager + MCP server on embedded defaults; writes .dev/env.
-	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh)" go run ./hack/devenv
+	CGO_ENABLED=0 go build -o $(LOCALBIN)/devenv ./hack/devenv
+	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh)" $(LOCALBIN)/devenv
 
 .PHONY: clean
 clean:

@@ -79,7 +79,7 @@ func run(ctx context.Context) error {
 	}
 	for _, bin := range []string{"manager"} {
 		if _, err := os.Stat(filepath.Join(root, "bin", bin)); err != nil {
-			return fmt.Errorf("bin/%s is missing: run make dev (it builds first), not go run", bin)
+			return fmt.Errorf("bin/%s is missing: run make dev, which builds it first", bin)
 		}
 	}
 
