@@ -18,18 +18,7 @@ import (
 
 func waitAPIKey(t *testing.T, k *posturev1.APIKey, cond func(*posturev1.APIKey) bool) *posturev1.APIKey {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var got posturev1.APIKey
-	for {
-		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(k), &got)
-		if err == nil && cond(&got) {
-			return &got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("apikey %s/%s: timed out; status %+v (err %v)", k.Namespace, k.Name, got.Status, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return waitObject(t, client.ObjectKeyFromObject(k), 30*time.Second, "its condition", cond)
 }
 
 func keyReady(status metav1.ConditionStatus, reason string) func(*posturev1.APIKey) bool {

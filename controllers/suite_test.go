@@ -37,20 +37,11 @@ var (
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr), zap.Level(zapLevel())))
-	env, cfg, err := testenv.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	restConfig = cfg
-	k8s, err = client.New(cfg, client.Options{Scheme: testenv.Scheme()})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = env.Stop()
-	os.Exit(code)
+	testenv.Main(m, func(cfg *rest.Config) (err error) {
+		restConfig = cfg
+		k8s, err = client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+		return err
+	})
 }
 
 func zapLevel() zapcore.Level {
@@ -164,23 +155,31 @@ func writeTemp(t *testing.T, name, content string) string {
 	return p
 }
 
-// waitFor polls the Ingestion until cond holds.
-func waitFor(t *testing.T, ing *posturev1.Ingestion, timeout time.Duration, what string, cond func(*posturev1.Ingestion) bool) *posturev1.Ingestion {
+// waitObject polls the object at key until cond holds, failing the test with
+// what it waited for and the object's last state after timeout.
+func waitObject[T any, P interface {
+	*T
+	client.Object
+}](t *testing.T, key client.ObjectKey, timeout time.Duration, what string, cond func(P) bool) P {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
-	var got posturev1.Ingestion
+	got := P(new(T))
 	for {
-		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(ing), &got); err != nil {
-			t.Fatal(err)
-		}
-		if cond(&got) {
-			return &got
+		err := k8s.Get(context.Background(), key, got)
+		if err == nil && cond(got) {
+			return got
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("ingestion %s: timed out waiting for %s; status: %+v", ing.Name, what, got.Status)
+			t.Fatalf("%T %s: timed out waiting for %s; last seen %+v (err %v)", got, key, what, got, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// waitFor polls the Ingestion until cond holds.
+func waitFor(t *testing.T, ing *posturev1.Ingestion, timeout time.Duration, what string, cond func(*posturev1.Ingestion) bool) *posturev1.Ingestion {
+	t.Helper()
+	return waitObject(t, client.ObjectKeyFromObject(ing), timeout, what, cond)
 }
 
 func waitPhase(t *testing.T, ing *posturev1.Ingestion, phase posturev1.IngestionPhase) *posturev1.Ingestion {

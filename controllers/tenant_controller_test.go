@@ -88,18 +88,7 @@ func newTenant(t *testing.T, mutate func(*posturev1.Tenant)) *posturev1.Tenant {
 // waitTenant polls a Tenant until cond holds.
 func waitTenant(t *testing.T, name, what string, cond func(*posturev1.Tenant) bool) *posturev1.Tenant {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var got posturev1.Tenant
-	for {
-		err := k8s.Get(context.Background(), types.NamespacedName{Name: name}, &got)
-		if err == nil && cond(&got) {
-			return &got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("tenant %s: timed out waiting for %s; status: %+v (err %v)", name, what, got.Status, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return waitObject(t, types.NamespacedName{Name: name}, 30*time.Second, what, cond)
 }
 
 func readyIs(conds []metav1.Condition, status metav1.ConditionStatus, reason string) bool {
@@ -273,18 +262,7 @@ func TestTenantCountsProviders(t *testing.T) {
 
 func waitProvider(t *testing.T, p *posturev1.Provider, cond func(*posturev1.Provider) bool) *posturev1.Provider {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var got posturev1.Provider
-	for {
-		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(p), &got)
-		if err == nil && cond(&got) {
-			return &got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("provider %s/%s: timed out; status %+v (err %v)", p.Namespace, p.Name, got.Status, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return waitObject(t, client.ObjectKeyFromObject(p), 30*time.Second, "its condition", cond)
 }
 
 // TestPrinterColumns checks what `kubectl get tenants,providers,apikeys` shows,

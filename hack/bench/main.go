@@ -347,7 +347,7 @@ func (b *bench) upload(ctx context.Context, name string, content io.Reader) (*po
 	debug.FreeOSMemory()
 	stop := make(chan struct{})
 	peak := make(chan int64)
-	go sampleRSS(os.Getpid(), stop, peak)
+	go samplePeak(os.Getpid(), "VmRSS", 20*time.Millisecond, stop, peak)
 	start := time.Now()
 	resp, err := http.DefaultClient.Do(req)
 	elapsed := time.Since(start)
@@ -374,31 +374,15 @@ func (b *bench) upload(ctx context.Context, name string, content io.Reader) (*po
 	return &ing, elapsed, maxRSS, nil
 }
 
-// sampleHWM reports the last VmHWM (KiB) of pid seen until stop closes.
-func sampleHWM(pid int, stop <-chan struct{}, peak chan<- int64) {
+// samplePeak reports the highest value (KiB) of the /proc/<pid>/status field
+// seen, sampling every period, until stop closes. For VmHWM that is the last
+// high-water mark; for VmRSS, the peak among the samples.
+func samplePeak(pid int, field string, period time.Duration, stop <-chan struct{}, peak chan<- int64) {
 	var max int64
-	t := time.NewTicker(5 * time.Millisecond)
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
-		if v := procStatus(pid, "VmHWM"); v > max {
-			max = v
-		}
-		select {
-		case <-stop:
-			peak <- max
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// sampleRSS reports the highest VmRSS (KiB) of pid seen until stop closes.
-func sampleRSS(pid int, stop <-chan struct{}, peak chan<- int64) {
-	var max int64
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
-	for {
-		if v := procStatus(pid, "VmRSS"); v > max {
+		if v := procStatus(pid, field); v > max {
 			max = v
 		}
 		select {
@@ -448,7 +432,7 @@ func (b *bench) work(ctx context.Context, ing *posturev1.Ingestion, records int)
 	// into the child's (Go forks with CLONE_VM), so it reports this process.
 	stop := make(chan struct{})
 	peak := make(chan int64)
-	go sampleHWM(cmd.Process.Pid, stop, peak)
+	go samplePeak(cmd.Process.Pid, "VmHWM", 5*time.Millisecond, stop, peak)
 	err = cmd.Wait()
 	elapsed := time.Since(start)
 	close(stop)

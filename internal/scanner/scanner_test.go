@@ -35,15 +35,7 @@ import (
 var cfg *rest.Config
 
 func TestMain(m *testing.M) {
-	env, c, err := testenv.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	cfg = c
-	code := m.Run()
-	_ = env.Stop()
-	os.Exit(code)
+	testenv.Main(m, func(c *rest.Config) error { cfg = c; return nil })
 }
 
 func clientset(t *testing.T) kubernetes.Interface {

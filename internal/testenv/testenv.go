@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"strings"
+	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -70,4 +71,23 @@ func Start() (*envtest.Environment, *rest.Config, error) {
 // (copies of shared/fixtures/ocsf/prowler).
 func Fixture(name string) string {
 	return filepath.Join(Root(), "internal", "ocsf", "testdata", "prowler", name)
+}
+
+// Main is a TestMain body: it starts a control plane, hands its config to
+// started (which may set package variables, or fail), runs the tests, stops
+// the control plane and exits with the tests' code.
+func Main(m *testing.M, started func(*rest.Config) error) {
+	env, cfg, err := Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := 1
+	if err := started(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	} else {
+		code = m.Run()
+	}
+	_ = env.Stop()
+	os.Exit(code)
 }
