@@ -35,6 +35,7 @@ import (
 	"regexp"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -62,8 +63,13 @@ func main() {
 	sizes := flag.String("records", "10000,100000", "Report sizes to run, in records.")
 	engineList := flag.String("engines", "postgres,sqlite", "Store engines to run.")
 	bigMiB := flag.Int("big-mib", 1024, "Size of the large report (MiB) generated on the fly for the memory run on PostgreSQL; 0 skips it.")
+	repeat := flag.Int("repeat", 3, "Runs of each report on each engine; the table shows their medians.")
 	flag.Parse()
-	if err := run(*sizes, *engineList, *bigMiB); err != nil {
+	if *repeat < 1 {
+		fmt.Fprintln(os.Stderr, "bench: -repeat must be at least 1")
+		os.Exit(2)
+	}
+	if err := run(*sizes, *engineList, *bigMiB, *repeat); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -78,10 +84,18 @@ type result struct {
 	worker        time.Duration
 	workerRSS     int64 // KiB
 	workerCPU     time.Duration
-	copyFloor     time.Duration
+	// serverCPU is what PostgreSQL's processes spent during the worker run,
+	// copyCPU during the COPY floor: the two sides of the ratio.
+	serverCPU time.Duration
+	copyFloor time.Duration
+	copyCPU   time.Duration
+
+	// Set on the median of repeated runs.
+	runs                         int
+	medRatio, minRatio, maxRatio float64
 }
 
-func run(sizeList, engineList string, bigMiB int) error {
+func run(sizeList, engineList string, bigMiB, repeat int) error {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "posture-bench-")
 	if err != nil {
@@ -148,17 +162,33 @@ func run(sizeList, engineList string, bigMiB int) error {
 				return err
 			}
 		}
-		for _, n := range sizes {
+		if pg != nil {
+			// A new server has yet to fault in its shared memory and create
+			// its WAL files; a long-running one has done both. One untimed run
+			// of the smallest report keeps that from landing on the first
+			// timed one.
+			fmt.Println("warming up PostgreSQL (one untimed run) ...")
 			b := &bench{k8s: k8s, ns: ns, manager: manager, dir: dir, engine: engine, pg: pg}
-			r, err := b.runFile(ctx, reports[n], n)
-			if err != nil {
-				if pg != nil {
-					pg.stop()
-				}
-				return fmt.Errorf("%s, %d records: %w", engine, n, err)
+			if _, err := b.runFile(ctx, reports[slices.Min(sizes)], slices.Min(sizes)); err != nil {
+				pg.stop()
+				return fmt.Errorf("warm-up: %w", err)
 			}
-			results = append(results, r)
-			printResult(r)
+		}
+		for _, n := range sizes {
+			var runs []result
+			for range repeat {
+				b := &bench{k8s: k8s, ns: ns, manager: manager, dir: dir, engine: engine, pg: pg}
+				r, err := b.runFile(ctx, reports[n], n)
+				if err != nil {
+					if pg != nil {
+						pg.stop()
+					}
+					return fmt.Errorf("%s, %d records: %w", engine, n, err)
+				}
+				printResult(r)
+				runs = append(runs, r)
+			}
+			results = append(results, median(runs))
 		}
 		if engine == "postgres" && bigMiB > 0 {
 			b := &bench{k8s: k8s, ns: ns, manager: manager, dir: dir, engine: engine, pg: pg}
@@ -175,21 +205,75 @@ func run(sizeList, engineList string, bigMiB int) error {
 		}
 	}
 	fmt.Println()
-	fmt.Println("| engine | records | MB | upload s | upload MB/s | API peak RSS MiB | worker s | worker records/s | worker MB/s | end-to-end records/s | worker peak RSS MiB | COPY s | worker / COPY |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Printf("Medians of %d runs (peak RSS: the highest); worker / COPY: the median of each run's ratio, with the range.\n\n", repeat)
+	fmt.Println("| engine | records | MB | upload s | upload MB/s | API peak RSS MiB | worker s | worker records/s | worker MB/s | end-to-end records/s | worker peak RSS MiB | worker CPU s | server CPU s | COPY s | COPY server CPU s | worker / COPY |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range results {
 		mb := float64(r.bytes) / 1e6
-		copyS, ratio := "-", "-"
+		serverCPU, copyS, copyCPU, ratio := "-", "-", "-", "-"
+		if r.serverCPU > 0 {
+			serverCPU = fmt.Sprintf("%.2f", r.serverCPU.Seconds())
+		}
 		if r.copyFloor > 0 {
 			copyS = fmt.Sprintf("%.2f", r.copyFloor.Seconds())
-			ratio = fmt.Sprintf("%.2f×", r.worker.Seconds()/r.copyFloor.Seconds())
+			copyCPU = fmt.Sprintf("%.2f", r.copyCPU.Seconds())
+			ratio = fmt.Sprintf("%.2f×", r.ratio())
+			if r.runs > 1 {
+				ratio = fmt.Sprintf("%.2f× (%.2f–%.2f)", r.medRatio, r.minRatio, r.maxRatio)
+			}
 		}
-		fmt.Printf("| %s | %d | %.0f | %.2f | %.0f | %.0f | %.2f | %.0f | %.1f | %.0f | %.0f | %s | %s |\n",
+		fmt.Printf("| %s | %d | %.0f | %.2f | %.0f | %.0f | %.2f | %.0f | %.1f | %.0f | %.0f | %.2f | %s | %s | %s | %s |\n",
 			r.engine, r.records, mb, r.upload.Seconds(), mb/r.upload.Seconds(), float64(r.uploadPeakRSS)/1024,
 			r.worker.Seconds(), float64(r.records)/r.worker.Seconds(), mb/r.worker.Seconds(),
-			float64(r.records)/(r.upload+r.worker).Seconds(), float64(r.workerRSS)/1024, copyS, ratio)
+			float64(r.records)/(r.upload+r.worker).Seconds(), float64(r.workerRSS)/1024, r.workerCPU.Seconds(),
+			serverCPU, copyS, copyCPU, ratio)
 	}
 	return nil
+}
+
+// median summarises repeated runs of one report: the median of each time
+// and of the paired worker/COPY ratios (a worker run and the COPY after it
+// share the machine's state, so their ratio is steadier than either time),
+// and the highest memory peaks.
+func median(runs []result) result {
+	m := runs[0]
+	m.runs = len(runs)
+	mid := func(get func(r result) time.Duration) time.Duration {
+		v := make([]time.Duration, len(runs))
+		for i, r := range runs {
+			v[i] = get(r)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	m.upload = mid(func(r result) time.Duration { return r.upload })
+	m.worker = mid(func(r result) time.Duration { return r.worker })
+	m.workerCPU = mid(func(r result) time.Duration { return r.workerCPU })
+	m.serverCPU = mid(func(r result) time.Duration { return r.serverCPU })
+	m.copyFloor = mid(func(r result) time.Duration { return r.copyFloor })
+	m.copyCPU = mid(func(r result) time.Duration { return r.copyCPU })
+	ratios := make([]float64, 0, len(runs))
+	m.minRatio, m.maxRatio = runs[0].ratio(), runs[0].ratio()
+	for _, r := range runs {
+		m.uploadPeakRSS = max(m.uploadPeakRSS, r.uploadPeakRSS)
+		m.workerRSS = max(m.workerRSS, r.workerRSS)
+		if r.copyFloor > 0 {
+			ratios = append(ratios, r.ratio())
+		}
+		m.minRatio, m.maxRatio = min(m.minRatio, r.ratio()), max(m.maxRatio, r.ratio())
+	}
+	if len(ratios) > 0 {
+		slices.Sort(ratios)
+		m.medRatio = ratios[len(ratios)/2]
+	}
+	return m
+}
+
+func (r result) ratio() float64 {
+	if r.copyFloor <= 0 {
+		return 0
+	}
+	return r.worker.Seconds() / r.copyFloor.Seconds()
 }
 
 func printResult(r result) {
@@ -197,8 +281,11 @@ func printResult(r result) {
 		r.engine, r.records, float64(r.bytes)/1e6, r.upload.Seconds(), float64(r.uploadPeakRSS)/1024, r.worker.Seconds(),
 		float64(r.records)/r.worker.Seconds(), float64(r.bytes)/1e6/r.worker.Seconds(), float64(r.workerRSS)/1024)
 	fmt.Printf(", worker CPU %.2fs", r.workerCPU.Seconds())
+	if r.serverCPU > 0 {
+		fmt.Printf(", server CPU %.2fs", r.serverCPU.Seconds())
+	}
 	if r.copyFloor > 0 {
-		fmt.Printf(", COPY %.2fs (worker/COPY %.2f×)", r.copyFloor.Seconds(), r.worker.Seconds()/r.copyFloor.Seconds())
+		fmt.Printf(", COPY %.2fs (server CPU %.2fs; worker/COPY %.2f×)", r.copyFloor.Seconds(), r.copyCPU.Seconds(), r.worker.Seconds()/r.copyFloor.Seconds())
 	}
 	fmt.Println()
 }
@@ -218,6 +305,24 @@ type bench struct {
 
 var dbSeq atomic.Int64
 
+// close ends a run and removes its database, so that the next run's files
+// reuse the memory this one's filled instead of claiming more: on a virtual
+// machine, page cache that the host has yet to back costs far more to write
+// than reused pages, whichever step happens to allocate them.
+func (b *bench) close() {
+	_ = b.st.Close()
+	switch b.engine {
+	case "postgres":
+		if err := b.pg.psql("postgres", "DROP DATABASE "+b.db()+" WITH (FORCE)"); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+		}
+	case "sqlite":
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			_ = os.Remove(b.dsn + suffix)
+		}
+	}
+}
+
 func (b *bench) open(ctx context.Context) error {
 	switch b.engine {
 	case "postgres":
@@ -236,11 +341,26 @@ func (b *bench) open(ctx context.Context) error {
 	return err
 }
 
+// settle lets PostgreSQL finish the work earlier steps left behind before
+// a timing starts: a CHECKPOINT writes out the pages they dirtied (the upload
+// dirties some 200 MB), so the checkpointer does not spend the next timed
+// step's CPU on them.
+func (b *bench) settle() error {
+	if b.engine != "postgres" {
+		return nil
+	}
+	return b.pg.psql(b.db(), "CHECKPOINT")
+}
+
+func (b *bench) db() string {
+	return strings.TrimPrefix(b.dsn[strings.LastIndex(b.dsn, "dbname="):], "dbname=")
+}
+
 func (b *bench) runFile(ctx context.Context, path string, records int) (result, error) {
 	if err := b.open(ctx); err != nil {
 		return result{}, err
 	}
-	defer b.st.Close()
+	defer b.close()
 	fi, err := os.Stat(path)
 	if err != nil {
 		return result{}, err
@@ -256,13 +376,23 @@ func (b *bench) runFile(ctx context.Context, path string, records int) (result, 
 		return result{}, err
 	}
 	r.upload, r.uploadPeakRSS = up, peak
+	if err := b.settle(); err != nil {
+		return result{}, err
+	}
+	pgBefore := postgresCPU()
 	if r.worker, r.workerRSS, r.workerCPU, err = b.work(ctx, ing, records); err != nil {
 		return result{}, err
 	}
 	if b.engine == "postgres" {
+		r.serverCPU = postgresCPU() - pgBefore
+		if err := b.settle(); err != nil {
+			return result{}, err
+		}
+		pgBefore = postgresCPU()
 		if r.copyFloor, err = b.copyFloor(path); err != nil {
 			return result{}, err
 		}
+		r.copyCPU = postgresCPU() - pgBefore
 	}
 	return r, nil
 }
@@ -273,7 +403,7 @@ func (b *bench) runBig(ctx context.Context, gen *generator, size int64) (result,
 	if err := b.open(ctx); err != nil {
 		return result{}, err
 	}
-	defer b.st.Close()
+	defer b.close()
 	pr, pw := io.Pipe()
 	var records atomic.Int64
 	var written atomic.Int64
@@ -407,6 +537,36 @@ func procStatus(pid int, field string) int64 {
 	return v
 }
 
+// postgresCPU sums the CPU time of the machine's postgres processes,
+// including backends that have exited (the postmaster's reaped children), so
+// a difference of two readings is what the server spent in between. The
+// bench's throwaway server is the only PostgreSQL it expects to be running.
+func postgresCPU() time.Duration {
+	dirs, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var ticks int64
+	for _, d := range dirs {
+		b, err := os.ReadFile(d)
+		if err != nil {
+			continue
+		}
+		// comm is in parentheses and may hold spaces; fields follow the last ')'.
+		open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+		if open < 0 || end < open || string(b[open+1:end]) != "postgres" {
+			continue
+		}
+		f := strings.Fields(string(b[end+1:]))
+		// After comm: state is field 3, utime 14, stime 15, cutime 16, cstime 17.
+		for _, i := range []int{14, 15, 16, 17} {
+			if len(f) > i-3 {
+				v, _ := strconv.ParseInt(f[i-3], 10, 64)
+				ticks += v
+			}
+		}
+	}
+	const clockTicks = 100 // USER_HZ on Linux
+	return time.Duration(ticks) * time.Second / clockTicks
+}
+
 // work runs `manager worker` for the ingestion as a Job pod would and
 // returns its wall time and peak RSS (KiB).
 func (b *bench) work(ctx context.Context, ing *posturev1.Ingestion, records int) (time.Duration, int64, time.Duration, error) {
@@ -470,7 +630,7 @@ func (b *bench) copyFloor(reportPath string) (time.Duration, error) {
 		return 0, err
 	}
 	defer os.Remove(rows)
-	db := strings.TrimPrefix(b.dsn[strings.LastIndex(b.dsn, "dbname="):], "dbname=")
+	db := b.db()
 	if err := b.pg.psql(db, "CREATE TABLE copy_floor (raw text COMPRESSION lz4)"); err != nil {
 		if err := b.pg.psql(db, "CREATE TABLE copy_floor (raw text)"); err != nil {
 			return 0, err

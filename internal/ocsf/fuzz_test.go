@@ -172,6 +172,7 @@ func FuzzValidator(f *testing.F) {
 			if err != nil {
 				break
 			}
+			agreeWithOracle(t, v, rec)
 			checkOne(rec)
 		}
 	})

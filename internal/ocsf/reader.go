@@ -107,7 +107,11 @@ func (c *CountingReader) Err() error {
 type Record struct {
 	Index  int    // 0-based position in the array
 	Offset int64  // byte offset of the record's first byte in the file
-	Raw    []byte // the record's exact JSON bytes (a fresh copy the caller may keep)
+	Raw    []byte // the record's exact JSON bytes (a fresh copy the caller may keep, but not modify)
+
+	// checked says Raw came from a Reader, so it is known to be one valid
+	// JSON value and the Validator need not check its syntax again.
+	checked bool
 }
 
 // Reader yields records one at a time. It holds one record plus a fixed
@@ -180,9 +184,10 @@ func (r *Reader) Next() (Record, error) {
 		}
 		if ev == evEnd {
 			rec := Record{
-				Index:  r.s.count - 1,
-				Offset: r.s.elemStart,
-				Raw:    append([]byte(nil), r.acc...),
+				Index:   r.s.count - 1,
+				Offset:  r.s.elemStart,
+				Raw:     append([]byte(nil), r.acc...),
+				checked: true,
 			}
 			// Drop a buffer grown by an unusually large record rather than
 			// pinning up to MaxRecordSize for the rest of the file.

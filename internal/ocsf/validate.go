@@ -179,7 +179,7 @@ var errNotObject = errors.New("not an object")
 func (v *Validator) Check(rec Record) (Finding, []Problem) {
 	var f fields
 	var root jval
-	if err := v.parse(rec.Raw, &f, &root); err != nil {
+	if err := v.parse(rec, &f, &root); err != nil {
 		if errors.Is(err, errNotObject) {
 			return Finding{}, []Problem{{
 				Code:   CodeInvalidRecord,
@@ -426,117 +426,143 @@ func (c *checker) str(j jval, name, ptr string) (string, bool) {
 	return j.str, true
 }
 
-// parse reads the fields of interest with a token decoder and skips the
-// rest undecoded.
-func (v *Validator) parse(raw []byte, f *fields, root *jval) error {
-	d := v.dec
-	// A bytes.Buffer lets the decoder parse in place instead of copying.
-	d.Reset(bytes.NewBuffer(raw), jsontext.AllowDuplicateNames(true))
-	if k := d.PeekKind(); k != '{' {
-		if err := v.val(root); err != nil {
+// parse reads the fields of interest and skips the rest undecoded. A
+// record from a Reader is already known to be one valid JSON value, so it is
+// walked by a cursor that skips values by their structure alone; any other
+// record is first checked with a strict decoder.
+func (v *Validator) parse(rec Record, f *fields, root *jval) (err error) {
+	if !rec.checked {
+		if err := v.syntax(rec.Raw); err != nil {
 			return err
 		}
+	}
+	c := cursor{b: rec.Raw}
+	defer func() {
+		// The cursor trusts its input; should that trust ever be misplaced,
+		// the record is reported as broken instead of taking the worker down.
+		if r := recover(); r != nil {
+			err = fmt.Errorf("unexpected structure at byte %d", c.i)
+		}
+	}()
+	if c.peek() != '{' {
+		c.val(root)
 		return errNotObject
 	}
-	err := v.object(func(name []byte) error {
+	c.object(func(name []byte) {
 		switch string(name) {
 		case "class_uid":
-			return v.val(&f.classUID)
+			c.val(&f.classUID)
 		case "activity_id":
-			return v.val(&f.activityID)
+			c.val(&f.activityID)
 		case "category_uid":
-			return v.val(&f.categoryUID)
+			c.val(&f.categoryUID)
 		case "type_uid":
-			return v.val(&f.typeUID)
+			c.val(&f.typeUID)
 		case "time":
-			return v.val(&f.time)
+			c.val(&f.time)
 		case "severity_id":
-			return v.val(&f.severityID)
+			c.val(&f.severityID)
 		case "severity":
-			return v.val(&f.severity)
+			c.val(&f.severity)
 		case "status":
-			return v.val(&f.status)
+			c.val(&f.status)
 		case "status_code":
-			return v.val(&f.statusCode)
+			c.val(&f.statusCode)
 		case "metadata":
 			md := &f.md
 			*md = struct{ version, eventCode, product, prodName, prodUID jval }{}
-			return v.objectOr(&f.metadata, func(name []byte) error {
+			c.objectOr(&f.metadata, func(name []byte) {
 				switch string(name) {
 				case "version":
-					return v.val(&md.version)
+					c.val(&md.version)
 				case "event_code":
-					return v.val(&md.eventCode)
+					c.val(&md.eventCode)
 				case "product":
 					md.prodName, md.prodUID = jval{}, jval{}
-					return v.objectOr(&md.product, func(name []byte) error {
+					c.objectOr(&md.product, func(name []byte) {
 						switch string(name) {
 						case "name":
-							return v.val(&md.prodName)
+							c.val(&md.prodName)
 						case "uid":
-							return v.val(&md.prodUID)
+							c.val(&md.prodUID)
+						default:
+							c.skip()
 						}
-						return d.SkipValue()
 					})
+				default:
+					c.skip()
 				}
-				return d.SkipValue()
 			})
 		case "finding_info":
 			fi := &f.fi
 			fi.uid, fi.title = jval{}, jval{}
-			return v.objectOr(&f.findingInfo, func(name []byte) error {
+			c.objectOr(&f.findingInfo, func(name []byte) {
 				switch string(name) {
 				case "uid":
-					return v.val(&fi.uid)
+					c.val(&fi.uid)
 				case "title":
-					return v.val(&fi.title)
+					c.val(&fi.title)
+				default:
+					c.skip()
 				}
-				return d.SkipValue()
 			})
 		case "cloud":
 			cl := &f.cl
 			*cl = struct{ provider, region, account, accountUID, accountName jval }{}
-			return v.objectOr(&f.cloud, func(name []byte) error {
+			c.objectOr(&f.cloud, func(name []byte) {
 				switch string(name) {
 				case "provider":
-					return v.val(&cl.provider)
+					c.val(&cl.provider)
 				case "region":
-					return v.val(&cl.region)
+					c.val(&cl.region)
 				case "account":
 					cl.accountUID, cl.accountName = jval{}, jval{}
-					return v.objectOr(&cl.account, func(name []byte) error {
+					c.objectOr(&cl.account, func(name []byte) {
 						switch string(name) {
 						case "uid":
-							return v.val(&cl.accountUID)
+							c.val(&cl.accountUID)
 						case "name":
-							return v.val(&cl.accountName)
+							c.val(&cl.accountName)
+						default:
+							c.skip()
 						}
-						return d.SkipValue()
 					})
+				default:
+					c.skip()
 				}
-				return d.SkipValue()
 			})
 		case "unmapped":
 			um := &f.um
 			*um = struct{ provider, providerUID, scanID jval }{}
-			return v.objectOr(&f.unmapped, func(name []byte) error {
+			c.objectOr(&f.unmapped, func(name []byte) {
 				switch string(name) {
 				case "provider":
-					return v.val(&um.provider)
+					c.val(&um.provider)
 				case "provider_uid":
-					return v.val(&um.providerUID)
+					c.val(&um.providerUID)
 				case "scan_id":
-					return v.val(&um.scanID)
+					c.val(&um.scanID)
+				default:
+					c.skip()
 				}
-				return d.SkipValue()
 			})
 		case "resources":
 			f.resRegion, f.resUID = "", ""
-			return v.resources(f)
+			c.resources(f)
+		default:
+			c.skip()
 		}
-		return d.SkipValue()
 	})
-	if err != nil {
+	return nil
+}
+
+// syntax checks that raw is exactly one valid JSON value, with the same
+// strictness as the scanner (UTF-8, paired surrogates).
+func (v *Validator) syntax(raw []byte) error {
+	d := v.dec
+	// A bytes.Buffer lets the decoder parse in place instead of copying.
+	d.Reset(bytes.NewBuffer(raw), jsontext.AllowDuplicateNames(true))
+	if err := d.SkipValue(); err != nil {
 		return err
 	}
 	if _, err := d.ReadToken(); err != io.EOF {
@@ -548,35 +574,147 @@ func (v *Validator) parse(raw []byte, f *fields, root *jval) error {
 	return nil
 }
 
-// resources takes the first non-empty region and uid among resources[].
-func (v *Validator) resources(f *fields) error {
-	d := v.dec
-	if d.PeekKind() != '[' {
-		return d.SkipValue()
+// cursor walks one valid JSON value. Strings, the bulk of a record, are
+// skipped by searching for their closing quote, so skipping costs little
+// more than a memchr over the bytes.
+type cursor struct {
+	b []byte
+	i int
+}
+
+// peek skips whitespace and returns the next byte.
+func (c *cursor) peek() byte {
+	for isSpace(c.b[c.i]) {
+		c.i++
 	}
-	if _, err := d.ReadToken(); err != nil {
-		return err
+	return c.b[c.i]
+}
+
+// str consumes the string at the cursor and returns it with its quotes.
+func (c *cursor) str() []byte {
+	start := c.i
+	j := c.i + 1
+	for {
+		k := bytes.IndexByte(c.b[j:], '"')
+		if k < 0 {
+			panic("unterminated string")
+		}
+		j += k
+		// The quote ends the string unless an odd run of backslashes
+		// escapes it; the opening quote bounds the run.
+		n := 0
+		for c.b[j-1-n] == '\\' {
+			n++
+		}
+		j++
+		if n%2 == 0 {
+			break
+		}
 	}
-	for d.PeekKind() != ']' {
-		if d.PeekKind() != '{' {
-			if err := d.SkipValue(); err != nil {
-				return err
+	c.i = j
+	return c.b[start:j]
+}
+
+// skip consumes the value at the cursor.
+func (c *cursor) skip() {
+	switch c.peek() {
+	case '"':
+		c.str()
+	case '{', '[':
+		depth := 0
+		for {
+			switch c.b[c.i] {
+			case '"':
+				c.str()
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					c.i++
+					return
+				}
 			}
+			c.i++
+		}
+	default: // a number or a literal
+		for c.i < len(c.b) && !isDelim(c.b[c.i]) {
+			c.i++
+		}
+	}
+}
+
+func isDelim(b byte) bool { return b == ',' || b == '}' || b == ']' || isSpace(b) }
+
+// object consumes an object, calling fn with each member name (unescaped);
+// fn must consume the member's value.
+func (c *cursor) object(fn func(name []byte)) {
+	c.peek() // '{'
+	c.i++
+	for {
+		switch c.peek() {
+		case '}':
+			c.i++
+			return
+		case ',':
+			c.i++
+			c.peek()
+		}
+		raw := c.str()
+		name := raw[1 : len(raw)-1]
+		if bytes.IndexByte(name, '\\') >= 0 {
+			var err error
+			if name, err = jsontext.AppendUnquote(nil, raw); err != nil {
+				panic(err)
+			}
+		}
+		c.peek() // ':'
+		c.i++
+		fn(name)
+	}
+}
+
+// objectOr descends into an object, or captures a value of another kind in
+// dst so it can be reported as having the wrong type.
+func (c *cursor) objectOr(dst *jval, fn func(name []byte)) {
+	if c.peek() == '{' {
+		*dst = jval{set: true, kind: '{'}
+		c.object(fn)
+		return
+	}
+	c.val(dst)
+}
+
+// resources takes the first non-empty region and uid among resources[].
+func (c *cursor) resources(f *fields) {
+	if c.peek() != '[' {
+		c.skip()
+		return
+	}
+	c.i++
+	for {
+		switch c.peek() {
+		case ']':
+			c.i++
+			return
+		case ',':
+			c.i++
+		}
+		if c.peek() != '{' {
+			c.skip()
 			continue
 		}
 		var region, uid jval
-		err := v.object(func(name []byte) error {
+		c.object(func(name []byte) {
 			switch string(name) {
 			case "region":
-				return v.val(&region)
+				c.val(&region)
 			case "uid":
-				return v.val(&uid)
+				c.val(&uid)
+			default:
+				c.skip()
 			}
-			return d.SkipValue()
 		})
-		if err != nil {
-			return err
-		}
 		if f.resRegion == "" {
 			f.resRegion = region.text()
 		}
@@ -584,52 +722,15 @@ func (v *Validator) resources(f *fields) error {
 			f.resUID = uid.text()
 		}
 	}
-	_, err := d.ReadToken()
-	return err
 }
 
-// object reads an object, calling fn with each member name; fn must
-// consume the member's value.
-func (v *Validator) object(fn func(name []byte) error) error {
-	d := v.dec
-	if _, err := d.ReadToken(); err != nil {
-		return err
-	}
-	for d.PeekKind() != '}' {
-		raw, err := d.ReadValue()
-		if err != nil {
-			return err
-		}
-		name := []byte(raw[1 : len(raw)-1])
-		if bytes.IndexByte(raw, '\\') >= 0 {
-			if name, err = jsontext.AppendUnquote(nil, raw); err != nil {
-				return err
-			}
-		}
-		if err := fn(name); err != nil {
-			return err
-		}
-	}
-	_, err := d.ReadToken()
-	return err
-}
-
-// objectOr descends into an object, or captures a value of another kind in
-// dst so it can be reported as having the wrong type.
-func (v *Validator) objectOr(dst *jval, fn func(name []byte) error) error {
-	if v.dec.PeekKind() == '{' {
-		*dst = jval{set: true, kind: '{'}
-		return v.object(fn)
-	}
-	return v.val(dst)
-}
-
-func (v *Validator) val(dst *jval) error {
-	raw, err := v.dec.ReadValue()
-	if err != nil {
-		return err
-	}
-	*dst = jval{set: true, kind: raw.Kind()}
+// val captures the value at the cursor.
+func (c *cursor) val(dst *jval) {
+	c.peek()
+	start := c.i
+	c.skip()
+	raw := c.b[start:c.i]
+	*dst = jval{set: true, kind: kindOf(raw[0])}
 	switch dst.kind {
 	case '"':
 		if bytes.IndexByte(raw, '\\') < 0 {
@@ -637,20 +738,28 @@ func (v *Validator) val(dst *jval) error {
 		} else {
 			b, err := jsontext.AppendUnquote(nil, raw)
 			if err != nil {
-				return err
+				panic(err)
 			}
 			dst.str = string(b)
 		}
 	case '{', '[':
-		c := jsontext.Value(bytes.Clone(raw))
-		if err := c.Compact(); err != nil {
-			return err
+		v := jsontext.Value(bytes.Clone(raw))
+		if err := v.Compact(); err != nil {
+			panic(err)
 		}
-		dst.show = truncate(string(c), MaxValueLength)
+		dst.show = truncate(string(v), MaxValueLength)
 	default:
 		dst.str = string(raw)
 	}
-	return nil
+}
+
+// kindOf is the jsontext.Kind of a value starting with b.
+func kindOf(b byte) jsontext.Kind {
+	switch b {
+	case '"', '{', '[', 't', 'f', 'n':
+		return jsontext.Kind(b)
+	}
+	return '0'
 }
 
 // truncate cuts s to at most n runes, marking the cut with an ellipsis.

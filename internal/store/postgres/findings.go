@@ -52,7 +52,7 @@ SELECT id, $1, scan_id, uid, $2, check_id, title, severity, severity_id,
     status_code, status, region, provider_type, provider_uid, resource_uid, event_time, raw, $3, $3
 FROM ` + stagingTable + `
 ORDER BY scan_id, uid
-ON CONFLICT (tenant, scan_id, uid) DO UPDATE SET
+ON CONFLICT (id) DO UPDATE SET
     ingestion_id = excluded.ingestion_id, check_id = excluded.check_id, title = excluded.title,
     severity = excluded.severity, severity_id = excluded.severity_id, status_code = excluded.status_code,
     status = excluded.status, region = excluded.region, provider_type = excluded.provider_type,
@@ -155,11 +155,15 @@ var findingColumns = []string{"id", "tenant", "scan_id", "uid", "ingestion_id", 
 	"status_code", "status", "region", "provider_type", "provider_uid", "resource_uid", "event_time", "raw", "inserted_at", "updated_at"}
 
 // writeFindings stores a batch. New findings, the common case (the first
-// ingestion of a report), are COPYed straight into the table. When some
-// already exist (a re-run, a re-upload) the batch takes the staged upsert. The
-// existence probe is one index lookup per id; a row that appears between the
-// probe and the COPY (two ingestions of one report at once) makes the COPY
-// hit the unique key, the savepoint undoes it, and the upsert runs instead.
+// ingestion of a report), are COPYed straight into the table. A batch whose
+// first row (in the batch's fixed order) is already stored, as in a re-run or
+// a re-upload, takes the staged upsert at once. Otherwise the COPY runs under
+// a savepoint: should it meet a stored row after all (a report that grew
+// since it was last ingested, or another ingestion of the same report racing
+// this one), it stops there on the primary key, the savepoint undoes it, and
+// the upsert runs instead. Probing one id by equality keeps the probe an
+// index lookup whatever the planner believes about a table that is just
+// being filled; probing every id cost an index lookup per row.
 func writeFindings(ctx context.Context, tx pgx.Tx, tenant, ingestionID string, now time.Time, fs []store.Finding) error {
 	ids := make([][16]byte, len(fs))
 	for i := range fs {
@@ -170,7 +174,7 @@ func writeFindings(ctx context.Context, tx pgx.Tx, tenant, ingestionID string, n
 		ids[i] = id
 	}
 	var exists bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM findings WHERE id = ANY($1))`, ids).Scan(&exists); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM findings WHERE id = $1)`, ids[0]).Scan(&exists); err != nil {
 		return fmt.Errorf("postgres: probe findings: %w", err)
 	}
 	if exists {

@@ -11,7 +11,7 @@ import (
 
 // BatchSize is the number of findings per WriteBatch in the benchmark, the
 // size the ingestion worker uses.
-const BatchSize = 1000
+const BatchSize = 2000
 
 // BenchWriteBatch measures WriteBatch with batches of BatchSize findings of
 // about 3 KB of raw JSON each, the size of a typical scanner record:

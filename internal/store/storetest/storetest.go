@@ -669,6 +669,29 @@ func testWriteBatchIdempotent(t *testing.T, s store.Store) {
 		!sc.InsertedAt.Equal(scans1[0].InsertedAt) || !sc.UpdatedAt.After(scans1[0].UpdatedAt) {
 		t.Fatalf("scan after upsert: %+v (before: %+v)", sc, scans1[0])
 	}
+
+	// A batch that is partly new and partly stored (a re-upload of a report
+	// that grew) keeps the new rows and updates the others, whatever the
+	// order of the two kinds in the batch.
+	must(t, s.StartRun(ctx, tenantA, "ing-3", 1, 40), "StartRun ing-3")
+	var mixed []store.Finding
+	for i := range 10 {
+		before, after := finding("scan-1", fmt.Sprintf("a%02d", i)), finding("scan-1", fmt.Sprintf("z%02d", i))
+		stored := fs[10+i]
+		stored.Title = "updated by ing-3"
+		mixed = append(mixed, before, stored, after)
+	}
+	must(t, s.WriteBatch(ctx, tenantA, "ing-3", 1, store.Batch{Findings: mixed}), "WriteBatch ing-3")
+	expectFindings(t, s, tenantA, store.FindingQuery{}, 50)
+	updated := 0
+	for _, f := range expectFindings(t, s, tenantA, store.FindingQuery{IngestionID: "ing-3"}, 30) {
+		if f.Title == "updated by ing-3" {
+			updated++
+		}
+	}
+	if updated != 10 {
+		t.Fatalf("%d of the 10 stored rows of a mixed batch were updated", updated)
+	}
 }
 
 func testWriteBatchDuplicates(t *testing.T, s store.Store) {
