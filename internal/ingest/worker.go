@@ -22,11 +22,9 @@ import (
 
 // Defaults for Worker fields left zero.
 const (
-	// 2,000 findings (about 4 MB of records) per write: fewer, larger
-	// transactions cost the database measurably less per finding than
-	// 1,000, while the worker's peak RSS stays under 100 MiB for a 1 GiB
-	// report (docs/performance.md).
-	DefaultBatchSize        = 2000
+	// DefaultBatchSize applies unless the store prefers another size (see
+	// BatchSizer).
+	DefaultBatchSize        = 1000
 	DefaultProgressInterval = 500 * time.Millisecond
 	DefaultMaxErrorRows     = 10000
 	DefaultMaxInflight      = 2
@@ -133,9 +131,18 @@ func (w *Worker) now() time.Time {
 	return time.Now()
 }
 
+// BatchSizer is implemented by stores that write more efficiently in
+// batches of another size than DefaultBatchSize.
+type BatchSizer interface {
+	PreferredBatchSize() int
+}
+
 func (w *Worker) batchSize() int {
 	if w.BatchSize > 0 {
 		return w.BatchSize
+	}
+	if bs, ok := w.Store.(BatchSizer); ok && bs.PreferredBatchSize() > 0 {
+		return bs.PreferredBatchSize()
 	}
 	return DefaultBatchSize
 }

@@ -162,3 +162,42 @@ func TestWorkerSameReportSameFindings(t *testing.T) {
 		t.Fatalf("scans = %+v (err %v), want one imported scan", scans, err)
 	}
 }
+
+// batchCounter is a store that asks for small batches and records the size
+// of each batch of findings it is given.
+type batchCounter struct {
+	store.Store
+	sizes []int
+}
+
+func (b *batchCounter) PreferredBatchSize() int { return 3 }
+
+func (b *batchCounter) WriteBatch(ctx context.Context, tenant, ingestionID string, attempt int, batch store.Batch) error {
+	if len(batch.Findings) > 0 {
+		b.sizes = append(b.sizes, len(batch.Findings))
+	}
+	return b.Store.WriteBatch(ctx, tenant, ingestionID, attempt, batch)
+}
+
+// A store's preferred batch size applies unless the Worker sets its own.
+func TestWorkerUsesTheStoresBatchSize(t *testing.T) {
+	var recs []string
+	for i := range 7 {
+		recs = append(recs, record(fmt.Sprintf("u%d", i), "111111111111"))
+	}
+	for _, tc := range []struct {
+		batchSize int
+		want      string
+	}{{0, "[3 3 1]"}, {5, "[5 2]"}} {
+		st := &batchCounter{Store: newStore(t)}
+		blob := put(t, st, report(recs...))
+		// One write at a time, so the batches reach the store in order.
+		w := &ingest.Worker{Store: st, Log: logr.Discard(), BatchSize: tc.batchSize, MaxInflight: 1}
+		if r, _ := run(t, w, ingest.Job{Tenant: "t1", IngestionID: "ing", BlobID: blob.ID, Attempt: 1}); r.Processed != 7 {
+			t.Fatalf("run = %+v", r)
+		}
+		if got := fmt.Sprint(st.sizes); got != tc.want {
+			t.Errorf("BatchSize %d: batches of %s findings, want %s", tc.batchSize, got, tc.want)
+		}
+	}
+}
