@@ -6,7 +6,7 @@
 //     handler (webhook.Server on loopback, with a real kube-apiserver from
 //     envtest and the real store) and times it;
 //  3. runs the worker as a subprocess, `manager worker`, exactly as a Job
-//     pod would, and reads its peak RSS from the kernel (rusage);
+//     pod would, and reads its peak RSS (VmHWM) and CPU time from the kernel;
 //  4. on PostgreSQL, times a COPY of the same records into a one-column
 //     table with psql: the storage floor, and prints the ratio;
 //  5. optionally uploads and parses a much larger report generated on the
@@ -15,6 +15,8 @@
 //
 // PostgreSQL is a throwaway server (pgtest.Start: fsync off, like every
 // test here), so the figures are CPU and protocol bound, not disk bound.
+// Each report runs -repeat times, after one untimed warm-up run, and the
+// table shows medians: docs/performance.md says why.
 package main
 
 import (
