@@ -171,7 +171,8 @@ func run(sizeList, engineList string, bigMiB, repeat int) error {
 			// timed one.
 			fmt.Println("warming up PostgreSQL (one untimed run) ...")
 			b := &bench{k8s: k8s, ns: ns, manager: manager, dir: dir, engine: engine, pg: pg}
-			if _, err := b.runFile(ctx, reports[slices.Min(sizes)], slices.Min(sizes)); err != nil {
+			smallest := slices.Min(sizes)
+			if _, err := b.runFile(ctx, reports[smallest], smallest); err != nil {
 				pg.stop()
 				return fmt.Errorf("warm-up: %w", err)
 			}
@@ -254,20 +255,14 @@ func median(runs []result) result {
 	m.serverCPU = mid(func(r result) time.Duration { return r.serverCPU })
 	m.copyFloor = mid(func(r result) time.Duration { return r.copyFloor })
 	m.copyCPU = mid(func(r result) time.Duration { return r.copyCPU })
-	ratios := make([]float64, 0, len(runs))
-	m.minRatio, m.maxRatio = runs[0].ratio(), runs[0].ratio()
-	for _, r := range runs {
+	ratios := make([]float64, len(runs))
+	for i, r := range runs {
 		m.uploadPeakRSS = max(m.uploadPeakRSS, r.uploadPeakRSS)
 		m.workerRSS = max(m.workerRSS, r.workerRSS)
-		if r.copyFloor > 0 {
-			ratios = append(ratios, r.ratio())
-		}
-		m.minRatio, m.maxRatio = min(m.minRatio, r.ratio()), max(m.maxRatio, r.ratio())
+		ratios[i] = r.ratio()
 	}
-	if len(ratios) > 0 {
-		slices.Sort(ratios)
-		m.medRatio = ratios[len(ratios)/2]
-	}
+	slices.Sort(ratios)
+	m.medRatio, m.minRatio, m.maxRatio = ratios[len(ratios)/2], ratios[0], ratios[len(ratios)-1]
 	return m
 }
 
@@ -287,7 +282,7 @@ func printResult(r result) {
 		fmt.Printf(", server CPU %.2fs", r.serverCPU.Seconds())
 	}
 	if r.copyFloor > 0 {
-		fmt.Printf(", COPY %.2fs (server CPU %.2fs; worker/COPY %.2f×)", r.copyFloor.Seconds(), r.copyCPU.Seconds(), r.worker.Seconds()/r.copyFloor.Seconds())
+		fmt.Printf(", COPY %.2fs (server CPU %.2fs; worker/COPY %.2f×)", r.copyFloor.Seconds(), r.copyCPU.Seconds(), r.ratio())
 	}
 	fmt.Println()
 }
@@ -343,15 +338,21 @@ func (b *bench) open(ctx context.Context) error {
 	return err
 }
 
-// settle lets PostgreSQL finish the work earlier steps left behind before
-// a timing starts: a CHECKPOINT writes out the pages they dirtied (the upload
-// dirties some 200 MB), so the checkpointer does not spend the next timed
+// onServer runs a timed step and returns the CPU time PostgreSQL spent
+// during it (zero on SQLite). It first lets the server finish the work
+// earlier steps left behind: a CHECKPOINT writes out the pages they dirtied
+// (the upload dirties some 200 MB), so the checkpointer does not spend the
 // step's CPU on them.
-func (b *bench) settle() error {
+func (b *bench) onServer(step func() error) (time.Duration, error) {
 	if b.engine != "postgres" {
-		return nil
+		return 0, step()
 	}
-	return b.pg.psql(b.db(), "CHECKPOINT")
+	if err := b.pg.psql(b.db(), "CHECKPOINT"); err != nil {
+		return 0, err
+	}
+	before := postgresCPU()
+	err := step()
+	return postgresCPU() - before, err
 }
 
 func (b *bench) db() string {
@@ -378,23 +379,19 @@ func (b *bench) runFile(ctx context.Context, path string, records int) (result, 
 		return result{}, err
 	}
 	r.upload, r.uploadPeakRSS = up, peak
-	if err := b.settle(); err != nil {
-		return result{}, err
-	}
-	pgBefore := postgresCPU()
-	if r.worker, r.workerRSS, r.workerCPU, err = b.work(ctx, ing, records); err != nil {
+	if r.serverCPU, err = b.onServer(func() (err error) {
+		r.worker, r.workerRSS, r.workerCPU, err = b.work(ctx, ing, records)
+		return err
+	}); err != nil {
 		return result{}, err
 	}
 	if b.engine == "postgres" {
-		r.serverCPU = postgresCPU() - pgBefore
-		if err := b.settle(); err != nil {
+		if r.copyCPU, err = b.onServer(func() (err error) {
+			r.copyFloor, err = b.copyFloor(path)
+			return err
+		}); err != nil {
 			return result{}, err
 		}
-		pgBefore = postgresCPU()
-		if r.copyFloor, err = b.copyFloor(path); err != nil {
-			return result{}, err
-		}
-		r.copyCPU = postgresCPU() - pgBefore
 	}
 	return r, nil
 }

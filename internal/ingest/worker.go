@@ -141,8 +141,10 @@ func (w *Worker) batchSize() int {
 	if w.BatchSize > 0 {
 		return w.BatchSize
 	}
-	if bs, ok := w.Store.(BatchSizer); ok && bs.PreferredBatchSize() > 0 {
-		return bs.PreferredBatchSize()
+	if bs, ok := w.Store.(BatchSizer); ok {
+		if n := bs.PreferredBatchSize(); n > 0 {
+			return n
+		}
 	}
 	return DefaultBatchSize
 }
@@ -201,6 +203,7 @@ func (r *run) process(ctx context.Context) store.Outcome {
 
 	reader := ocsf.NewReader(bufio.NewReaderSize(rc, readBufferSize))
 	validator := ocsf.NewValidator()
+	batchSize := r.w.batchSize()
 	for {
 		rec, err := reader.Next()
 		if errors.Is(err, io.EOF) {
@@ -236,7 +239,7 @@ func (r *run) process(ctx context.Context) store.Outcome {
 			r.addFinding(rec, finding)
 		}
 		r.progress.Processed++
-		if len(r.batch.Findings)+len(r.batch.Errors) >= r.w.batchSize() {
+		if len(r.batch.Findings)+len(r.batch.Errors) >= batchSize {
 			if err := r.flush(ctx); err != nil {
 				return r.storageFailure(ctx, err)
 			}
