@@ -5,7 +5,6 @@
 package ingest
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -28,8 +27,6 @@ const (
 	DefaultProgressInterval = 500 * time.Millisecond
 	DefaultMaxErrorRows     = 10000
 	DefaultMaxInflight      = 2
-	// Raw records over this size are rejected by the reader with a file error.
-	readBufferSize = 256 << 10
 )
 
 // Error codes the worker adds to the parser's.
@@ -95,7 +92,7 @@ func (w *Worker) Run(ctx context.Context, job Job) error {
 		}
 		return fmt.Errorf("start run: %w", err)
 	}
-	r := &run{w: w, job: job, log: log, seenScans: map[string]bool{}, lastProgress: w.now()}
+	r := &run{w: w, job: job, log: log, seenScans: map[string]bool{}, derivedScans: map[account]string{}, lastProgress: w.now()}
 	outcome := r.process(ctx)
 	if ctx.Err() != nil {
 		// Stopped from outside (shutdown): leave the run open so the controller
@@ -176,11 +173,15 @@ type run struct {
 	job Job
 	log logr.Logger
 
-	progress     store.Progress
-	batch        store.Batch
-	errorRows    int
-	truncated    bool
-	seenScans    map[string]bool
+	progress  store.Progress
+	batch     store.Batch
+	errorRows int
+	truncated bool
+	seenScans map[string]bool
+	// derivedScans caches the scan id of records without one, per account.
+	derivedScans map[account]string
+	// raw holds the raw records of the pending batch.
+	raw          rawArena
 	lastProgress time.Time
 	superseded   bool
 	// inflight are the batch writes handed out and not yet reaped, oldest
@@ -192,7 +193,13 @@ type run struct {
 type inflightWrite struct {
 	done     chan error
 	progress store.Progress
+	// raw are the arena blocks the batch's records live in, reused once the
+	// write is done.
+	raw [][]byte
 }
+
+// account is a provider account: the key of derived scan ids.
+type account struct{ providerType, providerUID string }
 
 func (r *run) process(ctx context.Context) store.Outcome {
 	rc, err := r.w.Store.OpenBlob(ctx, r.job.Tenant, r.job.BlobID)
@@ -201,11 +208,12 @@ func (r *run) process(ctx context.Context) store.Outcome {
 	}
 	defer rc.Close()
 
-	reader := ocsf.NewReader(bufio.NewReaderSize(rc, readBufferSize))
+	reader := ocsf.NewReader(rc)
 	validator := ocsf.NewValidator()
 	batchSize := r.w.batchSize()
 	for {
-		rec, err := reader.Next()
+		// The record's bytes are borrowed; addFinding copies what it keeps.
+		rec, err := reader.NextBorrowed()
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -267,11 +275,7 @@ func accountPointer(f ocsf.Finding) string {
 func (r *run) addFinding(rec ocsf.Record, f ocsf.Finding) {
 	scanID := f.ScanID
 	if scanID == "" {
-		seed := r.job.IngestionID
-		if r.job.ReportSHA256 != "" {
-			seed = "sha256:" + r.job.ReportSHA256
-		}
-		scanID = uuid.NewSHA1(scanNamespace, []byte(seed+"\x00"+f.ProviderType+"\x00"+f.ProviderUID)).String()
+		scanID = r.derivedScanID(account{f.ProviderType, f.ProviderUID})
 	}
 	if !r.seenScans[scanID] {
 		r.seenScans[scanID] = true
@@ -298,8 +302,22 @@ func (r *run) addFinding(rec ocsf.Record, f ocsf.Finding) {
 		ProviderUID:  f.ProviderUID,
 		ResourceUID:  f.ResourceUID,
 		Time:         f.Time,
-		Raw:          rec.Raw,
+		Raw:          r.raw.keep(rec.Raw),
 	})
+}
+
+// derivedScanID is the scan of records of acct that carry no scan id.
+func (r *run) derivedScanID(acct account) string {
+	if id, ok := r.derivedScans[acct]; ok {
+		return id
+	}
+	seed := r.job.IngestionID
+	if r.job.ReportSHA256 != "" {
+		seed = "sha256:" + r.job.ReportSHA256
+	}
+	id := uuid.NewSHA1(scanNamespace, []byte(seed+"\x00"+acct.providerType+"\x00"+acct.providerUID)).String()
+	r.derivedScans[acct] = id
+	return id
 }
 
 func (r *run) addErrors(rec ocsf.Record, uid string, problems []ocsf.Problem) {
@@ -342,7 +360,7 @@ func (r *run) flush(ctx context.Context) error {
 	}
 	b := r.batch
 	r.batch = store.Batch{}
-	w := inflightWrite{done: make(chan error, 1), progress: r.progress}
+	w := inflightWrite{done: make(chan error, 1), progress: r.progress, raw: r.raw.take()}
 	r.inflight = append(r.inflight, w)
 	go func() {
 		var err error
@@ -387,6 +405,7 @@ func (r *run) waitOldest(ctx context.Context) error {
 		}
 		return err
 	}
+	r.raw.giveBack(w.raw)
 	if now := r.w.now(); now.Sub(r.lastProgress) >= r.w.progressInterval() {
 		r.lastProgress = now
 		err := r.withRetry(ctx, func() error {

@@ -117,15 +117,19 @@ type Record struct {
 // Reader yields records one at a time. It holds one record plus a fixed
 // read buffer, whatever the size of the report.
 type Reader struct {
-	src     io.Reader
-	s       *scanner
-	buf     []byte
-	start   int
-	end     int
-	acc     []byte
-	eof     bool
-	readErr error
-	err     error
+	src io.Reader
+	s   *scanner
+	buf []byte
+	// buf[start:end] is read and not yet scanned.
+	start, end int
+	// A record being read starts at buf[recStart] or, when it began in an
+	// earlier read, in acc, which holds its bytes up to the current buffer.
+	inRec    bool
+	recStart int
+	acc      []byte
+	eof      bool
+	readErr  error
+	err      error
 }
 
 // NewReader returns a Reader over a report.
@@ -139,6 +143,17 @@ func NewReader(r io.Reader) *Reader {
 // from the underlying reader are returned as they are. After an error,
 // Next keeps returning it.
 func (r *Reader) Next() (Record, error) {
+	rec, err := r.NextBorrowed()
+	if err == nil {
+		rec.Raw = append([]byte(nil), rec.Raw...)
+	}
+	return rec, err
+}
+
+// NextBorrowed is Next without the copy: the record's Raw points into the
+// Reader's buffers and is only valid until the next call. It is for callers
+// that copy records to memory of their own anyway.
+func (r *Reader) NextBorrowed() (Record, error) {
 	if r.err != nil {
 		return Record{}, r.err
 	}
@@ -159,6 +174,12 @@ func (r *Reader) Next() (Record, error) {
 				}
 				return Record{}, r.err
 			}
+			if r.inRec {
+				// The buffer is about to be overwritten: keep what it holds
+				// of the record.
+				r.acc = append(r.acc, r.buf[r.recStart:r.end]...)
+				r.recStart = 0
+			}
 			n, err := r.src.Read(r.buf)
 			r.start, r.end = 0, n
 			if err == io.EOF {
@@ -168,33 +189,29 @@ func (r *Reader) Next() (Record, error) {
 			}
 			continue
 		}
-		chunk := r.buf[r.start:r.end]
-		wasIn := r.s.inElem
-		n, ev := r.s.scan(chunk)
+		n, ev := r.s.scan(r.buf[r.start:r.end])
 		r.start += n
-		switch {
-		case ev == evErr:
+		switch ev {
+		case evErr:
 			r.err = r.s.err
-			r.acc = nil
+			r.inRec, r.acc = false, nil
 			return Record{}, r.err
-		case ev == evBegin:
-			r.acc = append(r.acc[:0], chunk[n-1])
-		case wasIn:
-			r.acc = append(r.acc, chunk[:n]...)
-		}
-		if ev == evEnd {
-			rec := Record{
-				Index:   r.s.count - 1,
-				Offset:  r.s.elemStart,
-				Raw:     append([]byte(nil), r.acc...),
-				checked: true,
+		case evBegin:
+			r.inRec, r.recStart, r.acc = true, r.start-1, r.acc[:0]
+		case evEnd:
+			raw := r.buf[r.recStart:r.start]
+			if len(r.acc) > 0 {
+				r.acc = append(r.acc, raw...)
+				raw = r.acc
 			}
+			r.inRec = false
 			// Drop a buffer grown by an unusually large record rather than
-			// pinning up to MaxRecordSize for the rest of the file.
+			// pinning up to MaxRecordSize for the rest of the file; the
+			// record keeps it alive until the caller is done with it.
 			if cap(r.acc) > 4*chunkSize {
 				r.acc = nil
 			}
-			return rec, nil
+			return Record{Index: r.s.count - 1, Offset: r.s.elemStart, Raw: raw, checked: true}, nil
 		}
 	}
 }

@@ -368,3 +368,45 @@ func TestCountingReaderEarlyError(t *testing.T) {
 		t.Fatalf("Result = %v", err)
 	}
 }
+
+// NextBorrowed hands out views of the Reader's buffers. Whatever way reads
+// split the input (records inside one read, across reads, larger than the
+// read buffer), each view must hold exactly the record's bytes when it is
+// returned.
+func TestNextBorrowedMatchesNext(t *testing.T) {
+	big := `{"big":"` + strings.Repeat("x", 3*chunkSize) + `"}`
+	inputs := map[string][]byte{
+		"fixture":      readFixture(t, "aws_1500_records.ocsf.json"),
+		"large record": []byte(`[{"a":1},` + big + `,{"b":[2]},` + big + `]`),
+		"scalars":      []byte(` [1, "two" ,{"three":3},[4],null ,true]`),
+	}
+	for name, data := range inputs {
+		want, err := readAll(bytes.NewReader(data))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		readers := map[string]func() io.Reader{
+			"whole":    func() io.Reader { return bytes.NewReader(data) },
+			"half":     func() io.Reader { return iotest.HalfReader(bytes.NewReader(data)) },
+			"one byte": func() io.Reader { return iotest.OneByteReader(bytes.NewReader(data)) },
+		}
+		for how, open := range readers {
+			rd := NewReader(open())
+			for i := 0; ; i++ {
+				rec, err := rd.NextBorrowed()
+				if err == io.EOF {
+					if i != len(want) {
+						t.Fatalf("%s, %s reads: %d records, want %d", name, how, i, len(want))
+					}
+					break
+				}
+				if err != nil {
+					t.Fatalf("%s, %s reads, record %d: %v", name, how, i, err)
+				}
+				if rec.Index != want[i].Index || rec.Offset != want[i].Offset || !bytes.Equal(rec.Raw, want[i].Raw) {
+					t.Fatalf("%s, %s reads: record %d is %.40q at %d, want %.40q at %d", name, how, i, rec.Raw, rec.Offset, want[i].Raw, want[i].Offset)
+				}
+			}
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/posture-dev/posture/internal/store"
@@ -105,6 +106,10 @@ type blobReader struct {
 	next   int
 	read   int64
 	cur    []byte
+	// buf holds the current chunk. Reusing it spares the worker a fresh
+	// 1 MiB allocation per chunk, which under its memory limit meant fresh
+	// pages and page faults for every chunk of the report.
+	buf    []byte
 	closed bool
 }
 
@@ -119,15 +124,17 @@ func (b *blobReader) Read(p []byte) (int, error) {
 			}
 			return 0, io.EOF
 		}
+		chunk := pgtype.PreallocBytes(b.buf[:cap(b.buf)])
 		err := b.pool.QueryRow(b.ctx,
 			`SELECT data FROM blob_chunks WHERE blob_id = $1 AND seq = $2`,
-			b.id, b.next).Scan(&b.cur)
+			b.id, b.next).Scan(&chunk)
 		if isNoRows(err) {
 			return 0, fmt.Errorf("postgres: blob %s deleted while reading: %w", b.id, store.ErrNotFound)
 		}
 		if err != nil {
 			return 0, fmt.Errorf("postgres: read blob %s: %w", b.id, err)
 		}
+		b.buf, b.cur = chunk, chunk
 		b.next++
 	}
 	n := copy(p, b.cur)
@@ -137,7 +144,7 @@ func (b *blobReader) Read(p []byte) (int, error) {
 }
 
 func (b *blobReader) Close() error {
-	b.closed, b.cur = true, nil
+	b.closed, b.cur, b.buf = true, nil, nil
 	return nil
 }
 

@@ -7,6 +7,7 @@ package engine
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -94,13 +95,19 @@ func PrepareBatch(tenant, ingestionID string, b store.Batch, now time.Time) (Bat
 		}
 		// A fixed row order makes concurrent batches that overlap lock rows in
 		// the same order, so they wait for each other instead of deadlocking.
-		sort.Slice(out.Findings, func(i, j int) bool {
-			a, b := out.Findings[i], out.Findings[j]
-			if a.ScanID != b.ScanID {
-				return a.ScanID < b.ScanID
-			}
-			return a.UID < b.UID
-		})
+		// The order is the id's (a function of the natural key), which is also
+		// the primary key's: inserts walk it in one direction. A permutation
+		// is sorted rather than the findings, which are large to swap.
+		order := make([]int, len(out.Findings))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortFunc(order, func(i, j int) int { return strings.Compare(out.Findings[i].ID, out.Findings[j].ID) })
+		sorted := make([]store.Finding, len(order))
+		for i, j := range order {
+			sorted[i] = out.Findings[j]
+		}
+		out.Findings = sorted
 	}
 	if len(b.Scans) > 0 {
 		seen := make(map[string]int, len(b.Scans))
