@@ -39,19 +39,22 @@ CREATE TEMPORARY TABLE IF NOT EXISTS ` + stagingTable + ` (
 ) WITH (toast_tuple_target = 8160) ON COMMIT DELETE ROWS`
 }
 
-var stagingColumns = []string{"id", "scan_id", "uid", "check_id", "title", "severity", "severity_id",
-	"status_code", "status", "region", "provider_type", "provider_uid", "resource_uid", "event_time", "raw"}
+// copyStaging fills the staging table; upsertFindings encodes rows in this
+// column order.
+const copyStaging = `COPY ` + stagingTable + ` (id, scan_id, uid, check_id, title, severity, severity_id,
+    status_code, status, region, provider_type, provider_uid, resource_uid, event_time, raw)
+FROM STDIN (FORMAT binary)`
 
-// The staging rows are already sorted by (scan_id, uid), and ORDER BY keeps
-// that order for the inserts, so concurrent overlapping batches lock rows in
-// the same order instead of deadlocking.
+// The staging rows are already sorted by id, and ORDER BY keeps that order
+// for the inserts, so concurrent overlapping batches lock rows in the same
+// order instead of deadlocking.
 const upsertFromStaging = `
 INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, check_id, title, severity, severity_id,
     status_code, status, region, provider_type, provider_uid, resource_uid, event_time, raw, inserted_at, updated_at)
 SELECT id, $1, scan_id, uid, $2, check_id, title, severity, severity_id,
     status_code, status, region, provider_type, provider_uid, resource_uid, event_time, raw, $3, $3
 FROM ` + stagingTable + `
-ORDER BY scan_id, uid
+ORDER BY id
 ON CONFLICT (id) DO UPDATE SET
     ingestion_id = excluded.ingestion_id, check_id = excluded.check_id, title = excluded.title,
     severity = excluded.severity, severity_id = excluded.severity_id, status_code = excluded.status_code,
@@ -157,9 +160,11 @@ func (s *Store) ensureStaging(ctx context.Context, conn *pgxpool.Conn) error {
 	return nil
 }
 
-// findingColumns is the order rows are COPYed straight into findings.
-var findingColumns = []string{"id", "tenant", "scan_id", "uid", "ingestion_id", "check_id", "title", "severity", "severity_id",
-	"status_code", "status", "region", "provider_type", "provider_uid", "resource_uid", "event_time", "raw", "inserted_at", "updated_at"}
+// copyFindings COPYs rows straight into findings; writeFindings encodes
+// them in this column order.
+const copyFindings = `COPY findings (id, tenant, scan_id, uid, ingestion_id, check_id, title, severity, severity_id,
+    status_code, status, region, provider_type, provider_uid, resource_uid, event_time, raw, inserted_at, updated_at)
+FROM STDIN (FORMAT binary)`
 
 // writeFindings stores a batch. New findings, the common case (the first
 // ingestion of a report), are COPYed straight into the table. A batch whose
@@ -191,12 +196,29 @@ func writeFindings(ctx context.Context, tx pgx.Tx, tenant, ingestionID string, n
 	if err != nil {
 		return fmt.Errorf("postgres: write findings: %w", err)
 	}
-	_, err = sp.CopyFrom(ctx, pgx.Identifier{"findings"}, findingColumns,
-		pgx.CopyFromSlice(len(fs), func(i int) ([]any, error) {
-			f := &fs[i]
-			return []any{ids[i], tenant, f.ScanID, f.UID, ingestionID, f.CheckID, f.Title, f.Severity, int32(f.SeverityID),
-				f.StatusCode, f.Status, f.Region, f.ProviderType, f.ProviderUID, f.ResourceUID, f.Time, f.Raw, now, now}, nil
-		}))
+	_, err = sp.Conn().PgConn().CopyFrom(ctx, newBinaryCopy(len(fs), func(w *binaryRow, i int) {
+		f := &fs[i]
+		w.fields(19)
+		w.uuid(ids[i])
+		w.text(tenant)
+		w.text(f.ScanID)
+		w.text(f.UID)
+		w.text(ingestionID)
+		w.text(f.CheckID)
+		w.text(f.Title)
+		w.text(f.Severity)
+		w.int4(int32(f.SeverityID))
+		w.text(f.StatusCode)
+		w.text(f.Status)
+		w.text(f.Region)
+		w.text(f.ProviderType)
+		w.text(f.ProviderUID)
+		w.text(f.ResourceUID)
+		w.timestamptz(f.Time)
+		w.bytea(f.Raw)
+		w.timestamptz(now)
+		w.timestamptz(now)
+	}), copyFindings)
 	if err == nil {
 		return sp.Commit(ctx)
 	}
@@ -211,12 +233,25 @@ func writeFindings(ctx context.Context, tx pgx.Tx, tenant, ingestionID string, n
 
 // upsertFindings stages the batch by COPY and upserts it from there.
 func upsertFindings(ctx context.Context, tx pgx.Tx, tenant, ingestionID string, now time.Time, fs []store.Finding, ids [][16]byte) error {
-	_, err := tx.CopyFrom(ctx, pgx.Identifier{stagingTable}, stagingColumns,
-		pgx.CopyFromSlice(len(fs), func(i int) ([]any, error) {
-			f := &fs[i]
-			return []any{ids[i], f.ScanID, f.UID, f.CheckID, f.Title, f.Severity, int32(f.SeverityID),
-				f.StatusCode, f.Status, f.Region, f.ProviderType, f.ProviderUID, f.ResourceUID, f.Time, f.Raw}, nil
-		}))
+	_, err := tx.Conn().PgConn().CopyFrom(ctx, newBinaryCopy(len(fs), func(w *binaryRow, i int) {
+		f := &fs[i]
+		w.fields(15)
+		w.uuid(ids[i])
+		w.text(f.ScanID)
+		w.text(f.UID)
+		w.text(f.CheckID)
+		w.text(f.Title)
+		w.text(f.Severity)
+		w.int4(int32(f.SeverityID))
+		w.text(f.StatusCode)
+		w.text(f.Status)
+		w.text(f.Region)
+		w.text(f.ProviderType)
+		w.text(f.ProviderUID)
+		w.text(f.ResourceUID)
+		w.timestamptz(f.Time)
+		w.bytea(f.Raw)
+	}), copyStaging)
 	if err != nil {
 		return fmt.Errorf("postgres: stage findings: %w", err)
 	}

@@ -575,9 +575,11 @@ func testWriteBatchRoundTrip(t *testing.T, s store.Store) {
 	}
 	k := store.Finding{UID: "k8s-1", ScanID: "scan-2", Severity: "low", SeverityID: 2, StatusCode: "PASS",
 		ProviderType: "kubernetes", ProviderUID: "cluster-1", Time: baseTime, Raw: []byte(`[]`)}
+	// Before PostgreSQL's epoch (2000-01-01), which binary COPY counts from.
+	old := store.Finding{UID: "y2k", ScanID: "scan-2", SeverityID: 1, Time: time.Date(1999, 12, 31, 23, 59, 59, 999999000, time.UTC), Raw: []byte(`{}`)}
 	before := time.Now().Add(-time.Second)
 	must(t, s.WriteBatch(ctx, tenantA, "ing-1", 1, store.Batch{
-		Findings: []store.Finding{f, k},
+		Findings: []store.Finding{f, k, old},
 		Scans: []store.Scan{
 			{ID: "scan-1", ProviderType: "aws", ProviderUID: "123456789012", Trigger: "imported"},
 			{ID: "scan-2", ProviderType: "kubernetes", ProviderUID: "cluster-1", Trigger: "imported"},
@@ -603,8 +605,11 @@ func testWriteBatchRoundTrip(t *testing.T, s store.Store) {
 	got2, err := s.GetFinding(ctx, tenantA, store.FindingID(tenantA, "scan-2", "k8s-1"))
 	must(t, err, "GetFinding k8s")
 	sameFinding(t, "GetFinding k8s", got2, normalised(tenantA, "ing-1", k))
+	got3, err := s.GetFinding(ctx, tenantA, store.FindingID(tenantA, "scan-2", "y2k"))
+	must(t, err, "GetFinding y2k")
+	sameFinding(t, "GetFinding y2k", got3, normalised(tenantA, "ing-1", old))
 
-	fs := expectFindings(t, s, tenantA, store.FindingQuery{}, 2)
+	fs := expectFindings(t, s, tenantA, store.FindingQuery{}, 3)
 	sameFinding(t, "ListFindings[0]", fs[0], normalised(tenantA, "ing-1", f))
 }
 
