@@ -34,26 +34,35 @@ func newBinaryCopy(n int, encode func(w *binaryRow, i int)) *binaryCopy {
 // header-extension length (both zero).
 var copySignature = []byte("PGCOPY\n\377\r\n\x00\x00\x00\x00\x00\x00\x00\x00\x00")
 
+// Read fills p with as many rows as fit: pgconn sends what each Read
+// returns as one message, with a system call of its own.
 func (r *binaryCopy) Read(p []byte) (int, error) {
-	for len(r.pending) == 0 {
-		switch {
-		case r.done:
-			return 0, io.EOF
-		case !r.started:
-			r.started = true
-			r.pending = copySignature
-		case r.next < r.n:
-			r.row.buf = r.row.buf[:0]
-			r.encode(&r.row, r.next)
-			r.next++
-			r.pending = r.row.buf
-		default:
-			r.done = true
-			r.pending = []byte{0xff, 0xff} // the trailer: a field count of -1
+	n := 0
+	for n < len(p) {
+		if len(r.pending) == 0 {
+			switch {
+			case r.done:
+				if n > 0 {
+					return n, nil
+				}
+				return 0, io.EOF
+			case !r.started:
+				r.started = true
+				r.pending = copySignature
+			case r.next < r.n:
+				r.row.buf = r.row.buf[:0]
+				r.encode(&r.row, r.next)
+				r.next++
+				r.pending = r.row.buf
+			default:
+				r.done = true
+				r.pending = []byte{0xff, 0xff} // the trailer: a field count of -1
+			}
 		}
+		c := copy(p[n:], r.pending)
+		r.pending = r.pending[c:]
+		n += c
 	}
-	n := copy(p, r.pending)
-	r.pending = r.pending[n:]
 	return n, nil
 }
 
