@@ -65,7 +65,7 @@ func main() {
 	sizes := flag.String("records", "10000,100000", "Report sizes to run, in records.")
 	engineList := flag.String("engines", "postgres,sqlite", "Store engines to run.")
 	bigMiB := flag.Int("big-mib", 1024, "Size of the large report (MiB) generated on the fly for the memory run on PostgreSQL; 0 skips it.")
-	repeat := flag.Int("repeat", 3, "Runs of each report on each engine; the table shows their medians.")
+	repeat := flag.Int("repeat", 5, "Runs of each report on each engine; the table shows their medians.")
 	flag.Parse()
 	if *repeat < 1 {
 		fmt.Fprintln(os.Stderr, "bench: -repeat must be at least 1")
@@ -595,9 +595,12 @@ func (b *bench) work(ctx context.Context, ing *posturev1.Ingestion) (time.Durati
 	// Peak RSS is read from the child's own VmHWM while it runs: rusage's
 	// ru_maxrss is no good here, as exec folds the parent's high-water mark
 	// into the child's (Go forks with CLONE_VM), so it reports this process.
+	// The kernel keeps the high-water mark, so the period only bounds how
+	// late a rise can be seen, and the sampler shares the two cores with
+	// the run it measures.
 	stop := make(chan struct{})
 	peak := make(chan int64)
-	go samplePeak(cmd.Process.Pid, "VmHWM", 5*time.Millisecond, stop, peak)
+	go samplePeak(cmd.Process.Pid, "VmHWM", 20*time.Millisecond, stop, peak)
 	err = cmd.Wait()
 	elapsed := time.Since(start)
 	close(stop)
