@@ -105,9 +105,12 @@ func (c *CountingReader) Err() error {
 
 // Record is one element of the report's top-level array.
 type Record struct {
-	Index  int    // 0-based position in the array
-	Offset int64  // byte offset of the record's first byte in the file
-	Raw    []byte // the record's exact JSON bytes (a fresh copy the caller may keep, but not modify)
+	Index  int   // 0-based position in the array
+	Offset int64 // byte offset of the record's first byte in the file
+	// Raw is the record's exact JSON bytes: from Next, a fresh copy the
+	// caller may keep (but not modify); from NextBorrowed, valid until the
+	// Reader's next call.
+	Raw []byte
 
 	// checked says Raw came from a Reader, so it is known to be one valid
 	// JSON value and the Validator need not check its syntax again.
