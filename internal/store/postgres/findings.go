@@ -39,11 +39,41 @@ CREATE TEMPORARY TABLE IF NOT EXISTS ` + stagingTable + ` (
 ) WITH (toast_tuple_target = 8160) ON COMMIT DELETE ROWS`
 }
 
-// copyStaging fills the staging table; upsertFindings encodes rows in this
-// column order.
-const copyStaging = `COPY ` + stagingTable + ` (id, scan_id, uid, check_id, title, severity, severity_id,
-    status_code, status, region, provider_type, provider_uid, resource_uid, event_time, raw)
+// findingFields are the columns a finding brings itself, in the order
+// encodeFinding writes them.
+const findingFields = `id, scan_id, uid, check_id, title, severity, severity_id,
+    status_code, status, region, provider_type, provider_uid, resource_uid, event_time, raw`
+
+const findingFieldCount = 15
+
+// copyStaging fills the staging table with a batch's findings.
+const copyStaging = `COPY ` + stagingTable + ` (` + findingFields + `) FROM STDIN (FORMAT binary)`
+
+// copyFindings COPYs a batch's findings straight into findings; the row's
+// own fields are followed by what the run adds.
+const copyFindings = `COPY findings (` + findingFields + `, tenant, ingestion_id, inserted_at, updated_at)
 FROM STDIN (FORMAT binary)`
+
+// encodeFinding starts a row with the finding's own fields (findingFields),
+// announcing more fields after them, which the caller then writes.
+func encodeFinding(w *binaryRow, id [16]byte, f *store.Finding, more int) {
+	w.fields(findingFieldCount + more)
+	w.uuid(id)
+	w.text(f.ScanID)
+	w.text(f.UID)
+	w.text(f.CheckID)
+	w.text(f.Title)
+	w.text(f.Severity)
+	w.int4(int32(f.SeverityID))
+	w.text(f.StatusCode)
+	w.text(f.Status)
+	w.text(f.Region)
+	w.text(f.ProviderType)
+	w.text(f.ProviderUID)
+	w.text(f.ResourceUID)
+	w.timestamptz(f.Time)
+	w.bytea(f.Raw)
+}
 
 // The staging rows are already sorted by id, and ORDER BY keeps that order
 // for the inserts, so concurrent overlapping batches lock rows in the same
@@ -160,12 +190,6 @@ func (s *Store) ensureStaging(ctx context.Context, conn *pgxpool.Conn) error {
 	return nil
 }
 
-// copyFindings COPYs rows straight into findings; writeFindings encodes
-// them in this column order.
-const copyFindings = `COPY findings (id, tenant, scan_id, uid, ingestion_id, check_id, title, severity, severity_id,
-    status_code, status, region, provider_type, provider_uid, resource_uid, event_time, raw, inserted_at, updated_at)
-FROM STDIN (FORMAT binary)`
-
 // writeFindings stores a batch. New findings, the common case (the first
 // ingestion of a report), are COPYed straight into the table. A batch whose
 // first row (in the batch's fixed order) is already stored, as in a re-run or
@@ -197,25 +221,9 @@ func writeFindings(ctx context.Context, tx pgx.Tx, tenant, ingestionID string, n
 		return fmt.Errorf("postgres: write findings: %w", err)
 	}
 	_, err = sp.Conn().PgConn().CopyFrom(ctx, newBinaryCopy(len(fs), func(w *binaryRow, i int) {
-		f := &fs[i]
-		w.fields(19)
-		w.uuid(ids[i])
+		encodeFinding(w, ids[i], &fs[i], 4)
 		w.text(tenant)
-		w.text(f.ScanID)
-		w.text(f.UID)
 		w.text(ingestionID)
-		w.text(f.CheckID)
-		w.text(f.Title)
-		w.text(f.Severity)
-		w.int4(int32(f.SeverityID))
-		w.text(f.StatusCode)
-		w.text(f.Status)
-		w.text(f.Region)
-		w.text(f.ProviderType)
-		w.text(f.ProviderUID)
-		w.text(f.ResourceUID)
-		w.timestamptz(f.Time)
-		w.bytea(f.Raw)
 		w.timestamptz(now)
 		w.timestamptz(now)
 	}), copyFindings)
@@ -234,23 +242,7 @@ func writeFindings(ctx context.Context, tx pgx.Tx, tenant, ingestionID string, n
 // upsertFindings stages the batch by COPY and upserts it from there.
 func upsertFindings(ctx context.Context, tx pgx.Tx, tenant, ingestionID string, now time.Time, fs []store.Finding, ids [][16]byte) error {
 	_, err := tx.Conn().PgConn().CopyFrom(ctx, newBinaryCopy(len(fs), func(w *binaryRow, i int) {
-		f := &fs[i]
-		w.fields(15)
-		w.uuid(ids[i])
-		w.text(f.ScanID)
-		w.text(f.UID)
-		w.text(f.CheckID)
-		w.text(f.Title)
-		w.text(f.Severity)
-		w.int4(int32(f.SeverityID))
-		w.text(f.StatusCode)
-		w.text(f.Status)
-		w.text(f.Region)
-		w.text(f.ProviderType)
-		w.text(f.ProviderUID)
-		w.text(f.ResourceUID)
-		w.timestamptz(f.Time)
-		w.bytea(f.Raw)
+		encodeFinding(w, ids[i], &fs[i], 0)
 	}), copyStaging)
 	if err != nil {
 		return fmt.Errorf("postgres: stage findings: %w", err)
