@@ -75,6 +75,20 @@ func FuzzReader(f *testing.F) {
 		if (errR1 == nil) != (errR == nil) || errR != nil && errR1.Error() != errR.Error() || len(recs1) != len(recs) {
 			t.Fatalf("chunking changed the result: %v / %v", errR, errR1)
 		}
+		// Borrowed records, checked before the next call reuses the buffers.
+		borrowing := NewReader(&jaggedReader{data: data})
+		for i := 0; ; i++ {
+			rec, err := borrowing.NextBorrowed()
+			if err != nil {
+				if (err == io.EOF) != (errR == nil) || i != len(recs) {
+					t.Fatalf("NextBorrowed ended with %v after %d records; Next with %v after %d", err, i, errR, len(recs))
+				}
+				break
+			}
+			if i >= len(recs) || rec.Offset != recs[i].Offset || !bytes.Equal(rec.Raw, recs[i].Raw) {
+				t.Fatalf("NextBorrowed record %d differs from Next's", i)
+			}
+		}
 		for i, rec := range recs {
 			if rec.Index != i || rec.Offset < 0 || rec.Offset+int64(len(rec.Raw)) > int64(len(data)) ||
 				!bytes.Equal(data[rec.Offset:rec.Offset+int64(len(rec.Raw))], rec.Raw) {
