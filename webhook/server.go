@@ -108,15 +108,9 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 // authorize authenticates the caller and checks subscription and permission,
 // in the order of DESIGN §7: 401, then 402, then 403.
 func (s *Server) authorize(r *http.Request, perm posturev1.Permission) (auth.Principal, error) {
-	p, err := s.Auth.Authenticate(r)
+	p, err := s.authenticate(r)
 	if err != nil {
-		var ae *auth.Error
-		if !errors.As(err, &ae) {
-			return auth.Principal{}, err
-		}
-		e := newError(401, CodeNotAuthenticated, ae.Reason).headerSource("Authorization")
-		e.header = http.Header{"Www-Authenticate": {`Api-Key realm="posture"`}}
-		return auth.Principal{}, e
+		return auth.Principal{}, err
 	}
 	if !p.Subscribed {
 		return auth.Principal{}, newError(402, CodeSubscriptionRequired, "the API needs an active subscription; tenant "+p.Tenant+" has none")

@@ -125,9 +125,9 @@ type Reader struct {
 	buf []byte
 	// buf[start:end] is read and not yet scanned.
 	start, end int
-	// A record being read starts at buf[recStart] or, when it began in an
-	// earlier read, in acc, which holds its bytes up to the current buffer.
-	inRec    bool
+	// While the scanner is inside a record, the record starts at
+	// buf[recStart] or, when it began in an earlier read, in acc, which holds
+	// its bytes up to the current buffer.
 	recStart int
 	acc      []byte
 	eof      bool
@@ -177,7 +177,7 @@ func (r *Reader) NextBorrowed() (Record, error) {
 				}
 				return Record{}, r.err
 			}
-			if r.inRec {
+			if r.s.inElem {
 				// The buffer is about to be overwritten: keep what it holds
 				// of the record.
 				r.acc = append(r.acc, r.buf[r.recStart:r.end]...)
@@ -197,17 +197,16 @@ func (r *Reader) NextBorrowed() (Record, error) {
 		switch ev {
 		case evErr:
 			r.err = r.s.err
-			r.inRec, r.acc = false, nil
+			r.acc = nil
 			return Record{}, r.err
 		case evBegin:
-			r.inRec, r.recStart, r.acc = true, r.start-1, r.acc[:0]
+			r.recStart, r.acc = r.start-1, r.acc[:0]
 		case evEnd:
 			raw := r.buf[r.recStart:r.start]
 			if len(r.acc) > 0 {
 				r.acc = append(r.acc, raw...)
 				raw = r.acc
 			}
-			r.inRec = false
 			// Drop a buffer grown by an unusually large record rather than
 			// pinning up to MaxRecordSize for the rest of the file; the
 			// record keeps it alive until the caller is done with it.

@@ -20,14 +20,13 @@ type binaryCopy struct {
 	encode func(w *binaryRow, i int)
 
 	next    int
-	started bool
 	done    bool
 	row     binaryRow
-	pending []byte
+	pending []byte // encoded and not yet read; the stream opens with the signature
 }
 
 func newBinaryCopy(n int, encode func(w *binaryRow, i int)) *binaryCopy {
-	return &binaryCopy{n: n, encode: encode}
+	return &binaryCopy{n: n, encode: encode, pending: copySignature}
 }
 
 // copySignature opens every binary COPY stream: the signature, flags and
@@ -46,9 +45,6 @@ func (r *binaryCopy) Read(p []byte) (int, error) {
 					return n, nil
 				}
 				return 0, io.EOF
-			case !r.started:
-				r.started = true
-				r.pending = copySignature
 			case r.next < r.n:
 				r.row.buf = r.row.buf[:0]
 				r.encode(&r.row, r.next)
@@ -91,13 +87,14 @@ func (w *binaryRow) uuid(id [16]byte) {
 	w.buf = append(w.buf, id[:]...)
 }
 
-// postgresEpoch is where timestamptz counts microseconds from.
-var postgresEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+// postgresEpochUnix is where timestamptz counts microseconds from:
+// 2000-01-01T00:00:00Z, in Unix seconds.
+const postgresEpochUnix = 946_684_800
 
 func (w *binaryRow) timestamptz(t time.Time) {
 	// Microseconds, truncated as pgx truncates; the engine has already cut
 	// stored times to microseconds.
-	us := t.Unix()*1_000_000 + int64(t.Nanosecond())/1000 - postgresEpoch.Unix()*1_000_000
+	us := (t.Unix()-postgresEpochUnix)*1_000_000 + int64(t.Nanosecond())/1000
 	w.buf = binary.BigEndian.AppendUint32(w.buf, 8)
 	w.buf = binary.BigEndian.AppendUint64(w.buf, uint64(us))
 }
