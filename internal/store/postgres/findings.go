@@ -131,11 +131,16 @@ func (s *Store) WriteBatch(ctx context.Context, tenant, ingestionID string, atte
 		}
 	}
 	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		// FOR SHARE lets batches of one attempt run side by side while making
-		// StartRun of a newer attempt wait for them (and them fail after it).
+		// FOR KEY SHARE lets batches of one attempt run side by side, and
+		// lets UpdateRun record progress while they do (a plain UPDATE of
+		// non-key columns does not conflict with it), while StartRun of a
+		// newer attempt and FinishRun, which lock the row FOR UPDATE, wait
+		// for them (and batches after those fail). A FOR SHARE lock made
+		// each progress update wait for the batch in flight, stalling the
+		// parse behind it.
 		var stored int
 		var finished *time.Time
-		err := tx.QueryRow(ctx, `SELECT attempt, finished_at FROM runs WHERE tenant = $1 AND ingestion_id = $2 FOR SHARE`,
+		err := tx.QueryRow(ctx, `SELECT attempt, finished_at FROM runs WHERE tenant = $1 AND ingestion_id = $2 FOR KEY SHARE`,
 			tenant, ingestionID).Scan(&stored, &finished)
 		if isNoRows(err) {
 			return store.ErrNotFound

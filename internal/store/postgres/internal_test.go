@@ -151,3 +151,111 @@ func TestCopyFallsBackToUpsertOnARace(t *testing.T) {
 		t.Errorf("findings: %d rows, title %q, ingestion %q; want the one row updated by the second writer", n, title, ing)
 	}
 }
+
+// A batch in flight holds a key share lock on its run's row. Progress must
+// not wait for it (the worker records progress between batches, and waiting
+// stalled its parse), while an outcome and a newer attempt must: no batch
+// may commit after either.
+func TestRunWritesAgainstABatchInFlight(t *testing.T) {
+	tests := []struct {
+		name  string
+		write func(ctx context.Context, s *Store) error
+		waits bool
+	}{
+		{"UpdateRun", func(ctx context.Context, s *Store) error {
+			return s.UpdateRun(ctx, "t", "ing-1", 1, store.Progress{Processed: 1})
+		}, false},
+		{"FinishRun", func(ctx context.Context, s *Store) error {
+			return s.FinishRun(ctx, "t", "ing-1", 1, store.Outcome{Status: store.RunSucceeded, Progress: store.Progress{Processed: 1}})
+		}, true},
+		{"StartRun of the next attempt", func(ctx context.Context, s *Store) error {
+			return s.StartRun(ctx, "t", "ing-1", 2, 1)
+		}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			s, err := Open(ctx, pgtest.FreshDatabase(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if err := s.StartRun(ctx, "t", "ing-1", 1, 1); err != nil {
+				t.Fatal(err)
+			}
+			f := store.Finding{ID: store.FindingID("t", "scan", "u"), UID: "u", ScanID: "scan", Raw: []byte(`{"a":1}`)}
+
+			// Another transaction inserts the batch's finding and stays
+			// open, so the batch stops on the primary key inside its
+			// transaction, after it has locked the run's row.
+			blocker, err := s.pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer blocker.Rollback(ctx)
+			if err := writeFindings(ctx, blocker, "t", "ing-0", time.Now(), []store.Finding{f}); err != nil {
+				t.Fatal(err)
+			}
+			batch := make(chan error, 1)
+			go func() { batch <- s.WriteBatch(ctx, "t", "ing-1", 1, store.Batch{Findings: []store.Finding{f}}) }()
+			waitForBlockedBackends(t, s, 1)
+
+			done := make(chan error, 1)
+			go func() { done <- tc.write(ctx, s) }()
+			if tc.waits {
+				waitForBlockedBackends(t, s, 2)
+				select {
+				case err := <-done:
+					t.Fatalf("returned (%v) while a batch was in flight", err)
+				default:
+				}
+			} else {
+				select {
+				case err := <-done:
+					if err != nil {
+						t.Fatal(err)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatal("still waiting for the batch in flight after 10s")
+				}
+			}
+
+			if err := blocker.Rollback(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-batch; err != nil {
+				t.Fatalf("batch: %v", err)
+			}
+			if tc.waits {
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := s.GetFinding(ctx, "t", f.ID); err != nil {
+				t.Errorf("the batch's finding: %v", err)
+			}
+		})
+	}
+}
+
+// waitForBlockedBackends waits until n lock requests in the database are
+// waiting.
+func waitForBlockedBackends(t *testing.T, s *Store, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var waiting int
+		if err := s.pool.QueryRow(context.Background(),
+			`SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE NOT l.granted AND a.datname = current_database()`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d backends blocked after 10s, want %d", waiting, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

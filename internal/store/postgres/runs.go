@@ -15,9 +15,15 @@ import (
 // StartRun implements store.Store.
 func (s *Store) StartRun(ctx context.Context, tenant, ingestionID string, attempt int, total int) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		// The upsert's WHERE makes "not older than the stored attempt" part
-		// of the statement that resets the row, and its row lock orders this
-		// against a WriteBatch of the old attempt (which holds a share lock).
+		// FOR UPDATE waits for every WriteBatch in flight (each holds a key
+		// share lock on the row), so that none of the old attempt's rows can
+		// land after the errors are cleared below. The upsert alone would not
+		// wait: it changes no key column, so its lock is compatible with
+		// theirs. The upsert's WHERE makes "not older than the stored
+		// attempt" part of the statement that resets the row.
+		if err := lockRun(ctx, tx, tenant, ingestionID); err != nil {
+			return fmt.Errorf("postgres: start run: %w", err)
+		}
 		var got int
 		err := tx.QueryRow(ctx, `
 INSERT INTO runs (tenant, ingestion_id, attempt, status, total, processed, invalid, message, started_at, updated_at, finished_at)
@@ -46,6 +52,8 @@ RETURNING attempt`,
 
 // UpdateRun implements store.Store.
 func (s *Store) UpdateRun(ctx context.Context, tenant, ingestionID string, attempt int, p store.Progress) error {
+	// A plain UPDATE of columns outside the key: it does not wait for the
+	// batches in flight, whose key share locks it is compatible with.
 	tag, err := s.pool.Exec(ctx, `
 UPDATE runs SET processed = $1, invalid = $2, updated_at = $3
 WHERE tenant = $4 AND ingestion_id = $5 AND attempt = $6 AND finished_at IS NULL`,
@@ -61,14 +69,33 @@ func (s *Store) FinishRun(ctx context.Context, tenant, ingestionID string, attem
 	if err := engine.ValidOutcome(o); err != nil {
 		return err
 	}
-	tag, err := s.pool.Exec(ctx, `
+	var tag pgconn.CommandTag
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// As in StartRun: no batch of this attempt may commit after its
+		// outcome (the controller records one when a Job fails, and the pod
+		// may still be writing), so wait for those in flight.
+		if err := lockRun(ctx, tx, tenant, ingestionID); err != nil {
+			return err
+		}
+		var err error
+		tag, err = tx.Exec(ctx, `
 UPDATE runs SET status = $1, processed = $2, invalid = $3, message = $4, updated_at = $5, finished_at = $5
 WHERE tenant = $6 AND ingestion_id = $7 AND attempt = $8 AND finished_at IS NULL`,
-		string(o.Status), o.Processed, o.Invalid, o.Message, engine.Now(), tenant, ingestionID, attempt)
+			string(o.Status), o.Processed, o.Invalid, o.Message, engine.Now(), tenant, ingestionID, attempt)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("postgres: finish run: %w", err)
 	}
 	return s.checkRunWrite(ctx, tag, tenant, ingestionID)
+}
+
+// lockRun takes the run's row lock that conflicts with the key share locks
+// of batches in flight, waiting for them to end. A missing row locks
+// nothing: no batch can be in flight without it.
+func lockRun(ctx context.Context, tx pgx.Tx, tenant, ingestionID string) error {
+	_, err := tx.Exec(ctx, `SELECT 1 FROM runs WHERE tenant = $1 AND ingestion_id = $2 FOR UPDATE`, tenant, ingestionID)
+	return err
 }
 
 // checkRunWrite tells a stale attempt from a missing run once a guarded
