@@ -1,9 +1,12 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"testing"
 	"time"
@@ -50,10 +53,13 @@ func TestRawCompressedWithLZ4(t *testing.T) {
 	if err := s.StartRun(ctx, "t", "ing", 1, 1); err != nil {
 		t.Fatal(err)
 	}
-	// Random hex compresses to well over the 2 KB that TOAST moves out of line.
+	// The second copy of the random hex is what compresses, always, and the
+	// first keeps the value well over the 2 KB that TOAST moves out of line.
+	// (Random hex alone does not reliably compress: lz4 has no entropy
+	// coding, and when it saves nothing the value is stored uncompressed.)
 	noise := make([]byte, 4000)
 	rand.Read(noise)
-	raw := fmt.Appendf(nil, `{"noise":"%x"}`, noise)
+	raw := fmt.Appendf(nil, `{"noise":"%x","again":"%x"}`, noise, noise)
 	f := store.Finding{UID: "u", ScanID: "s", Raw: raw}
 	if err := s.WriteBatch(ctx, "t", "ing", 1, store.Batch{Findings: []store.Finding{f}}); err != nil {
 		t.Fatal(err)
@@ -258,4 +264,88 @@ func waitForBlockedBackends(t *testing.T, s *Store, n int) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// The blob reader fetches the next chunk while the current one is read, and
+// must not leave that fetch, or its connection, behind.
+func TestBlobReaderPrefetches(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, pgtest.FreshDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const size = 3<<20 + 100
+	content := make([]byte, size)
+	if _, err := rand.Read(content); err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.PutBlob(ctx, "t", bytes.NewReader(content))
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func() *blobReader {
+		t.Helper()
+		rc, err := s.OpenBlob(ctx, "t", b.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rc.(*blobReader)
+	}
+
+	t.Run("reads ahead and back in order", func(t *testing.T) {
+		r := open()
+		defer r.Close()
+		first := make([]byte, 10)
+		if _, err := io.ReadFull(r, first); err != nil {
+			t.Fatal(err)
+		}
+		if r.pending == nil {
+			t.Fatal("no fetch of the next chunk in flight after the first read")
+		}
+		rest, err := io.ReadAll(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(append(first, rest...), content) {
+			t.Fatal("read back differs from what was written")
+		}
+	})
+
+	t.Run("close with a fetch in flight", func(t *testing.T) {
+		r := open()
+		if _, err := io.ReadFull(r, make([]byte, 10)); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+		// A connection whose query was cancelled is destroyed in the
+		// background, so give the pool a moment to count it out.
+		deadline := time.Now().Add(5 * time.Second)
+		for s.pool.Stat().AcquiredConns() != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d connections still acquired 5s after Close", s.pool.Stat().AcquiredConns())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if _, err := r.Read(make([]byte, 1)); err == nil {
+			t.Error("Read after Close succeeded")
+		}
+	})
+
+	t.Run("deleted while reading", func(t *testing.T) {
+		r := open()
+		defer r.Close()
+		if _, err := io.ReadFull(r, make([]byte, 10)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DeleteBlob(ctx, "t", b.ID); err != nil {
+			t.Fatal(err)
+		}
+		_, err := io.ReadAll(r)
+		if !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("reading on after the delete: %v, want ErrNotFound", err)
+		}
+	})
 }
