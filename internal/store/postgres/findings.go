@@ -120,6 +120,10 @@ func (s *Store) WriteBatch(ctx context.Context, tenant, ingestionID string, atte
 	if err != nil {
 		return err
 	}
+	ids, err := findingIDs(b.Findings)
+	if err != nil {
+		return err
+	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("postgres: write batch: %w", err)
@@ -130,54 +134,79 @@ func (s *Store) WriteBatch(ctx context.Context, tenant, ingestionID string, atte
 			return err
 		}
 	}
-	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		// FOR KEY SHARE lets batches of one attempt run side by side, and
-		// lets UpdateRun record progress while they do (a plain UPDATE of
-		// non-key columns does not conflict with it), while StartRun of a
-		// newer attempt and FinishRun, which lock the row FOR UPDATE, wait
-		// for them (and batches after those fail). A FOR SHARE lock made
-		// each progress update wait for the batch in flight, stalling the
-		// parse behind it.
-		var stored int
-		var finished *time.Time
-		err := tx.QueryRow(ctx, `SELECT attempt, finished_at FROM runs WHERE tenant = $1 AND ingestion_id = $2 FOR KEY SHARE`,
-			tenant, ingestionID).Scan(&stored, &finished)
-		if isNoRows(err) {
-			return store.ErrNotFound
+	upsert := false
+	for {
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			return writeBatch(ctx, tx, tenant, ingestionID, attempt, now, b, ids, upsert)
+		})
+		if errors.Is(err, errCopyMetStoredRow) && !upsert {
+			// The transaction wrote nothing before the COPY that failed; do
+			// it all again, this time upserting.
+			upsert = true
+			continue
 		}
+		return err
+	}
+}
+
+// writeBatch is one attempt at a batch's transaction. Each round trip in it
+// is one the worker's pipeline waits for, so the run's check and the
+// findings' existence probe share one.
+func writeBatch(ctx context.Context, tx pgx.Tx, tenant, ingestionID string, attempt int, now time.Time, b engine.Batch, ids [][16]byte, upsert bool) error {
+	// FOR KEY SHARE lets batches of one attempt run side by side, and lets
+	// UpdateRun record progress while they do (a plain UPDATE of non-key
+	// columns does not conflict with it), while StartRun of a newer attempt
+	// and FinishRun, which lock the row FOR UPDATE, wait for them (and
+	// batches after those fail). A FOR SHARE lock made each progress update
+	// wait for the batch in flight, stalling the parse behind it.
+	var probe *[16]byte
+	if len(ids) > 0 && !upsert {
+		probe = &ids[0]
+	}
+	var (
+		stored   int
+		finished *time.Time
+		exists   bool
+	)
+	err := tx.QueryRow(ctx, `
+SELECT attempt, finished_at, $3::uuid IS NOT NULL AND EXISTS (SELECT 1 FROM findings WHERE id = $3)
+FROM runs WHERE tenant = $1 AND ingestion_id = $2 FOR KEY SHARE`,
+		tenant, ingestionID, probe).Scan(&stored, &finished, &exists)
+	if isNoRows(err) {
+		return store.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("postgres: write batch: %w", err)
+	}
+	if stored != attempt || finished != nil {
+		return store.ErrStaleAttempt
+	}
+	if len(b.Findings) > 0 {
+		if err := writeFindings(ctx, tx, tenant, ingestionID, now, b.Findings, ids, upsert || exists); err != nil {
+			return err
+		}
+	}
+	if len(b.Scans) > 0 {
+		n := len(b.Scans)
+		ids, types, uids, triggers := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		for i, sc := range b.Scans {
+			ids[i], types[i], uids[i], triggers[i] = sc.ID, sc.ProviderType, sc.ProviderUID, sc.Trigger
+		}
+		if _, err := tx.Exec(ctx, upsertScans, tenant, ingestionID, now, ids, types, uids, triggers); err != nil {
+			return fmt.Errorf("postgres: write scans: %w", err)
+		}
+	}
+	if len(b.Errors) > 0 {
+		_, err := tx.CopyFrom(ctx, pgx.Identifier{"ingestion_errors"}, errorColumns,
+			pgx.CopyFromSlice(len(b.Errors), func(i int) ([]any, error) {
+				e := b.Errors[i]
+				return []any{tenant, ingestionID, attempt, e.RecordIndex, e.FindingUID, e.Code, e.Detail, e.Pointer, e.Value}, nil
+			}))
 		if err != nil {
-			return fmt.Errorf("postgres: write batch: %w", err)
+			return fmt.Errorf("postgres: write ingestion errors: %w", err)
 		}
-		if stored != attempt || finished != nil {
-			return store.ErrStaleAttempt
-		}
-		if len(b.Findings) > 0 {
-			if err := writeFindings(ctx, tx, tenant, ingestionID, now, b.Findings); err != nil {
-				return err
-			}
-		}
-		if len(b.Scans) > 0 {
-			n := len(b.Scans)
-			ids, types, uids, triggers := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-			for i, sc := range b.Scans {
-				ids[i], types[i], uids[i], triggers[i] = sc.ID, sc.ProviderType, sc.ProviderUID, sc.Trigger
-			}
-			if _, err := tx.Exec(ctx, upsertScans, tenant, ingestionID, now, ids, types, uids, triggers); err != nil {
-				return fmt.Errorf("postgres: write scans: %w", err)
-			}
-		}
-		if len(b.Errors) > 0 {
-			_, err := tx.CopyFrom(ctx, pgx.Identifier{"ingestion_errors"}, errorColumns,
-				pgx.CopyFromSlice(len(b.Errors), func(i int) ([]any, error) {
-					e := b.Errors[i]
-					return []any{tenant, ingestionID, attempt, e.RecordIndex, e.FindingUID, e.Code, e.Detail, e.Pointer, e.Value}, nil
-				}))
-			if err != nil {
-				return fmt.Errorf("postgres: write ingestion errors: %w", err)
-			}
-		}
-		return nil
-	})
+	}
+	return nil
 }
 
 // ensureStaging creates the staging table on conn unless it already did.
@@ -195,53 +224,52 @@ func (s *Store) ensureStaging(ctx context.Context, conn *pgxpool.Conn) error {
 	return nil
 }
 
-// writeFindings stores a batch. New findings, the common case (the first
-// ingestion of a report), are COPYed straight into the table. A batch whose
-// first row (in the batch's fixed order) is already stored, as in a re-run or
-// a re-upload, takes the staged upsert at once. Otherwise the COPY runs under
-// a savepoint: should it meet a stored row after all (a report that grew
-// since it was last ingested, or another ingestion of the same report racing
-// this one), it stops there on the primary key, the savepoint undoes it, and
-// the upsert runs instead. Probing one id by equality keeps the probe an
-// index lookup whatever the planner believes about a table that is just
-// being filled; probing every id cost an index lookup per row.
-func writeFindings(ctx context.Context, tx pgx.Tx, tenant, ingestionID string, now time.Time, fs []store.Finding) error {
+func findingIDs(fs []store.Finding) ([][16]byte, error) {
 	ids := make([][16]byte, len(fs))
 	for i := range fs {
 		id, err := uuid.Parse(fs[i].ID)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		ids[i] = id
 	}
-	var exists bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM findings WHERE id = $1)`, ids[0]).Scan(&exists); err != nil {
-		return fmt.Errorf("postgres: probe findings: %w", err)
-	}
-	if exists {
+	return ids, nil
+}
+
+// errCopyMetStoredRow is a COPY that stopped on a finding already stored;
+// its transaction is aborted, and the batch must be upserted instead.
+var errCopyMetStoredRow = errors.New("postgres: copy findings met a stored row")
+
+// writeFindings stores a batch. New findings, the common case (the first
+// ingestion of a report), are COPYed straight into the table. A batch whose
+// first row (in the batch's fixed order) is already stored, as in a re-run or
+// a re-upload, is upserted. Should the COPY meet a stored row after all (a
+// report that grew since it was last ingested, or another ingestion of the
+// same report racing this one), it stops there on the primary key and
+// writeFindings returns errCopyMetStoredRow: WriteBatch then runs the whole
+// transaction again, upserting. (A savepoint around the COPY would save that
+// repetition in a rare case and cost every batch a subtransaction and two
+// round trips.) Probing one id by equality keeps the probe an index lookup
+// whatever the planner believes about a table that is just being filled;
+// probing every id cost an index lookup per row.
+func writeFindings(ctx context.Context, tx pgx.Tx, tenant, ingestionID string, now time.Time, fs []store.Finding, ids [][16]byte, upsert bool) error {
+	if upsert {
 		return upsertFindings(ctx, tx, tenant, ingestionID, now, fs, ids)
 	}
-	sp, err := tx.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("postgres: write findings: %w", err)
-	}
-	_, err = sp.Conn().PgConn().CopyFrom(ctx, newBinaryCopy(len(fs), func(w *binaryRow, i int) {
+	_, err := tx.Conn().PgConn().CopyFrom(ctx, newBinaryCopy(len(fs), func(w *binaryRow, i int) {
 		encodeFinding(w, ids[i], &fs[i], 4)
 		w.text(tenant)
 		w.text(ingestionID)
 		w.timestamptz(now)
 		w.timestamptz(now)
 	}), copyFindings)
-	if err == nil {
-		return sp.Commit(ctx)
+	switch {
+	case err == nil:
+		return nil
+	case isUniqueViolation(err):
+		return fmt.Errorf("%w: %v", errCopyMetStoredRow, err)
 	}
-	if rbErr := sp.Rollback(ctx); rbErr != nil {
-		return fmt.Errorf("postgres: write findings: %w (undoing it: %v)", err, rbErr)
-	}
-	if !isUniqueViolation(err) {
-		return fmt.Errorf("postgres: copy findings: %w", err)
-	}
-	return upsertFindings(ctx, tx, tenant, ingestionID, now, fs, ids)
+	return fmt.Errorf("postgres: copy findings: %w", err)
 }
 
 // upsertFindings stages the batch by COPY and upserts it from there.

@@ -90,7 +90,8 @@ func TestRawCompressedWithLZ4(t *testing.T) {
 
 // Two ingestions of one report at once: the second one's existence probe runs
 // before the first commits, so it tries the straight COPY, waits on the unique
-// key, hits it once the first commits, and must fall back to the upsert.
+// key, hits it once the first commits, and must run its batch again as an
+// upsert.
 func TestCopyFallsBackToUpsertOnARace(t *testing.T) {
 	ctx := context.Background()
 	s, err := Open(ctx, pgtest.FreshDatabase(t))
@@ -101,47 +102,27 @@ func TestCopyFallsBackToUpsertOnARace(t *testing.T) {
 	f := store.Finding{ID: store.FindingID("t", "scan", "u"), UID: "u", ScanID: "scan", Raw: []byte(`{"a":1}`), Title: "first"}
 	second := f
 	second.Title = "second"
+	if err := s.StartRun(ctx, "t", "ing-2", 1, 1); err != nil {
+		t.Fatal(err)
+	}
 
 	tx1, err := s.pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tx1.Rollback(ctx)
-	if err := writeFindings(ctx, tx1, "t", "ing-1", time.Now(), []store.Finding{f}); err != nil {
+	if err := writeTestFinding(ctx, tx1, "ing-1", f); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() {
-		// As WriteBatch does: a connection with its staging table.
-		conn, err := s.pool.Acquire(ctx)
-		if err != nil {
-			done <- err
-			return
-		}
-		defer conn.Release()
-		if err := s.ensureStaging(ctx, conn); err != nil {
-			done <- err
-			return
-		}
-		done <- pgx.BeginFunc(ctx, conn, func(tx2 pgx.Tx) error {
-			return writeFindings(ctx, tx2, "t", "ing-2", time.Now(), []store.Finding{second})
+		done <- s.WriteBatch(ctx, "t", "ing-2", 1, store.Batch{
+			Findings: []store.Finding{second},
+			Errors:   []store.IngestionError{{Code: "kept", Detail: "written once"}},
 		})
 	}()
 	// Commit the first only once the second is blocked on its row.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var waiting bool
-		if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE NOT granted)`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the second writer never blocked on the first")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitForBlockedBackends(t, s, 1)
 	if err := tx1.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -156,6 +137,19 @@ func TestCopyFallsBackToUpsertOnARace(t *testing.T) {
 	if n != 1 || title != "second" || ing != "ing-2" {
 		t.Errorf("findings: %d rows, title %q, ingestion %q; want the one row updated by the second writer", n, title, ing)
 	}
+	// The batch ran twice; the rest of it must be stored once.
+	if _, total, err := s.ListIngestionErrors(ctx, "t", "ing-2", store.Page{Number: 1}); err != nil || total != 1 {
+		t.Errorf("ingestion errors: %d (%v), want 1", total, err)
+	}
+}
+
+// writeTestFinding inserts f in tx, as a batch's straight COPY would.
+func writeTestFinding(ctx context.Context, tx pgx.Tx, ingestionID string, f store.Finding) error {
+	ids, err := findingIDs([]store.Finding{f})
+	if err != nil {
+		return err
+	}
+	return writeFindings(ctx, tx, "t", ingestionID, time.Now(), []store.Finding{f}, ids, false)
 }
 
 // A batch in flight holds a key share lock on its run's row. Progress must
@@ -200,7 +194,7 @@ func TestRunWritesAgainstABatchInFlight(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer blocker.Rollback(ctx)
-			if err := writeFindings(ctx, blocker, "t", "ing-0", time.Now(), []store.Finding{f}); err != nil {
+			if err := writeTestFinding(ctx, blocker, "ing-0", f); err != nil {
 				t.Fatal(err)
 			}
 			batch := make(chan error, 1)
