@@ -188,11 +188,11 @@ FROM runs WHERE tenant = $1 AND ingestion_id = $2 FOR KEY SHARE`,
 	}
 	if len(b.Scans) > 0 {
 		n := len(b.Scans)
-		ids, types, uids, triggers := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		scanIDs, types, uids, triggers := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		for i, sc := range b.Scans {
-			ids[i], types[i], uids[i], triggers[i] = sc.ID, sc.ProviderType, sc.ProviderUID, sc.Trigger
+			scanIDs[i], types[i], uids[i], triggers[i] = sc.ID, sc.ProviderType, sc.ProviderUID, sc.Trigger
 		}
-		if _, err := tx.Exec(ctx, upsertScans, tenant, ingestionID, now, ids, types, uids, triggers); err != nil {
+		if _, err := tx.Exec(ctx, upsertScans, tenant, ingestionID, now, scanIDs, types, uids, triggers); err != nil {
 			return fmt.Errorf("postgres: write scans: %w", err)
 		}
 	}
