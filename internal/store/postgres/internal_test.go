@@ -106,14 +106,8 @@ func TestCopyFallsBackToUpsertOnARace(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	tx1, err := s.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tx1 := holdFinding(ctx, t, s, "ing-1", f)
 	defer tx1.Rollback(ctx)
-	if err := writeTestFinding(ctx, tx1, "ing-1", f); err != nil {
-		t.Fatal(err)
-	}
 	done := make(chan error, 1)
 	go func() {
 		done <- s.WriteBatch(ctx, "t", "ing-2", 1, store.Batch{
@@ -143,13 +137,24 @@ func TestCopyFallsBackToUpsertOnARace(t *testing.T) {
 	}
 }
 
-// writeTestFinding inserts f in tx, as a batch's straight COPY would.
-func writeTestFinding(ctx context.Context, tx pgx.Tx, ingestionID string, f store.Finding) error {
-	ids, err := findingIDs([]store.Finding{f})
+// holdFinding inserts f, as a batch's straight COPY would, in a transaction
+// it leaves open. The caller must end it before closing the store, whose
+// Close waits for every connection.
+func holdFinding(ctx context.Context, t *testing.T, s *Store, ingestionID string, f store.Finding) pgx.Tx {
+	t.Helper()
+	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return err
+		t.Fatal(err)
 	}
-	return writeFindings(ctx, tx, "t", ingestionID, time.Now(), []store.Finding{f}, ids, false)
+	ids, err := findingIDs([]store.Finding{f})
+	if err == nil {
+		err = writeFindings(ctx, tx, "t", ingestionID, time.Now(), []store.Finding{f}, ids, false)
+	}
+	if err != nil {
+		tx.Rollback(ctx)
+		t.Fatal(err)
+	}
+	return tx
 }
 
 // A batch in flight holds a key share lock on its run's row. Progress must
@@ -189,14 +194,8 @@ func TestRunWritesAgainstABatchInFlight(t *testing.T) {
 			// Another transaction inserts the batch's finding and stays
 			// open, so the batch stops on the primary key inside its
 			// transaction, after it has locked the run's row.
-			blocker, err := s.pool.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			blocker := holdFinding(ctx, t, s, "ing-0", f)
 			defer blocker.Rollback(ctx)
-			if err := writeTestFinding(ctx, blocker, "ing-0", f); err != nil {
-				t.Fatal(err)
-			}
 			batch := make(chan error, 1)
 			go func() { batch <- s.WriteBatch(ctx, "t", "ing-1", 1, store.Batch{Findings: []store.Finding{f}}) }()
 			waitForBlockedBackends(t, s, 1)
