@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"crypto/hmac"
 	"fmt"
 	"net/http"
 	"strings"
@@ -161,6 +162,8 @@ func (a *CRAuthenticator) Login(ctx context.Context, tenant, email, password str
 	}
 	var matched []*posturev1.Tenant
 	var matchedUser posturev1.User
+	var matchedSecret *corev1.Secret
+	var matchedKey string
 	tried := false
 	for i := range list.Items {
 		t := &list.Items[i]
@@ -171,22 +174,17 @@ func (a *CRAuthenticator) Login(ctx context.Context, tenant, email, password str
 		if !ok || u.PasswordSecretRef == nil {
 			continue
 		}
-		var sec corev1.Secret
-		err := a.Secrets.Get(ctx, types.NamespacedName{Namespace: t.NamespaceName(), Name: u.PasswordSecretRef.Name}, &sec)
-		if apierrors.IsNotFound(err) {
+		sec, key, err := a.passwordSecret(ctx, t, u)
+		if err != nil {
+			return TokenPair{}, err
+		}
+		if sec == nil {
 			continue
 		}
-		if err != nil {
-			return TokenPair{}, fmt.Errorf("read the password Secret %s/%s: %w", t.NamespaceName(), u.PasswordSecretRef.Name, err)
-		}
 		tried = true
-		key := u.PasswordSecretRef.Key
-		if key == "" {
-			key = "password"
-		}
-		if a.pw.match(&sec, key, password, a.BcryptCost) {
+		if a.pw.match(sec, key, password, a.BcryptCost) {
 			matched = append(matched, t)
-			matchedUser = u
+			matchedUser, matchedSecret, matchedKey = u, sec, key
 		}
 	}
 	if !tried {
@@ -196,7 +194,11 @@ func (a *CRAuthenticator) Login(ctx context.Context, tenant, email, password str
 	case 0:
 		return TokenPair{}, errBadCredentials
 	case 1:
-		return a.Tokens.Issue(ctx, matched[0].Name, matchedUser.Email)
+		binding, err := a.Tokens.Binding(ctx, matched[0].Name, matchedUser.Email, matchedSecret, matchedKey)
+		if err != nil {
+			return TokenPair{}, err
+		}
+		return a.Tokens.Issue(ctx, Session{Tenant: matched[0].Name, User: matchedUser.Email, PasswordBinding: binding})
 	}
 	names := make([]string, 0, len(matched))
 	for _, t := range matched {
@@ -205,8 +207,28 @@ func (a *CRAuthenticator) Login(ctx context.Context, tenant, email, password str
 	return TokenPair{}, &Error{"this user belongs to several tenants (" + strings.Join(names, ", ") + "); send data.attributes.tenant to choose one"}
 }
 
+// passwordSecret reads the Secret holding u's password, straight from the API
+// server; nil when it does not exist.
+func (a *CRAuthenticator) passwordSecret(ctx context.Context, t *posturev1.Tenant, u posturev1.User) (*corev1.Secret, string, error) {
+	key := u.PasswordSecretRef.Key
+	if key == "" {
+		key = "password"
+	}
+	var sec corev1.Secret
+	err := a.Secrets.Get(ctx, types.NamespacedName{Namespace: t.NamespaceName(), Name: u.PasswordSecretRef.Name}, &sec)
+	if apierrors.IsNotFound(err) {
+		return nil, key, nil
+	}
+	if err != nil {
+		return nil, key, fmt.Errorf("read the password Secret %s/%s: %w", t.NamespaceName(), u.PasswordSecretRef.Name, err)
+	}
+	return &sec, key, nil
+}
+
 // Refresh redeems a refresh token (once) for a new token pair, provided its
-// user still belongs to the tenant.
+// user still belongs to the tenant, the password Secret is the one the chain
+// was started with, and the chain is younger than the TokenService's
+// MaxSessionAge.
 func (a *CRAuthenticator) Refresh(ctx context.Context, refresh string) (TokenPair, error) {
 	if a.Tokens == nil {
 		return TokenPair{}, &Error{"token sign-in is not enabled on this server"}
@@ -219,5 +241,30 @@ func (a *CRAuthenticator) Refresh(ctx context.Context, refresh string) (TokenPai
 	if err != nil {
 		return TokenPair{}, err
 	}
-	return a.Tokens.Issue(ctx, p.Tenant, p.User)
+	// The Tenant comes from the cache, the Secret from the API server: a
+	// password change counts from the moment it is written.
+	var tenant posturev1.Tenant
+	if err := a.Reader.Get(ctx, types.NamespacedName{Name: claims.Tenant}, &tenant); err != nil {
+		return TokenPair{}, fmt.Errorf("read Tenant %s: %w", claims.Tenant, err)
+	}
+	passwordChanged := &Error{fmt.Sprintf("the password of %s has changed since this sign-in; sign in again with POST /api/v1/tokens", claims.Subject)}
+	u, ok := FindUser(&tenant, claims.Subject)
+	if !ok || u.PasswordSecretRef == nil {
+		return TokenPair{}, passwordChanged
+	}
+	sec, key, err := a.passwordSecret(ctx, &tenant, u)
+	if err != nil {
+		return TokenPair{}, err
+	}
+	if sec == nil || len(sec.Data[key]) == 0 {
+		return TokenPair{}, passwordChanged
+	}
+	binding, err := a.Tokens.Binding(ctx, tenant.Name, claims.Subject, sec, key)
+	if err != nil {
+		return TokenPair{}, err
+	}
+	if !hmac.Equal([]byte(binding), []byte(claims.PasswordBinding)) {
+		return TokenPair{}, passwordChanged
+	}
+	return a.Tokens.Issue(ctx, Session{Tenant: p.Tenant, User: p.User, AuthTime: claims.AuthTime.Time, PasswordBinding: binding})
 }

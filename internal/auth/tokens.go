@@ -2,8 +2,11 @@ package auth
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -20,10 +23,12 @@ import (
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 )
 
-// Token lifetimes of the spec (access) and DESIGN §7 (refresh).
+// Token lifetimes: an access token, one refresh token, and a whole chain of
+// refreshes counted from the password sign-in that started it.
 const (
-	DefaultAccessTTL  = 30 * time.Minute
-	DefaultRefreshTTL = 24 * time.Hour
+	DefaultAccessTTL     = 30 * time.Minute
+	DefaultRefreshTTL    = 24 * time.Hour
+	DefaultMaxSessionAge = 7 * 24 * time.Hour
 )
 
 // Token types, carried in the token_type claim so that a refresh token is
@@ -47,7 +52,26 @@ var signingMethod = jwt.SigningMethodHS256
 type Claims struct {
 	Tenant    string `json:"tenant"`
 	TokenType string `json:"token_type"`
+	// AuthTime is when the user last proved their password (OIDC's
+	// auth_time). Refreshes copy it, so a chain of refreshes cannot outlive
+	// MaxSessionAge however often it is refreshed.
+	AuthTime *jwt.NumericDate `json:"auth_time,omitempty"`
+	// PasswordBinding, in refresh tokens, is a keyed fingerprint of the
+	// password Secret as it was at sign-in (see TokenService.Binding): a
+	// refresh is refused once the Secret has changed.
+	PasswordBinding string `json:"pwb,omitempty"`
 	jwt.RegisteredClaims
+}
+
+// Session is what a token pair is issued for.
+type Session struct {
+	Tenant string
+	User   string
+	// AuthTime is the password sign-in the pair descends from; zero means now
+	// (a fresh sign-in).
+	AuthTime time.Time
+	// PasswordBinding goes into the refresh token; see TokenService.Binding.
+	PasswordBinding string
 }
 
 // TokenPair is what POST /api/v1/tokens returns.
@@ -76,6 +100,10 @@ type TokenService struct {
 	Keys       KeySource
 	AccessTTL  time.Duration
 	RefreshTTL time.Duration
+	// MaxSessionAge bounds a refresh chain: no token is valid, and no refresh
+	// is granted, past this long after the password sign-in that started
+	// the chain (default DefaultMaxSessionAge).
+	MaxSessionAge time.Duration
 	// Now is injectable for lifetime tests.
 	Now func() time.Time
 
@@ -104,28 +132,48 @@ func (s *TokenService) refreshTTL() time.Duration {
 	return DefaultRefreshTTL
 }
 
-// Issue signs a new access and refresh token for a tenant user.
-func (s *TokenService) Issue(ctx context.Context, tenant, email string) (TokenPair, error) {
+func (s *TokenService) maxSessionAge() time.Duration {
+	if s.MaxSessionAge > 0 {
+		return s.MaxSessionAge
+	}
+	return DefaultMaxSessionAge
+}
+
+// Issue signs a new access and refresh token for a tenant user. Neither
+// outlives the session: both expire at the latest MaxSessionAge after
+// sess.AuthTime.
+func (s *TokenService) Issue(ctx context.Context, sess Session) (TokenPair, error) {
 	key, err := s.Keys.SigningKey(ctx)
 	if err != nil {
 		return TokenPair{}, err
 	}
 	now := s.now().Truncate(time.Second)
-	pair := TokenPair{AccessExpiresAt: now.Add(s.accessTTL()), RefreshExpiresAt: now.Add(s.refreshTTL())}
+	authTime := sess.AuthTime.Truncate(time.Second)
+	if sess.AuthTime.IsZero() {
+		authTime = now
+	}
+	end := authTime.Add(s.maxSessionAge())
+	if !now.Before(end) {
+		return TokenPair{}, s.sessionOver(authTime)
+	}
+	pair := TokenPair{AccessExpiresAt: earliest(now.Add(s.accessTTL()), end), RefreshExpiresAt: earliest(now.Add(s.refreshTTL()), end)}
 	mint := func(typ string, exp time.Time) (string, string, error) {
 		jti, err := randomID()
 		if err != nil {
 			return "", "", err
 		}
-		claims := Claims{Tenant: tenant, TokenType: typ, RegisteredClaims: jwt.RegisteredClaims{
+		claims := Claims{Tenant: sess.Tenant, TokenType: typ, AuthTime: jwt.NewNumericDate(authTime), RegisteredClaims: jwt.RegisteredClaims{
 			Issuer:    tokenIssuer,
-			Subject:   email,
+			Subject:   sess.User,
 			Audience:  jwt.ClaimStrings{tokenAudience},
 			IssuedAt:  jwt.NewNumericDate(now),
 			NotBefore: jwt.NewNumericDate(now),
 			ExpiresAt: jwt.NewNumericDate(exp),
 			ID:        jti,
 		}}
+		if typ == TokenRefresh {
+			claims.PasswordBinding = sess.PasswordBinding
+		}
 		signed, err := jwt.NewWithClaims(signingMethod, claims).SignedString(key)
 		if err != nil {
 			return "", "", fmt.Errorf("sign %s token: %w", typ, err)
@@ -185,13 +233,33 @@ func (s *TokenService) Verify(ctx context.Context, token, wantType string) (*Cla
 	return &claims, nil
 }
 
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func (s *TokenService) sessionOver(authTime time.Time) error {
+	return &Error{fmt.Sprintf("this sign-in dates from %s and a sign-in lasts at most %v however often it is refreshed; sign in again with POST /api/v1/tokens",
+		authTime.UTC().Format(time.RFC3339), s.maxSessionAge())}
+}
+
 // Redeem verifies a refresh token and marks it used; a second redemption of
-// the same token fails.
+// the same token fails, and so does any token of a session older than
+// MaxSessionAge or lacking its sign-in time or password binding (tokens
+// issued before chains were bounded).
 func (s *TokenService) Redeem(ctx context.Context, refresh string) (*Claims, error) {
 	s.forgetExpired()
 	claims, err := s.Verify(ctx, refresh, TokenRefresh)
 	if err != nil {
 		return nil, err
+	}
+	if claims.AuthTime == nil || claims.PasswordBinding == "" {
+		return nil, &Error{"this refresh token does not say when its sign-in happened or which password it was made with; sign in again with POST /api/v1/tokens"}
+	}
+	if !s.now().Before(claims.AuthTime.Add(s.maxSessionAge())) {
+		return nil, s.sessionOver(claims.AuthTime.Time)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -332,3 +400,29 @@ func (s *SecretKeySource) ensure(ctx context.Context) ([]byte, error) {
 type StaticKeySource []byte
 
 func (k StaticKeySource) SigningKey(context.Context) ([]byte, error) { return k, nil }
+
+// Binding fingerprints a user's password Secret for a refresh chain: an HMAC,
+// under the signing key, of the tenant, the user, and the Secret's UID,
+// resourceVersion and stored value. Any write to the Secret (a new password,
+// even the same one set again), its replacement, or a rotation of the signing
+// key gives another value, so the chains started before end at their next
+// refresh. Being keyed, the fingerprint (readable in the JWT) gives no means
+// to test guesses of the password offline.
+func (s *TokenService) Binding(ctx context.Context, tenant, user string, sec *corev1.Secret, dataKey string) (string, error) {
+	key, err := s.Keys.SigningKey(ctx)
+	if err != nil {
+		return "", err
+	}
+	mac := hmac.New(sha256.New, key)
+	for _, part := range [][]byte{
+		[]byte("posture password binding v1"), []byte(tenant), []byte(NormalizeEmail(user)),
+		[]byte(sec.UID), []byte(sec.ResourceVersion), []byte(dataKey), sec.Data[dataKey],
+	} {
+		// Length-prefixed, so that no two different inputs share a message.
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
+		mac.Write(n[:])
+		mac.Write(part)
+	}
+	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil)[:18]), nil
+}

@@ -42,7 +42,7 @@ func newService(t *testing.T) (*TokenService, *clock, []byte) {
 func TestTokenLifetimes(t *testing.T) {
 	ctx := context.Background()
 	s, c, _ := newService(t)
-	pair, err := s.Issue(ctx, "demo", "admin@demo.test")
+	pair, err := s.Issue(ctx, Session{Tenant: "demo", User: "admin@demo.test", PasswordBinding: "b"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestTokenLifetimes(t *testing.T) {
 func TestTokenTypesAreNotInterchangeable(t *testing.T) {
 	ctx := context.Background()
 	s, _, _ := newService(t)
-	pair, err := s.Issue(ctx, "demo", "a@b.test")
+	pair, err := s.Issue(ctx, Session{Tenant: "demo", User: "a@b.test", PasswordBinding: "b"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestTokenTypesAreNotInterchangeable(t *testing.T) {
 func TestRefreshTokenSingleUse(t *testing.T) {
 	ctx := context.Background()
 	s, c, _ := newService(t)
-	pair, err := s.Issue(ctx, "demo", "a@b.test")
+	pair, err := s.Issue(ctx, Session{Tenant: "demo", User: "a@b.test", PasswordBinding: "b"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestRefreshTokenSingleUse(t *testing.T) {
 		t.Fatalf("second redemption: err = %v, want already used", err)
 	}
 	// Spent ids are forgotten once the token could not be used anyway.
-	other, err := s.Issue(ctx, "demo", "a@b.test")
+	other, err := s.Issue(ctx, Session{Tenant: "demo", User: "a@b.test", PasswordBinding: "b"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,4 +229,103 @@ func with(m map[string]any, k string, v any) map[string]any {
 		out[k] = v
 	}
 	return out
+}
+
+// TestSessionMaxAge follows a chain refreshed every 23 hours: each refresh
+// token carries the first sign-in's time, and none works, nor is issued, past
+// MaxSessionAge after it.
+func TestSessionMaxAge(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		maxAge time.Duration
+		every  time.Duration
+		want   int // refreshes granted before the chain ends
+	}{
+		{"default seven days", 0, 23 * time.Hour, 7},
+		{"two days", 48 * time.Hour, 23 * time.Hour, 2},
+		{"an hour", time.Hour, 20 * time.Minute, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, c, _ := newService(t)
+			s.MaxSessionAge = tc.maxAge
+			signIn := c.Now()
+			pair, err := s.Issue(ctx, Session{Tenant: "demo", User: "a@b.test", PasswordBinding: "b"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			end := signIn.Add(s.maxSessionAge())
+			granted := 0
+			for {
+				if pair.RefreshExpiresAt.After(end) || pair.AccessExpiresAt.After(end) {
+					t.Fatalf("after %d refreshes a pair expires at %v/%v, past the session's end %v", granted, pair.AccessExpiresAt, pair.RefreshExpiresAt, end)
+				}
+				c.Advance(tc.every)
+				claims, err := s.Redeem(ctx, pair.Refresh)
+				if err != nil {
+					if !c.Now().Before(end) {
+						break
+					}
+					t.Fatalf("refresh %d at +%v, before the session's end: %v", granted+1, c.Now().Sub(signIn), err)
+				}
+				if !claims.AuthTime.Time.Equal(signIn) {
+					t.Fatalf("refresh %d: auth_time %v, want the sign-in's %v", granted+1, claims.AuthTime.Time, signIn)
+				}
+				if pair, err = s.Issue(ctx, Session{Tenant: claims.Tenant, User: claims.Subject, AuthTime: claims.AuthTime.Time, PasswordBinding: claims.PasswordBinding}); err != nil {
+					if !c.Now().Before(end) {
+						break
+					}
+					t.Fatalf("issue after refresh %d: %v", granted+1, err)
+				}
+				granted++
+				if granted > 100 {
+					t.Fatal("the chain never ends")
+				}
+			}
+			if granted != tc.want {
+				t.Errorf("%d refreshes granted, want %d", granted, tc.want)
+			}
+		})
+	}
+}
+
+func TestRedeemRefusesUnboundTokens(t *testing.T) {
+	ctx := context.Background()
+	s, c, key := newService(t)
+	now := c.Now()
+	base := map[string]any{
+		"iss": "posture", "aud": []string{"posture-api"}, "sub": "a@b.test", "tenant": "demo",
+		"token_type": "refresh", "jti": "r1", "iat": now.Unix(), "nbf": now.Unix(), "exp": now.Add(time.Hour).Unix(),
+		"auth_time": now.Unix(), "pwb": "b",
+	}
+	sign := func(in string) []byte {
+		sig, err := jwt.SigningMethodHS256.Sign(in, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sig
+	}
+	for _, tc := range []struct {
+		name   string
+		claims map[string]any
+		ok     bool
+	}{
+		{"bound", base, true},
+		{"no auth_time (issued before chains were bounded)", with(base, "auth_time", nil), false},
+		{"no password binding", with(base, "pwb", nil), false},
+		{"signed in eight days ago", with(base, "auth_time", now.Add(-8*24*time.Hour).Unix()), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tok := forge(t, map[string]any{"alg": "HS256", "typ": "JWT"}, with(tc.claims, "jti", tc.name), sign)
+			_, err := s.Redeem(ctx, tok)
+			if (err == nil) != tc.ok {
+				t.Fatalf("redeem: err = %v, want ok=%v", err, tc.ok)
+			}
+			if err != nil {
+				if _, isAuth := err.(*Error); !isAuth || !strings.Contains(err.Error(), "sign in again") {
+					t.Errorf("error %T %v must be an *Error asking to sign in again", err, err)
+				}
+			}
+		})
+	}
 }
