@@ -6,12 +6,14 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
@@ -228,4 +230,72 @@ func TestTokenRejectedWhenUserLeavesOrAlgorithmForged(t *testing.T) {
 	if r := te.as(t, "Bearer "+admin.Data.Attributes.Access).get("/api/v1/ingestions", ""); r.status != 200 {
 		t.Errorf("the remaining admin's token: %s", r)
 	}
+}
+
+// TestRefreshChainEnds signs a user in, changes something about that user,
+// and checks the next refresh is refused, over HTTP against a real API server.
+func TestRefreshChainEnds(t *testing.T) {
+	te := startTenancy(t, tenancyOpts{})
+	refresh := func(token string) response {
+		return te.post(t, "/api/v1/tokens/refresh", tokensBody("tokens-refresh", map[string]string{"refresh": token}), "application/vnd.api+json")
+	}
+	for _, tc := range []struct {
+		name  string
+		label string
+		// change happens between the sign-in and the refresh; it returns the
+		// refresh token to present (the chain may have moved on meanwhile).
+		change func(t *testing.T, d tokenDoc) string
+		detail string
+	}{
+		{"password changed", "demo-admin", func(t *testing.T, d tokenDoc) string {
+			email := te.emails["demo-admin"]
+			te.pw[email] = "new-" + randomSuffix() + randomSuffix()
+			sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: te.tenants["demo"].NamespaceName(), Name: "admin-password"}}
+			te.update(sec, func() { sec.Data = map[string][]byte{"password": []byte(te.pw[email])} })
+			return d.Data.Attributes.Refresh
+		}, "password of"},
+		{"user removed", "demo-viewer", func(t *testing.T, d tokenDoc) string {
+			tn := te.tenants["demo"].DeepCopy()
+			te.update(tn, func() {
+				tn.Spec.Users = slices.DeleteFunc(tn.Spec.Users, func(u posturev1.User) bool { return u.Email == te.emails["demo-viewer"] })
+			})
+			// The authenticator reads Tenants from the manager's cache.
+			bearer := te.as(t, "Bearer "+d.Data.Attributes.Access)
+			eventually(t, 5*time.Second, "the removed user's access token fails", func() string {
+				if r := bearer.get("/api/v1/tenant", ""); r.status != 401 {
+					return r.String()
+				}
+				return ""
+			})
+			return d.Data.Attributes.Refresh
+		}, "no longer a user"},
+		{"signed in more than seven days ago", "other-admin", func(t *testing.T, d tokenDoc) string {
+			// Refreshing every 23 hours keeps each token alive, but the chain
+			// as a whole ends seven days after the sign-in.
+			token := d.Data.Attributes.Refresh
+			for day := 1; day <= 7; day++ {
+				te.clock.Advance(23 * time.Hour)
+				next := wantTokens(t, refresh(token))
+				token = next.Data.Attributes.Refresh
+				exp, err := time.Parse(time.RFC3339, next.Data.Attributes.RefreshExpiresAt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if limit := te.clock.Now().Add(-time.Duration(day) * 23 * time.Hour).Add(7 * 24 * time.Hour); exp.After(limit) {
+					t.Fatalf("refresh %d: refresh_expires_at %v is past the sign-in + 7 days (%v)", day, exp, limit)
+				}
+			}
+			te.clock.Advance(23 * time.Hour)
+			return token
+		}, "expired"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := te.signIn(t, tc.label)
+			token := tc.change(t, d)
+			wantError(t, refresh(token), 401, "not_authenticated", "*", tc.detail)
+		})
+	}
+	// A new sign-in with the new password starts a new chain.
+	d := te.signIn(t, "demo-admin")
+	wantTokens(t, refresh(d.Data.Attributes.Refresh))
 }

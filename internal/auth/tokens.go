@@ -403,10 +403,9 @@ func (k StaticKeySource) SigningKey(context.Context) ([]byte, error) { return k,
 
 // Binding fingerprints a user's password Secret for a refresh chain: an HMAC,
 // under the signing key, of the tenant, the user, and the Secret's UID,
-// resourceVersion and stored value. Any write to the Secret (a new password,
-// even the same one set again), its replacement, or a rotation of the signing
-// key gives another value, so the chains started before end at their next
-// refresh. Being keyed, the fingerprint (readable in the JWT) gives no means
+// resourceVersion and stored value. Any change to the Secret (a new password,
+// a label), its replacement, or a rotation of the signing key gives another
+// value, so the chains started before end at their next refresh. Being keyed, the fingerprint (readable in the JWT) gives no means
 // to test guesses of the password offline.
 func (s *TokenService) Binding(ctx context.Context, tenant, user string, sec *corev1.Secret, dataKey string) (string, error) {
 	key, err := s.Keys.SigningKey(ctx)
