@@ -36,6 +36,8 @@ type Server struct {
 	Addr           string
 	MaxUploadBytes int64
 	Now            func() time.Time
+	// SignIn limits password sign-in; nil applies the defaults.
+	SignIn *SignInGuard
 
 	handler http.Handler
 }
@@ -43,6 +45,9 @@ type Server struct {
 // Handler builds (once) and returns the API's handler.
 func (s *Server) Handler() http.Handler {
 	if s.handler == nil {
+		if s.SignIn == nil {
+			s.SignIn = &SignInGuard{}
+		}
 		mux := http.NewServeMux()
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 		// Each area of the API registers its own routes from its own file.

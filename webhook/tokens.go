@@ -93,17 +93,54 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
 	if a.Password == "" {
 		return newError(400, CodeInvalid, "data.attributes.password is required").pointer("/data/attributes/password")
 	}
-	// Guessing passwords is limited per email, whoever asks.
+	g := s.signInGuard()
+	client := g.ClientAddress(r)
+	fail := func(reason string, err error) error {
+		signInFailures.WithLabelValues(reason).Inc()
+		s.Log.Info("sign-in failed", "email", logValue(a.Email), "client", client, "reason", reason)
+		return err
+	}
+	// Every attempt counts against the email's bucket of the API's general
+	// limit (--rate-limit), whoever asks; failures also count against the
+	// guard's stricter buckets of the address and the email. Those are
+	// checked before and after waiting for a slot: sign-ins queued behind
+	// others may find them emptied meanwhile.
 	if wait, ok := s.rateLimiter().Allow("login:" + auth.NormalizeEmail(a.Email)); !ok {
-		return s.rateLimiter().tooMany(wait)
+		return fail(signInThrottledAccount, s.rateLimiter().tooMany(wait))
+	}
+	if aerr, reason := g.throttled(client, a.Email); aerr != nil {
+		return fail(reason, aerr)
+	}
+	release, aerr := g.slot(r.Context())
+	if aerr != nil {
+		return fail(signInBusy, aerr)
+	}
+	defer release()
+	if aerr, reason := g.throttled(client, a.Email); aerr != nil {
+		return fail(reason, aerr)
 	}
 	pair, err := ti.Login(r.Context(), a.Tenant, a.Email, a.Password)
 	if err != nil {
-		return s.tokenError(err)
+		var ae *auth.Error
+		if !errors.As(err, &ae) {
+			return fail(signInError, s.tokenError(err))
+		}
+		g.failed(client, a.Email)
+		return fail(signInBadCredentials, s.tokenError(err))
 	}
-	s.Log.Info("signed in", "user", a.Email)
+	s.Log.Info("signed in", "user", logValue(a.Email), "client", client)
 	writeTokens(w, pair)
 	return nil
+}
+
+// logValue bounds what a caller typed before it goes into the log: an email
+// is at most 254 bytes, and the body allows 64 KiB.
+func logValue(v string) string {
+	const limit = 254
+	if len(v) > limit {
+		return v[:limit] + "…"
+	}
+	return v
 }
 
 // refreshToken is POST /api/v1/tokens/refresh: a refresh token (single use)
@@ -122,6 +159,12 @@ func (s *Server) refreshToken(w http.ResponseWriter, r *http.Request) error {
 	}
 	pair, err := ti.Refresh(r.Context(), req.Data.Attributes.Refresh)
 	if err != nil {
+		var ae *auth.Error
+		if errors.As(err, &ae) {
+			// The reason names the user when the token was genuine; the
+			// token itself is a credential and stays out of the log.
+			s.Log.Info("refresh refused", "client", s.signInGuard().ClientAddress(r), "reason", ae.Reason)
+		}
 		return s.tokenError(err)
 	}
 	writeTokens(w, pair)
