@@ -59,6 +59,8 @@ type tenancyEnv struct {
 
 type tenancyOpts struct {
 	rate *webhook.RateLimiter
+	// server adjusts the API server before it serves (sign-in guard, log).
+	server func(*webhook.Server)
 }
 
 func randomSuffix() string {
@@ -107,6 +109,9 @@ func startTenancy(t *testing.T, opts tenancyOpts) *tenancyEnv {
 		Server: func(s *webhook.Server) {
 			if opts.rate != nil {
 				s.Auth = opts.rate.Wrap(s.Auth)
+			}
+			if opts.server != nil {
+				opts.server(s)
 			}
 		},
 	})
