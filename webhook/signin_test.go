@@ -90,7 +90,9 @@ func (s *lineSink) Info(_ int, msg string, kv ...any) {
 	s.to.lines = append(s.to.lines, fmt.Sprintf("%s %v", msg, append(append([]any{}, s.values...), kv...)))
 	s.to.mu.Unlock()
 }
-func (s *lineSink) Error(err error, msg string, kv ...any) { s.Info(0, "ERROR "+msg+": "+fmt.Sprint(err), kv...) }
+func (s *lineSink) Error(err error, msg string, kv ...any) {
+	s.Info(0, "ERROR "+msg+": "+fmt.Sprint(err), kv...)
+}
 func (s *lineSink) WithValues(kv ...any) logr.LogSink {
 	return &lineSink{to: s.to, values: append(append([]any{}, s.values...), kv...)}
 }
