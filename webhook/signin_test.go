@@ -263,6 +263,11 @@ func TestSignInConcurrencyCap(t *testing.T) {
 				gated = &gatedIssuer{Authenticator: s.Auth, next: s.Auth.(webhook.TokenIssuer), gate: make(chan struct{})}
 				s.Auth = gated
 			}})
+			// A failing test must still open the gate, or the server's
+			// shutdown waits forever for the held requests.
+			var open sync.Once
+			openGate := func() { open.Do(func() { close(gated.gate) }) }
+			t.Cleanup(openGate)
 			busyBefore := metricValue(t, "posture_signin_failures_total", "reason", "busy")
 			email := te.emails["demo-admin"]
 			results := make(chan response, tc.callers)
@@ -284,7 +289,7 @@ func TestSignInConcurrencyCap(t *testing.T) {
 				}
 				return ""
 			})
-			close(gated.gate)
+			openGate()
 			statuses := map[int]int{}
 			for range tc.callers {
 				r := <-results
