@@ -64,12 +64,14 @@ type managerFlags struct {
 	rateLimit                       float64
 	rateBurst                       int
 	jwtNamespace, jwtSecret         string
+	sessionMaxAge                   time.Duration
+	signIn                          *webhook.SignInGuard
 	pollInterval                    time.Duration
 	mcp                             controllers.MCPServerDefaults
 }
 
 func runManager(args []string) int {
-	var f managerFlags
+	f := managerFlags{signIn: &webhook.SignInGuard{}}
 	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
 	fs.StringVar(&f.apiAddr, "api-bind-address", ":8080", "Address of the REST API.")
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz.")
@@ -94,6 +96,11 @@ func runManager(args []string) int {
 	fs.IntVar(&f.rateBurst, "rate-burst", webhook.DefaultRateBurst, "Requests a key may send at once before --rate-limit applies.")
 	fs.StringVar(&f.jwtNamespace, "jwt-secret-namespace", env("POD_NAMESPACE", "posture-system"), "Namespace of the Secret holding the JWT signing key (generated if absent).")
 	fs.StringVar(&f.jwtSecret, "jwt-secret-name", "posture-jwt-signing", "Name of the Secret holding the JWT signing key (generated if absent).")
+	fs.DurationVar(&f.sessionMaxAge, "session-max-age", auth.DefaultMaxSessionAge, "How long refresh tokens keep working after a password sign-in, however often they are refreshed; then the user signs in again.")
+	fs.Float64Var(&f.signIn.FailuresPerMinute, "sign-in-failures-per-minute", webhook.DefaultSignInFailuresPerMinute, "Failed sign-ins allowed per minute per client address and per email, once --sign-in-failure-burst is spent (429 past it).")
+	fs.IntVar(&f.signIn.FailureBurst, "sign-in-failure-burst", webhook.DefaultSignInFailureBurst, "Failed sign-ins allowed in a row per client address and per email.")
+	fs.IntVar(&f.signIn.Concurrency, "sign-in-concurrency", 0, "Passwords checked (bcrypt) at once; more sign-ins wait up to a second, then get 429 (default: half the CPUs Go uses, at least 1).")
+	fs.BoolVar(&f.signIn.TrustForwardedFor, "trust-forwarded-for", false, "Count sign-in failures against the last X-Forwarded-For address, for an API reached only through a reverse proxy that sets it.")
 	opts := zap.Options{}
 	opts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -219,6 +226,7 @@ func serve(ctx context.Context, f managerFlags, log logr.Logger) error {
 		Log:            ctrl.Log.WithName("api"),
 		Addr:           f.apiAddr,
 		MaxUploadBytes: f.maxUploadBytes,
+		SignIn:         f.signIn,
 	}
 	if err := mgr.Add(api); err != nil {
 		return err
@@ -264,7 +272,7 @@ func authenticator(ctx context.Context, f managerFlags, mgr ctrl.Manager) (auth.
 	return &auth.CRAuthenticator{
 		Reader:  mgr.GetClient(),
 		Secrets: mgr.GetAPIReader(),
-		Tokens:  &auth.TokenService{Keys: keys},
+		Tokens:  &auth.TokenService{Keys: keys, MaxSessionAge: f.sessionMaxAge},
 	}, false, nil
 }
 
