@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -323,9 +325,17 @@ func (r *IngestionReconciler) maxAttempts() int {
 	return 3
 }
 
+// fileName is the report's name as events show it. The CRD refuses control
+// characters; an object stored before that rule existed still must not put one
+// in an event, where it would reach every terminal that prints events.
 func fileName(ing *posturev1.Ingestion) string {
 	if ing.Spec.Source.Upload != nil {
-		return ing.Spec.Source.Upload.Filename
+		return strings.Map(func(c rune) rune {
+			if c < 0x20 || (c >= 0x7f && c <= 0x9f) {
+				return utf8.RuneError
+			}
+			return c
+		}, ing.Spec.Source.Upload.Filename)
 	}
 	return "an unknown source"
 }
