@@ -75,8 +75,12 @@ func (s *Server) methods(byMethod map[string]handlerFunc) http.Handler {
 			writeError(w, errorf(405, CodeMethodNotAllowed, "method %s is not allowed on %s", r.Method, r.URL.Path))
 			return
 		}
-		if !acceptsJSONAPI(r.Header.Get("Accept")) {
-			writeError(w, errorf(406, CodeNotAcceptable, "responses are %s; the Accept header allows none of it", MediaType).headerSource("Accept"))
+		if !acceptsJSONAPI(r.Header.Values("Accept")) {
+			writeError(w, errorf(406, CodeNotAcceptable, "responses are %s (also readable as application/json); the Accept header allows neither", MediaType).headerSource("Accept"))
+			return
+		}
+		if aerr := checkQuery(r); aerr != nil {
+			writeError(w, aerr)
 			return
 		}
 		if err := h(w, r); err != nil {
