@@ -164,6 +164,12 @@ func (s *Server) createIngestion(w http.ResponseWriter, r *http.Request) error {
 	if params["boundary"] == "" {
 		return newError(400, CodeInvalid, "malformed multipart body: the Content-Type has no boundary parameter").headerSource("Content-Type")
 	}
+	// A body read blocks on the client, not on the request's context: when a
+	// shutdown cuts this request off, the read must be ended too.
+	stop := context.AfterFunc(r.Context(), func() {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+	})
+	defer stop()
 	// A chunked body has no declared length; it is cut at the limit instead.
 	budget := &budgetReader{r: http.MaxBytesReader(w, r.Body, s.maxUpload()+multipartSlack)}
 	mr := multipart.NewReader(budget, params["boundary"])

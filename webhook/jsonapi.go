@@ -30,6 +30,7 @@ const (
 	CodeMethodNotAllowed     = "method_not_allowed"
 	CodeUnsupportedMedia     = "unsupported_media_type"
 	CodeServerError          = "error"
+	CodeUnavailable          = "unavailable"
 )
 
 type meta struct {

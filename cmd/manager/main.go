@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -59,6 +60,7 @@ type managerFlags struct {
 	workers                         int
 	storeDriver, storeDSN           string
 	maxUploadBytes                  int64
+	shutdownDrain                   time.Duration
 	job                             controllers.WorkerJobConfig
 	staticTenant, staticNamespace   string
 	rateLimit                       float64
@@ -81,6 +83,7 @@ func runManager(args []string) int {
 	fs.StringVar(&f.storeDriver, "store-driver", env("POSTURE_STORE_DRIVER", "sqlite"), "Store engine: sqlite or postgres.")
 	fs.StringVar(&f.storeDSN, "store-dsn", "", "SQLite file path or PostgreSQL DSN (default: env POSTURE_STORE_DSN).")
 	fs.Int64Var(&f.maxUploadBytes, "max-upload-bytes", webhook.DefaultMaxUploadBytes, "Largest accepted report; larger uploads get 413.")
+	fs.DurationVar(&f.shutdownDrain, "shutdown-drain", webhook.DefaultShutdownDrain, "On SIGTERM, how long API requests in flight (uploads) may run on before they are cut off with 503; keep it below the pod's terminationGracePeriodSeconds.")
 	fs.DurationVar(&f.pollInterval, "poll-interval", time.Second, "How often progress is mirrored into Ingestion status while processing.")
 	fs.StringVar(&f.mcp.Image, "mcp-image", env("POSTURE_MCP_IMAGE", ""), "MCPServer: image run when spec.image is empty.")
 	fs.StringVar(&f.mcp.APIBaseURL, "mcp-api-base-url", env("POSTURE_MCP_API_BASE_URL", "http://posture-api."+env("POD_NAMESPACE", "posture-system")+".svc/api/v1"), "MCPServer: API address ({base_url}/api/v1) used when spec.apiBaseURL is empty.")
@@ -130,6 +133,9 @@ func serve(ctx context.Context, f managerFlags, log logr.Logger) error {
 		LeaderElection:          f.leaderElect,
 		LeaderElectionID:        "manager.posture.dev",
 		LeaderElectionNamespace: f.leaderElectionNamespace,
+		// The API drains for --shutdown-drain, then needs a moment to answer
+		// what it cut off; the rest stops within the margin.
+		GracefulShutdownTimeout: ptr.To(f.shutdownDrain + 10*time.Second),
 		// Worker Jobs live only in the operator namespace: cache them there alone.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&batchv1.Job{}: {Namespaces: map[string]cache.Config{f.job.Namespace: {}}},
@@ -219,6 +225,7 @@ func serve(ctx context.Context, f managerFlags, log logr.Logger) error {
 		Log:            ctrl.Log.WithName("api"),
 		Addr:           f.apiAddr,
 		MaxUploadBytes: f.maxUploadBytes,
+		ShutdownDrain:  f.shutdownDrain,
 	}
 	if err := mgr.Add(api); err != nil {
 		return err
@@ -227,6 +234,9 @@ func serve(ctx context.Context, f managerFlags, log logr.Logger) error {
 		return err
 	}
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("api", api.Ready); err != nil {
 		return err
 	}
 	log.Info("starting manager", "executor", executor.Name(), "store", f.storeDriver, "api", f.apiAddr)
