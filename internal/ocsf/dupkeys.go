@@ -17,7 +17,7 @@ const CodeDuplicateKey = "duplicate_key"
 
 // linearNames is how many member names an object may have before lookups go
 // through a hash index; below it a linear scan is cheaper than hashing.
-const linearNames = 16
+const linearNames = 32
 
 // dupFrame is one open container of the record being scanned.
 type dupFrame struct {
@@ -89,11 +89,23 @@ func (d *dupScan) find(raw []byte) (string, bool) {
 			}
 			i = end
 		default:
+			// Numbers, literals, colons and whitespace: nothing to track.
 			i++
+			for i < len(raw) && !structural[raw[i]] {
+				i++
+			}
 		}
 	}
 	return "", false
 }
+
+// structural marks the bytes dupScan.find acts on.
+var structural = func() (t [256]bool) {
+	for _, c := range []byte(`{}[],"`) {
+		t[c] = true
+	}
+	return t
+}()
 
 // stringEnd returns the index just past the string starting at raw[i].
 func stringEnd(raw []byte, i int) int {
