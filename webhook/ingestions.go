@@ -188,7 +188,9 @@ func (s *Server) createIngestion(w http.ResponseWriter, r *http.Request) error {
 			if errors.Is(err, errPartHeaderTooLarge) {
 				return errorf(400, CodeInvalid, "a part's headers (its file name included) exceed %d bytes; the file name may be at most %d bytes", maxPartHeaderBytes, MaxFilenameBytes).pointer("/data/attributes/file")
 			}
-			return errorf(400, CodeInvalid, "malformed multipart body: %v", err)
+			// The error may quote a header line: never echo its control
+			// characters, which is what a bad file name often holds.
+			return errorf(400, CodeInvalid, "malformed multipart body: %s", printable(err.Error())).pointer("/data/attributes/file")
 		}
 		if part.FormName() != "file" {
 			_, _ = io.Copy(io.Discard, part)
@@ -224,6 +226,17 @@ func checkFilename(name string) *apiError {
 		return errorf(400, CodeInvalid, "file name %q must end in %s", name, FileSuffix).pointer("/data/attributes/file")
 	}
 	return nil
+}
+
+// printable replaces control characters, so text from a request can be
+// shown in an answer or a log without acting on a terminal.
+func printable(s string) string {
+	return strings.Map(func(c rune) rune {
+		if isControl(c) {
+			return utf8.RuneError
+		}
+		return c
+	}, s)
 }
 
 // isControl is C0, DEL and C1: the ranges the Ingestion CRD's pattern excludes.
