@@ -196,14 +196,15 @@ func (m *manager) terminate(t *testing.T) {
 	}
 }
 
-// waitUnready waits for /readyz to answer 503: the probe server outlives
-// the API's drain, so the kubelet sees the replica leave before it stops.
+// waitUnready waits for /readyz to answer with a failure (controller-
+// runtime says 500): the probe server outlives the API's drain, so the
+// kubelet sees the replica leave while the API still finishes its work.
 func (m *manager) waitUnready(t *testing.T) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for readyz(m.probes) != http.StatusServiceUnavailable {
+	for code := readyz(m.probes); code < 400; code = readyz(m.probes) {
 		if time.Now().After(deadline) {
-			t.Fatal("/readyz did not turn 503 within 5s of SIGTERM")
+			t.Fatalf("/readyz still answered %d 5s after SIGTERM", code)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
