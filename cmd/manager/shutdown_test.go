@@ -204,7 +204,7 @@ func (m *manager) waitUnready(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for code := readyz(m.probes); code < 400; code = readyz(m.probes) {
 		if time.Now().After(deadline) {
-			t.Fatalf("/readyz still answered %d 5s after SIGTERM", code)
+			t.Fatalf("/readyz did not fail within 5s of SIGTERM; last answer %d (0: no answer)", code)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
