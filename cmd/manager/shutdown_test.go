@@ -282,4 +282,3 @@ func (u *upload) response(t *testing.T, within time.Duration) reply {
 	b, _ := io.ReadAll(resp.Body)
 	return reply{status: resp.StatusCode, header: resp.Header, body: bytes.TrimSpace(b)}
 }
-
