@@ -119,6 +119,8 @@ func run(ctx context.Context) error {
 		"--executor=inprocess",
 		"--store-driver=sqlite",
 		"--store-dsn=" + filepath.Join(s.devDir, "posture.db"),
+		// No image is pulled here (no nodes); the name shows what would run.
+		"--mcp-image=posture/mcp-server:dev",
 	}
 	managerArgs = append(managerArgs, seed.managerArgs...)
 	if err := procs.start(ctx, "manager", filepath.Join(root, "bin", "manager"), managerArgs, managerEnv); err != nil {
