@@ -101,6 +101,13 @@ func run(ctx context.Context) error {
 		return err
 	}
 
+	// As a cluster installed from config/default would: the seed below acts
+	// as the control plane's admin, whom the policies allow.
+	step("installing the admission policies (config/admission)")
+	if err := testenv.InstallAdmissionPolicies(ctx, admin); err != nil {
+		return err
+	}
+
 	step("seeding demo tenants")
 	seed, err := seedTenants(ctx, admin)
 	if err != nil {
