@@ -26,6 +26,8 @@ manifests: $(CONTROLLER_GEN) ## CRDs and RBAC from kubebuilder markers.
 	# The Helm chart carries copies: its CRDs and the rules its RBAC templates read.
 	rm -f charts/posture/crds/*.yaml && cp config/crd/bases/*.yaml charts/posture/crds/
 	cp config/rbac/role.yaml charts/posture/files/role.yaml
+	rm -rf charts/posture/files/admission && mkdir -p charts/posture/files/admission
+	cp $$(ls config/admission/*.yaml | grep -v /kustomization.yaml) charts/posture/files/admission/
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Deepcopy methods.

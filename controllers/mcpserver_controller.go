@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -25,8 +26,11 @@ const (
 	ReasonMCPProgressing = "Progressing"
 	ReasonMCPScaledDown  = "ScaledToZero"
 	ReasonMCPNoImage     = "ImageNotSet"
-	ReasonMCPStalled     = "ProgressDeadlineExceeded"
-	ReasonMCPRolledOut   = "ConfigChanged"
+	// ReasonMCPAPIBaseURLNotAllowed: spec.apiBaseURL is not one the operator
+	// allows, so no pod is given an address its author chose.
+	ReasonMCPAPIBaseURLNotAllowed = "APIBaseURLNotAllowed"
+	ReasonMCPStalled              = "ProgressDeadlineExceeded"
+	ReasonMCPRolledOut            = "ConfigChanged"
 )
 
 // MCPServerReconciler runs an MCP tool server as a Deployment and a Service
@@ -60,10 +64,21 @@ func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	status.ObservedGeneration = m.Generation
 	status.URL = MCPServerURL(&m)
 
-	if MCPServerImage(&m, r.Defaults) == "" {
+	if MCPServerImage(r.Defaults) == "" {
 		status.ReadyReplicas = 0
 		setReady(&status.Conditions, m.Generation, metav1.ConditionFalse, ReasonMCPNoImage,
-			"no image to run: set spec.image, or start the manager with --mcp-image")
+			"no image to run: start the manager with --mcp-image")
+		return ctrl.Result{}, r.writeStatus(ctx, &m, status)
+	}
+	// Refused before any write: a Deployment already running stays on the
+	// address it was given when that address was allowed.
+	if u, ok := MCPAPIBaseURL(&m, r.Defaults); !ok {
+		status.ReadyReplicas = 0
+		msg := fmt.Sprintf("spec.apiBaseURL %q is not an address the operator allows; leave it empty for %s, or ask the operator's administrator to add it to --mcp-allowed-api-base-urls", u, r.Defaults.APIBaseURL)
+		if c := meta.FindStatusCondition(m.Status.Conditions, posturev1.ConditionReady); c == nil || c.Reason != ReasonMCPAPIBaseURLNotAllowed || c.ObservedGeneration != m.Generation {
+			emit(r.Recorder, &m, corev1.EventTypeWarning, ReasonMCPAPIBaseURLNotAllowed, "Refuse", "%s", msg)
+		}
+		setReady(&status.Conditions, m.Generation, metav1.ConditionFalse, ReasonMCPAPIBaseURLNotAllowed, msg)
 		return ctrl.Result{}, r.writeStatus(ctx, &m, status)
 	}
 

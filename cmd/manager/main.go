@@ -85,8 +85,10 @@ func runManager(args []string) int {
 	fs.Int64Var(&f.maxUploadBytes, "max-upload-bytes", webhook.DefaultMaxUploadBytes, "Largest accepted report; larger uploads get 413.")
 	fs.DurationVar(&f.shutdownDrain, "shutdown-drain", webhook.DefaultShutdownDrain, "On SIGTERM, how long API requests in flight (uploads) may run on before they are cut off with 503; keep it below the pod's terminationGracePeriodSeconds.")
 	fs.DurationVar(&f.pollInterval, "poll-interval", time.Second, "How often progress is mirrored into Ingestion status while processing.")
-	fs.StringVar(&f.mcp.Image, "mcp-image", env("POSTURE_MCP_IMAGE", ""), "MCPServer: image run when spec.image is empty.")
-	fs.StringVar(&f.mcp.APIBaseURL, "mcp-api-base-url", env("POSTURE_MCP_API_BASE_URL", "http://posture-api."+env("POD_NAMESPACE", "posture-system")+".svc/api/v1"), "MCPServer: API address ({base_url}/api/v1) used when spec.apiBaseURL is empty.")
+	fs.StringVar(&f.mcp.Image, "mcp-image", env("POSTURE_MCP_IMAGE", ""), "MCPServer: the image every MCP server runs.")
+	fs.StringVar(&f.mcp.APIBaseURL, "mcp-api-base-url", env("POSTURE_MCP_API_BASE_URL", "http://posture-api."+env("POD_NAMESPACE", "posture-system")+".svc/api/v1"), "MCPServer: API address ({base_url}/api/v1) used when spec.apiBaseURL is empty; always allowed.")
+	allowedMCPURLs := env("POSTURE_MCP_ALLOWED_API_BASE_URLS", "")
+	fs.StringVar(&allowedMCPURLs, "mcp-allowed-api-base-urls", allowedMCPURLs, "MCPServer: comma-separated API addresses spec.apiBaseURL may name besides --mcp-api-base-url; others get no Deployment.")
 	fs.StringVar(&f.job.Namespace, "job-namespace", env("POD_NAMESPACE", "posture-system"), "Job executor: namespace of worker Jobs.")
 	fs.StringVar(&f.job.Image, "job-image", env("POSTURE_WORKER_IMAGE", ""), "Job executor: worker image (the manager's own).")
 	fs.StringVar(&f.job.StoreSecret, "job-store-secret", "posture-store", "Job executor: Secret holding the store DSN.")
@@ -103,6 +105,11 @@ func runManager(args []string) int {
 		return 2
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	var err error
+	if f.mcp.AllowedAPIBaseURLs, err = controllers.ParseAPIBaseURLs(allowedMCPURLs); err != nil {
+		fmt.Fprintf(os.Stderr, "--mcp-allowed-api-base-urls: %v\n", err)
+		return 2
+	}
 	log := ctrl.Log.WithName("setup")
 	if f.storeDSN == "" {
 		f.storeDSN = os.Getenv("POSTURE_STORE_DSN")

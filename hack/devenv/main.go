@@ -101,6 +101,13 @@ func run(ctx context.Context) error {
 		return err
 	}
 
+	// As a cluster installed from config/default would: the seed below acts
+	// as the control plane's admin, whom the policies allow.
+	step("installing the admission policies (config/admission)")
+	if err := testenv.InstallAdmissionPolicies(ctx, admin); err != nil {
+		return err
+	}
+
 	step("seeding demo tenants")
 	seed, err := seedTenants(ctx, admin)
 	if err != nil {
@@ -119,6 +126,8 @@ func run(ctx context.Context) error {
 		"--executor=inprocess",
 		"--store-driver=sqlite",
 		"--store-dsn=" + filepath.Join(s.devDir, "posture.db"),
+		// No image is pulled here (no nodes); the name shows what would run.
+		"--mcp-image=posture/mcp-server:dev",
 	}
 	managerArgs = append(managerArgs, seed.managerArgs...)
 	if err := procs.start(ctx, "manager", filepath.Join(root, "bin", "manager"), managerArgs, managerEnv); err != nil {

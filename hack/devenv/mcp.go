@@ -74,10 +74,8 @@ func applyDevMCPServer(ctx context.Context, s settings, namespace, localURL stri
 			Namespace:   namespace,
 			Annotations: map[string]string{annotationLocalURL: localURL},
 		},
-		Spec: posturev1.MCPServerSpec{
-			// No image is pulled here (no nodes); the name shows what would run.
-			Image: "posture/mcp-server:dev",
-		},
+		// The image is the manager's --mcp-image: no author of an MCPServer picks it.
+		Spec: posturev1.MCPServerSpec{},
 	}
 	step("applying MCPServer " + namespace + "/" + devMCPServerName)
 	if err := c.Create(ctx, m); err != nil {

@@ -96,7 +96,8 @@ func TestDefaultManifestsAreAdmitted(t *testing.T) {
 			t.Errorf("%s %s is not in posture-system", o.GetKind(), o.GetName())
 		}
 	}
-	for _, want := range []string{"CustomResourceDefinition", "Deployment", "Service", "ServiceAccount", "ClusterRole", "Role"} {
+	for _, want := range []string{"CustomResourceDefinition", "Deployment", "Service", "ServiceAccount", "ClusterRole", "Role",
+		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
 		if kinds[want] == 0 {
 			t.Errorf("config/default renders no %s", want)
 		}
@@ -151,7 +152,8 @@ func TestHelmChartIsAdmitted(t *testing.T) {
 			for _, o := range objs {
 				kinds[o.GetKind()]++
 			}
-			for _, want := range []string{"CustomResourceDefinition", "Deployment", "Service", "ServiceAccount", "ClusterRole", "Role", "RoleBinding"} {
+			for _, want := range []string{"CustomResourceDefinition", "Deployment", "Service", "ServiceAccount", "ClusterRole", "Role", "RoleBinding",
+				"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
 				if kinds[want] == 0 {
 					t.Errorf("the chart renders no %s", want)
 				}
