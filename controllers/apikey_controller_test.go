@@ -199,7 +199,9 @@ func TestAPIKeyNeverReissuedAfterItsEnd(t *testing.T) {
 		{"revoked", func(k *posturev1.APIKey) { k.Spec.Revoked = true }, controllers.ReasonKeyRevoked,
 			func(s *posturev1.APIKeyStatus) bool { return s.RevokedAt != nil }},
 		{"expired", func(k *posturev1.APIKey) { k.Spec.ExpiresAt = &past }, controllers.ReasonKeyExpired,
-			func(s *posturev1.APIKeyStatus) bool { return s.ExpiredAt != nil && s.ExpiredAt.Equal(&past) && s.ExpiresAt.Equal(&past) }},
+			func(s *posturev1.APIKeyStatus) bool {
+				return s.ExpiredAt != nil && s.ExpiredAt.Equal(&past) && s.ExpiresAt.Equal(&past)
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			k := newAPIKey(t, ns, "reissue-"+tc.name, nil)
