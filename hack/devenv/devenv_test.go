@@ -333,30 +333,43 @@ func (d *dev) api(t *testing.T) devAPI {
 	return a
 }
 
-func (a devAPI) do(t *testing.T, req *http.Request, into any) {
-	t.Helper()
+// try sends req and decodes a 2xx answer into into.
+func (a devAPI) try(req *http.Request, into any) error {
 	req.Header.Set("Authorization", "Api-Key "+a.key)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
+		return fmt.Errorf("%s %s: %w", req.Method, req.URL, err)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode/100 != 2 {
-		t.Fatalf("%s %s: %d %s", req.Method, req.URL, resp.StatusCode, body)
+		return fmt.Errorf("%s %s: %d %s", req.Method, req.URL, resp.StatusCode, body)
 	}
 	if err := json.Unmarshal(body, into); err != nil {
-		t.Fatalf("%s %s: %v in %s", req.Method, req.URL, err, body)
+		return fmt.Errorf("%s %s: %v in %s", req.Method, req.URL, err, body)
+	}
+	return nil
+}
+
+func (a devAPI) do(t *testing.T, req *http.Request, into any) {
+	t.Helper()
+	if err := a.try(req, into); err != nil {
+		t.Fatal(err)
 	}
 }
 
 func (a devAPI) get(t *testing.T, path string, into any) {
 	t.Helper()
+	a.do(t, a.getRequest(t, path), into)
+}
+
+func (a devAPI) getRequest(t *testing.T, path string) *http.Request {
+	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, a.url+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.do(t, req, into)
+	return req
 }
 
 // upload is the README's curl -F file=@examples/<name>.
@@ -400,6 +413,8 @@ type ingestionAttrs struct {
 	Summary summary `json:"summary"`
 }
 
+// waitIngestion polls the ingestion until done says so. The API may be
+// away meanwhile (the manager is restarting), so failed requests are retried.
 func (a devAPI) waitIngestion(t *testing.T, id string, timeout time.Duration, done func(ingestionAttrs) bool) ingestionAttrs {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -409,12 +424,12 @@ func (a devAPI) waitIngestion(t *testing.T, id string, timeout time.Duration, do
 				Attributes ingestionAttrs `json:"attributes"`
 			} `json:"data"`
 		}
-		a.get(t, "/api/v1/ingestions/"+id, &doc)
-		if done(doc.Data.Attributes) {
+		err := a.try(a.getRequest(t, "/api/v1/ingestions/"+id), &doc)
+		if err == nil && done(doc.Data.Attributes) {
 			return doc.Data.Attributes
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("ingestion %s is still %+v after %s", id, doc.Data.Attributes, timeout)
+			t.Fatalf("ingestion %s is still %+v after %s (last error: %v)", id, doc.Data.Attributes, timeout, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
