@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -37,6 +38,9 @@ type processes struct {
 	exited  chan string // a program that ended for good (before arm, or in a crash loop)
 	devDir  string
 	stopped bool
+	// first and most pause before a restart; zero means firstBackoff and
+	// maxBackoff (tests shorten them).
+	first, most time.Duration
 }
 
 // spec says how to run one program and how to tell it serves.
@@ -121,7 +125,8 @@ func (p *processes) launch(proc *process) error {
 
 // watch waits for each run of proc to end and starts the next one.
 func (p *processes) watch(ctx context.Context, proc *process) {
-	backoff := firstBackoff
+	first, most := cmp.Or(p.first, firstBackoff), cmp.Or(p.most, maxBackoff)
+	backoff := first
 	quickCrashes := 0
 	for {
 		proc.mu.Lock()
@@ -138,7 +143,7 @@ func (p *processes) watch(ctx context.Context, proc *process) {
 		}
 		lived := time.Since(started)
 		if lived >= healthyRun {
-			backoff, quickCrashes = firstBackoff, 0
+			backoff, quickCrashes = first, 0
 		}
 		quickCrashes++
 		if quickCrashes >= crashLoop {
@@ -152,7 +157,7 @@ func (p *processes) watch(ctx context.Context, proc *process) {
 			return
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, maxBackoff)
+		backoff = min(2*backoff, most)
 		// Checked and launched under the lock, so stopAll, which sets stopped
 		// under it, sees either no new run or the new one.
 		p.mu.Lock()
