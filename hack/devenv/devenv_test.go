@@ -112,6 +112,11 @@ func TestDevEnvironment(t *testing.T) {
 		}
 	})
 
+	// Ctrl-C in the middle of an ingestion: the next make dev finishes it.
+	interrupted := api.upload(t, "aws_1500_records.ocsf.json")
+	api.waitIngestion(t, interrupted, 30*time.Second, func(a ingestionAttrs) bool {
+		return a.Status == "processing" && a.Summary.Processed > 0
+	})
 	first.stop(t)
 	if exists(filepath.Join(dir, ".dev", "env")) {
 		t.Error(".dev/env outlived make dev")
@@ -120,6 +125,12 @@ func TestDevEnvironment(t *testing.T) {
 	second := startDev(t, dir, environ)
 	t.Run("a second make dev keeps the data", func(t *testing.T) {
 		again := second.api(t)
+		ing := again.waitIngestion(t, interrupted, 90*time.Second, func(a ingestionAttrs) bool {
+			return a.Status == "completed" || a.Status == "failed"
+		})
+		if ing.Status != "completed" || ing.Summary != (summary{Total: 1500, Processed: 1500, Invalid: 0}) {
+			t.Errorf("the ingestion stopped by Ctrl-C is %+v after the restart, want completed 1500/1500/0", ing)
+		}
 		if again.key != api.key {
 			t.Error("the demo admin's API key changed between runs")
 		}
@@ -130,6 +141,7 @@ func TestDevEnvironment(t *testing.T) {
 				t.Errorf("ingestion %s of the first run is %+v (listed: %t), want completed %+v", id, got, ok, want)
 			}
 		}
+		// The same report again rewrites the same 1,500 findings.
 		if n := again.findingsCount(t); n != 1503 {
 			t.Errorf("GET /api/v1/findings counts %d findings, want the first run's 1500 + 3", n)
 		}
