@@ -68,9 +68,14 @@ bench: ## End-to-end ingestion benchmark (prints records/s, MB/s, peak RSS).
 ##@ Run
 
 .PHONY: dev
-dev: build ## Local control plane + manager + MCP server on embedded defaults; writes .dev/env.
+dev: build ## Local control plane + manager + MCP server on embedded defaults; writes .dev/env; keeps its data in .dev.
 	CGO_ENABLED=0 go build -o $(LOCALBIN)/devenv ./hack/devenv
 	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh)" $(LOCALBIN)/devenv
+
+.PHONY: dev-reset
+dev-reset: ## Wipes what make dev keeps (.dev/etcd, .dev/posture.db); refuses while make dev runs.
+	CGO_ENABLED=0 go build -o $(LOCALBIN)/devenv ./hack/devenv
+	$(LOCALBIN)/devenv reset
 
 .PHONY: clean
 clean:

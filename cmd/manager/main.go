@@ -67,6 +67,8 @@ type managerFlags struct {
 	rateBurst                       int
 	jwtNamespace, jwtSecret         string
 	pollInterval                    time.Duration
+	ingestBatchSize                 int
+	ingestRecordsPerSecond          float64
 	mcp                             controllers.MCPServerDefaults
 }
 
@@ -80,6 +82,8 @@ func runManager(args []string) int {
 	fs.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader-election Lease (default: the pod's).")
 	fs.StringVar(&f.executor, "executor", env("POSTURE_EXECUTOR", "inprocess"), "Where ingestions run: job (a batch/v1 Job each) or inprocess.")
 	fs.IntVar(&f.workers, "workers", 2, "In-process executor: ingestions parsed at once.")
+	fs.IntVar(&f.ingestBatchSize, "ingest-batch-size", 0, "In-process executor: records written per store transaction (0: the store's preferred size).")
+	fs.Float64Var(&f.ingestRecordsPerSecond, "ingest-records-per-second", 0, "In-process executor: paces each ingestion to this many records a second, to watch or test crash recovery locally; 0 does not pace.")
 	fs.StringVar(&f.storeDriver, "store-driver", env("POSTURE_STORE_DRIVER", "sqlite"), "Store engine: sqlite or postgres.")
 	fs.StringVar(&f.storeDSN, "store-dsn", "", "SQLite file path or PostgreSQL DSN (default: env POSTURE_STORE_DSN).")
 	fs.Int64Var(&f.maxUploadBytes, "max-upload-bytes", webhook.DefaultMaxUploadBytes, "Largest accepted report; larger uploads get 413.")
@@ -166,7 +170,8 @@ func serve(ctx context.Context, f managerFlags, log logr.Logger) error {
 	)
 	switch f.executor {
 	case "inprocess":
-		worker := &ingest.Worker{Store: st, Log: ctrl.Log.WithName("worker")}
+		worker := &ingest.Worker{Store: st, Log: ctrl.Log.WithName("worker"),
+			BatchSize: f.ingestBatchSize, RecordsPerSecond: f.ingestRecordsPerSecond}
 		executor, done, err = controllers.NewInProcessExecutor(mgr, worker, f.workers)
 		if err != nil {
 			return err
