@@ -175,8 +175,12 @@ func (s *Store) SweepIncompleteBlobs(ctx context.Context, before time.Time) (int
 // reclaim hands the pages that deletions freed back to the file system
 // (auto_vacuum is INCREMENTAL); without it the file never shrinks. The
 // passive checkpoint then copies the shrunken database out of the WAL, which
-// is what truncates the file; it never waits for readers.
+// is what truncates the file; it never waits for readers. The deletion has
+// committed by now, so a caller giving up (a manager shutting down) must not
+// cut its clean-up short and see an error for a delete that happened.
 func (s *Store) reclaim(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
 	// The pragma frees one page per step of its statement: it must be read
 	// to the end (an Exec steps it once).
 	rows, err := s.w.QueryContext(ctx, `PRAGMA incremental_vacuum`)
