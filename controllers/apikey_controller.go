@@ -276,7 +276,7 @@ func (r *APIKeyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 			// Only spec changes (users, namespace) matter, not status writes.
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Named("apikey").
-		Complete(r)
+		Complete(quietConflicts(r))
 }
 
 func (r *APIKeyReconciler) keysOfTenant(ctx context.Context, o client.Object) []reconcile.Request {

@@ -230,5 +230,5 @@ func (r *MCPServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).
 		Named("mcpserver").
-		Complete(r)
+		Complete(quietConflicts(r))
 }

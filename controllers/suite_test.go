@@ -52,10 +52,10 @@ func zapLevel() zapcore.Level {
 }
 
 // startManager runs a manager with the given setup until the test ends or the
-// returned stop is called.
-func startManager(t *testing.T, jobNamespace string, setup func(ctrl.Manager) error) (stop func()) {
+// returned stop is called. opts may adjust the manager's options (its logger).
+func startManager(t *testing.T, jobNamespace string, setup func(ctrl.Manager) error, opts ...func(*ctrl.Options)) (stop func()) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+	o := ctrl.Options{
 		Scheme:                 testenv.Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -63,7 +63,11 @@ func startManager(t *testing.T, jobNamespace string, setup func(ctrl.Manager) er
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&batchv1.Job{}: {Namespaces: map[string]cache.Config{jobNamespace: {}}},
 		}},
-	})
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	mgr, err := ctrl.NewManager(restConfig, o)
 	if err != nil {
 		t.Fatal(err)
 	}

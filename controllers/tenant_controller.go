@@ -219,7 +219,7 @@ func (r *TenantReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.tenantsOfNamespace)).
 		Watches(&posturev1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.tenantsOfObject)).
 		Named("tenant").
-		Complete(r)
+		Complete(quietConflicts(r))
 }
 
 func (r *TenantReconciler) tenantsOfNamespace(ctx context.Context, o client.Object) []reconcile.Request {

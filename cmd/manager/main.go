@@ -34,6 +34,7 @@ import (
 	"github.com/posture-dev/posture/controllers"
 	"github.com/posture-dev/posture/internal/auth"
 	"github.com/posture-dev/posture/internal/ingest"
+	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/store/engines"
 	"github.com/posture-dev/posture/webhook"
 )
@@ -69,6 +70,7 @@ type managerFlags struct {
 	pollInterval                    time.Duration
 	ingestBatchSize                 int
 	ingestRecordsPerSecond          float64
+	reportRetention, stalledUpload  time.Duration
 	mcp                             controllers.MCPServerDefaults
 }
 
@@ -89,6 +91,8 @@ func runManager(args []string) int {
 	fs.Int64Var(&f.maxUploadBytes, "max-upload-bytes", webhook.DefaultMaxUploadBytes, "Largest accepted report; larger uploads get 413.")
 	fs.DurationVar(&f.shutdownDrain, "shutdown-drain", webhook.DefaultShutdownDrain, "On SIGTERM, how long API requests in flight (uploads) may run on before they are cut off with 503; keep it below the pod's terminationGracePeriodSeconds.")
 	fs.DurationVar(&f.pollInterval, "poll-interval", time.Second, "How often progress is mirrored into Ingestion status while processing.")
+	fs.DurationVar(&f.reportRetention, "report-retention", 0, "How long an uploaded report is kept after its ingestion ends (completed or failed); 0 deletes it at once. Findings are kept either way.")
+	fs.DurationVar(&f.stalledUpload, "stalled-upload-timeout", 15*time.Minute, "An upload that writes nothing for this long (its client or process is gone) is deleted by a sweep that runs every few minutes; at least 5m.")
 	fs.StringVar(&f.mcp.Image, "mcp-image", env("POSTURE_MCP_IMAGE", ""), "MCPServer: the image every MCP server runs.")
 	fs.StringVar(&f.mcp.APIBaseURL, "mcp-api-base-url", env("POSTURE_MCP_API_BASE_URL", "http://posture-api."+env("POD_NAMESPACE", "posture-system")+".svc/api/v1"), "MCPServer: API address ({base_url}/api/v1) used when spec.apiBaseURL is empty; always allowed.")
 	allowedMCPURLs := env("POSTURE_MCP_ALLOWED_API_BASE_URLS", "")
@@ -119,6 +123,14 @@ func runManager(args []string) int {
 		f.storeDSN = os.Getenv("POSTURE_STORE_DSN")
 	}
 	f.job.StoreDriver = f.storeDriver
+	if f.reportRetention < 0 {
+		log.Error(nil, "invalid flag", "flag", "--report-retention", "value", f.reportRetention.String(), "want", "0 or more")
+		return 2
+	}
+	if f.stalledUpload < minStalledUpload {
+		log.Error(nil, "invalid flag", "flag", "--stalled-upload-timeout", "value", f.stalledUpload.String(), "want", "at least "+minStalledUpload.String())
+		return 2
+	}
 	if err := serve(ctrl.SetupSignalHandler(), f, log); err != nil {
 		log.Error(err, "manager stopped")
 		return 1
@@ -218,15 +230,26 @@ func serve(ctx context.Context, f managerFlags, log logr.Logger) error {
 	}
 
 	if err := (&controllers.IngestionReconciler{
-		Client:       mgr.GetClient(),
-		Store:        st,
-		Executor:     executor,
-		Recorder:     mgr.GetEventRecorder("posture-ingestion"),
-		PollInterval: f.pollInterval,
-		Done:         done,
-		Billing:      billing,
+		Client:          mgr.GetClient(),
+		Store:           st,
+		Executor:        executor,
+		Recorder:        mgr.GetEventRecorder("posture-ingestion"),
+		PollInterval:    f.pollInterval,
+		Done:            done,
+		Billing:         billing,
+		ReportRetention: f.reportRetention,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up ingestion controller: %w", err)
+	}
+	janitor, ok := st.(store.Janitor)
+	if !ok {
+		return fmt.Errorf("the %s store cannot sweep stalled uploads", f.storeDriver)
+	}
+	if err := mgr.Add(&controllers.UploadSweeper{
+		Store: janitor, StalledAfter: f.stalledUpload, Interval: min(f.stalledUpload/3, 5*time.Minute),
+		Log: ctrl.Log.WithName("upload-sweeper"),
+	}); err != nil {
+		return err
 	}
 
 	api := &webhook.Server{
@@ -289,6 +312,10 @@ func authenticator(ctx context.Context, f managerFlags, mgr ctrl.Manager) (auth.
 		Tokens:  &auth.TokenService{Keys: keys},
 	}, false, nil
 }
+
+// minStalledUpload keeps the sweep well clear of uploads in progress, which
+// record activity once a minute.
+const minStalledUpload = 5 * time.Minute
 
 func keyPrefix(key string) string {
 	if p, _, ok := strings.Cut(key, "."); ok {
