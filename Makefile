@@ -26,6 +26,7 @@ manifests: $(CONTROLLER_GEN) ## CRDs and RBAC from kubebuilder markers.
 	# The Helm chart carries copies: its CRDs and the rules its RBAC templates read.
 	rm -f charts/posture/crds/*.yaml && cp config/crd/bases/*.yaml charts/posture/crds/
 	cp config/rbac/role.yaml charts/posture/files/role.yaml
+	cp config/rbac/tenant_access_role.yaml charts/posture/files/tenant_access_role.yaml
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Deepcopy methods.

@@ -4,7 +4,9 @@ package webhook
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"runtime/debug"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
@@ -36,6 +39,10 @@ type Server struct {
 	Addr           string
 	MaxUploadBytes int64
 	Now            func() time.Time
+	// TLSCertFile and TLSKeyFile, when set, make the API serve HTTPS only,
+	// with the pair read again whenever the files change (a renewed
+	// certificate needs no restart).
+	TLSCertFile, TLSKeyFile string
 
 	handler http.Handler
 }
@@ -138,8 +145,22 @@ func (s *Server) Start(ctx context.Context) error {
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
-	s.Log.Info("serving the REST API", "addr", s.Addr)
+	if s.TLSCertFile != "" || s.TLSKeyFile != "" {
+		watcher, err := certwatcher.New(s.TLSCertFile, s.TLSKeyFile)
+		if err != nil {
+			return fmt.Errorf("load the API's TLS certificate %s and key %s: %w", s.TLSCertFile, s.TLSKeyFile, err)
+		}
+		go func() {
+			if err := watcher.Start(ctx); err != nil {
+				s.Log.Error(err, "watching the API's TLS certificate stopped; the last one loaded stays in use", "cert", s.TLSCertFile)
+			}
+		}()
+		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: watcher.GetCertificate}
+		go func() { errc <- srv.ListenAndServeTLS("", "") }()
+	} else {
+		go func() { errc <- srv.ListenAndServe() }()
+	}
+	s.Log.Info("serving the REST API", "addr", s.Addr, "tls", srv.TLSConfig != nil)
 	select {
 	case err := <-errc:
 		return err
