@@ -48,3 +48,13 @@ app.kubernetes.io/component: manager
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The Secret (type kubernetes.io/tls) the API serves its certificate from. */}}
+{{- define "posture.apiTLSSecret" -}}
+{{ .Values.api.tls.secretName | default (printf "%s-api-tls" (include "posture.fullname" .)) }}
+{{- end -}}
+
+{{/* http or https: how the API is reached. */}}
+{{- define "posture.apiScheme" -}}
+{{ if .Values.api.tls.enabled }}https{{ else }}http{{ end }}
+{{- end -}}
