@@ -16,7 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 )
@@ -94,7 +96,7 @@ func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		status.ReadyReplicas = 0
 		setReady(&status.Conditions, m.Generation, metav1.ConditionFalse, ReasonMCPNoAccess,
 			fmt.Sprintf("the operator may not create Deployments or Services in namespace %s: MCPServers run only in the namespace of a Tenant", m.Namespace))
-		return ctrl.Result{RequeueAfter: 3 * r.recheck()}, r.writeStatus(ctx, &m, status)
+		return ctrl.Result{RequeueAfter: r.recheck()}, r.writeStatus(ctx, &m, status)
 	}
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("deployment or service %s/%s: %w", m.Namespace, m.Name, err)
@@ -236,12 +238,18 @@ func deploymentReadiness(dep *appsv1.Deployment) (metav1.ConditionStatus, string
 	return metav1.ConditionFalse, ReasonMCPProgressing, msg
 }
 
-// SetupWithManager watches MCPServers. Their Deployments and Services are
-// read again on a timer, not watched: see UncachedObjects.
+// SetupWithManager watches MCPServers, and Tenants: a Tenant's status write
+// follows the RoleBinding that lets the operator run servers in its
+// namespace, so servers created with their Tenant start without waiting for
+// a recheck. Deployments and Services are read again on a timer, not
+// watched: see UncachedObjects.
 func (r *MCPServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		// Our own status writes must not wake us.
 		For(&posturev1.MCPServer{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&posturev1.Tenant{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return requestsInNamespace(ctx, r.Client, &posturev1.MCPServerList{}, o.(*posturev1.Tenant).NamespaceName())
+		})).
 		Named("mcpserver").
 		Complete(r)
 }

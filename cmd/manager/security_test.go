@@ -475,4 +475,8 @@ func testAPITLS(t *testing.T, m *runningManager) {
 		resp.Body.Close()
 		return strings.HasPrefix(resp.Status, "200"), resp.Status
 	})
+	if resp, err := get(m.cert); err == nil {
+		resp.Body.Close()
+		t.Errorf("after renewal the API still serves the first certificate (%s)", resp.Status)
+	}
 }
