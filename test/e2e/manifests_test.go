@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -125,11 +126,11 @@ func TestSamplesAreAdmitted(t *testing.T) {
 	admit(t, objs)
 }
 
-// renderChart renders charts/posture with Helm's own engine (the test/helm
-// module) and the given --set values.
-func renderChart(t *testing.T, sets ...string) []*unstructured.Unstructured {
+// renderChart renders charts/posture as release `release` with Helm's own
+// engine (the test/helm module) and the given --set values.
+func renderChart(t *testing.T, release string, sets ...string) []*unstructured.Unstructured {
 	t.Helper()
-	args := []string{"run", ".", "-namespace=posture-system"}
+	args := []string{"run", ".", "-namespace=posture-system", "-name=" + release}
 	for _, s := range sets {
 		args = append(args, "-set="+s)
 	}
@@ -162,7 +163,7 @@ func TestHelmChartIsAdmitted(t *testing.T) {
 		}, []string{"tenant-acme"}, []string{"NetworkPolicy", "Certificate"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			objs := renderChart(t, tc.sets...)
+			objs := renderChart(t, "posture", tc.sets...)
 			kinds := map[string]int{}
 			for _, o := range objs {
 				kinds[o.GetKind()]++
@@ -201,7 +202,7 @@ func TestHelmChartIsAdmitted(t *testing.T) {
 // values render: which ports each policy opens, and that the manager serves
 // the certificate cert-manager writes.
 func TestHelmChartTLSAndNetworkPolicies(t *testing.T) {
-	objs := renderChart(t, "networkPolicy.enabled=true", "networkPolicy.mcp.namespaces={tenant-acme}",
+	objs := renderChart(t, "posture", "networkPolicy.enabled=true", "networkPolicy.mcp.namespaces={tenant-acme}",
 		"api.tls.enabled=true", "api.tls.certManager.enabled=true", "api.tls.certManager.issuerRef.name=ca")
 	byName := map[string]*unstructured.Unstructured{}
 	for _, o := range objs {
@@ -275,6 +276,55 @@ func TestHelmChartTLSAndNetworkPolicies(t *testing.T) {
 	}
 	if !mounted {
 		t.Errorf("the manager does not mount Secret %s: volumes %v", secret, volumes)
+	}
+}
+
+// TestHelmChartTenantAccessRole: whatever the release is called, the one
+// ClusterRole the manager may bind is the release's tenant-access role, the
+// manager is told that name, and nothing binds it cluster-wide.
+func TestHelmChartTenantAccessRole(t *testing.T) {
+	for _, release := range []string{"posture", "acme"} {
+		t.Run(release, func(t *testing.T) {
+			objs := renderChart(t, release)
+			var bindable []string
+			var flag string
+			clusterRoles := map[string]bool{}
+			for _, o := range objs {
+				switch o.GetKind() {
+				case "ClusterRole":
+					clusterRoles[o.GetName()] = true
+					rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
+					for _, r := range rules {
+						verbs, _, _ := unstructured.NestedStringSlice(r.(map[string]any), "verbs")
+						if slices.Contains(verbs, "bind") || slices.Contains(verbs, "escalate") || slices.Contains(verbs, "*") {
+							names, _, _ := unstructured.NestedStringSlice(r.(map[string]any), "resourceNames")
+							if len(names) == 0 {
+								t.Errorf("ClusterRole %s may bind or escalate any role: %v", o.GetName(), r)
+							}
+							bindable = append(bindable, names...)
+						}
+					}
+				case "Deployment":
+					containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+					args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+					for _, a := range args {
+						if v, ok := strings.CutPrefix(a, "--tenant-access-role="); ok {
+							flag = v
+						}
+					}
+				}
+			}
+			if len(bindable) != 1 || bindable[0] != flag || !clusterRoles[flag] {
+				t.Fatalf("bindable ClusterRoles %v, --tenant-access-role=%q, rendered ClusterRoles %v; want the one rendered role the manager is told about", bindable, flag, clusterRoles)
+			}
+			for _, o := range objs {
+				if o.GetKind() == "ClusterRoleBinding" {
+					if name, _, _ := unstructured.NestedString(o.Object, "roleRef", "name"); name == flag {
+						t.Errorf("ClusterRoleBinding %s grants %s cluster-wide", o.GetName(), flag)
+					}
+				}
+			}
+		})
 	}
 }
 
