@@ -295,38 +295,8 @@ func testNamespacedRights(t *testing.T) {
 	if rb.RoleRef.Name != controllers.DefaultTenantAccessRole || len(rb.Subjects) != 1 || rb.Subjects[0].Name != managerSA {
 		t.Errorf("RoleBinding %s/%s = %+v %+v; want ClusterRole %s bound to ServiceAccount %s", tenantNS, rb.Name, rb.RoleRef, rb.Subjects, controllers.DefaultTenantAccessRole, managerSA)
 	}
-	eventually(t, 60*time.Second, "the APIKey's Secret in the tenant namespace", func() (bool, string) {
-		var k posturev1.APIKey
-		if err := admin.Get(ctx, client.ObjectKey{Namespace: tenantNS, Name: "ci"}, &k); err != nil {
-			return false, err.Error()
-		}
-		var s corev1.Secret
-		err := admin.Get(ctx, client.ObjectKey{Namespace: tenantNS, Name: "ci-api-key"}, &s)
-		return err == nil && len(s.Data[controllers.APIKeySecretKey]) > 0, fmt.Sprintf("%s; secret: %v", readyReason(k.Status.Conditions), err)
-	})
-	eventually(t, 60*time.Second, "the MCPServer's Deployment in the tenant namespace", func() (bool, string) {
-		var d appsv1.Deployment
-		err := admin.Get(ctx, client.ObjectKey{Namespace: tenantNS, Name: "tools"}, &d)
-		return err == nil, fmt.Sprint(err)
-	})
-	eventually(t, 60*time.Second, "the MCPServer outside a tenant namespace to say the operator has no rights there", func() (bool, string) {
-		var ms posturev1.MCPServer
-		if err := admin.Get(ctx, client.ObjectKey{Namespace: "bystander", Name: "tools"}, &ms); err != nil {
-			return false, err.Error()
-		}
-		c := meta.FindStatusCondition(ms.Status.Conditions, posturev1.ConditionReady)
-		return c != nil && c.Reason == controllers.ReasonMCPNoAccess, readyReason(ms.Status.Conditions)
-	})
-	var d appsv1.Deployment
-	if err := admin.Get(ctx, client.ObjectKey{Namespace: "bystander", Name: "tools"}, &d); !apierrors.IsNotFound(err) {
-		t.Errorf("a Deployment for an MCPServer outside any tenant namespace: err %v", err)
-	}
-	var jwt corev1.Secret
-	if err := admin.Get(ctx, client.ObjectKey{Namespace: operatorNS, Name: "posture-jwt-signing"}, &jwt); err != nil {
-		t.Errorf("the JWT signing Secret in the operator namespace: %v", err)
-	}
-
-	// What the same identity must not do.
+	// What the same identity must not do: checked first, so that a
+	// too-wide role shows here whatever the controllers then do with it.
 	sa, err := client.New(asServiceAccount(restConfig, operatorNS, managerSA), client.Options{Scheme: testenv.Scheme()})
 	if err != nil {
 		t.Fatal(err)
@@ -369,6 +339,37 @@ func testNamespacedRights(t *testing.T) {
 				t.Errorf("the manager's ServiceAccount could %s: err %v, want Forbidden", tc.name, err)
 			}
 		})
+	}
+
+	eventually(t, 60*time.Second, "the APIKey's Secret in the tenant namespace", func() (bool, string) {
+		var k posturev1.APIKey
+		if err := admin.Get(ctx, client.ObjectKey{Namespace: tenantNS, Name: "ci"}, &k); err != nil {
+			return false, err.Error()
+		}
+		var s corev1.Secret
+		err := admin.Get(ctx, client.ObjectKey{Namespace: tenantNS, Name: "ci-api-key"}, &s)
+		return err == nil && len(s.Data[controllers.APIKeySecretKey]) > 0, fmt.Sprintf("%s; secret: %v", readyReason(k.Status.Conditions), err)
+	})
+	eventually(t, 60*time.Second, "the MCPServer's Deployment in the tenant namespace", func() (bool, string) {
+		var d appsv1.Deployment
+		err := admin.Get(ctx, client.ObjectKey{Namespace: tenantNS, Name: "tools"}, &d)
+		return err == nil, fmt.Sprint(err)
+	})
+	eventually(t, 60*time.Second, "the MCPServer outside a tenant namespace to say the operator has no rights there", func() (bool, string) {
+		var ms posturev1.MCPServer
+		if err := admin.Get(ctx, client.ObjectKey{Namespace: "bystander", Name: "tools"}, &ms); err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(ms.Status.Conditions, posturev1.ConditionReady)
+		return c != nil && c.Reason == controllers.ReasonMCPNoAccess, readyReason(ms.Status.Conditions)
+	})
+	var d appsv1.Deployment
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: "bystander", Name: "tools"}, &d); !apierrors.IsNotFound(err) {
+		t.Errorf("a Deployment for an MCPServer outside any tenant namespace: err %v", err)
+	}
+	var jwt corev1.Secret
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: operatorNS, Name: "posture-jwt-signing"}, &jwt); err != nil {
+		t.Errorf("the JWT signing Secret in the operator namespace: %v", err)
 	}
 }
 
