@@ -28,6 +28,7 @@ manifests: $(CONTROLLER_GEN) ## CRDs and RBAC from kubebuilder markers.
 	cp config/rbac/role.yaml charts/posture/files/role.yaml
 	rm -rf charts/posture/files/admission && mkdir -p charts/posture/files/admission
 	cp $$(ls config/admission/*.yaml | grep -v /kustomization.yaml) charts/posture/files/admission/
+	cp config/rbac/tenant_access_role.yaml charts/posture/files/tenant_access_role.yaml
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Deepcopy methods.

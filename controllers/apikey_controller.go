@@ -54,13 +54,18 @@ type APIKeyReconciler struct {
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	Now       func() time.Time
+	// RecheckInterval is how often a key's Secret is looked at again. Secrets
+	// are not watched (the manager may not watch them cluster-wide), so a
+	// deleted Secret shows as SecretMissing within this interval. Default 5 min.
+	RecheckInterval time.Duration
 }
 
 // +kubebuilder:rbac:groups=posture.dev,resources=apikeys,verbs=get;list;watch
 // +kubebuilder:rbac:groups=posture.dev,resources=apikeys/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=posture.dev,resources=apikeys/finalizers,verbs=update
 // +kubebuilder:rbac:groups=posture.dev,resources=tenants,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create
+// Key Secrets are read and created through the tenant-access RoleBinding of
+// the key's namespace (tenant_access.go), not a cluster-wide right.
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 func (r *APIKeyReconciler) now() time.Time {
@@ -68,6 +73,13 @@ func (r *APIKeyReconciler) now() time.Time {
 		return r.Now()
 	}
 	return time.Now()
+}
+
+func (r *APIKeyReconciler) recheck() time.Duration {
+	if r.RecheckInterval > 0 {
+		return r.RecheckInterval
+	}
+	return 5 * time.Minute
 }
 
 // SecretNameOf is the Secret an APIKey's key is written to.
@@ -120,6 +132,9 @@ func (r *APIKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 
 	status, reason, msg, requeue := r.validity(ctx, &key)
+	if recheck := r.recheck(); requeue == 0 || requeue > recheck {
+		requeue = recheck
+	}
 	res, err := r.writeStatus(ctx, &key, before, status, reason, msg, requeue)
 	if err == nil && generated {
 		emit(r.Recorder, &key, corev1.EventTypeNormal, ReasonKeyGenerated, "Generate", "Generated API key %s into Secret %s (data key %s)", key.Status.Prefix, secretName, APIKeySecretKey)
@@ -263,15 +278,15 @@ func (r *APIKeyReconciler) writeStatus(ctx context.Context, key *posturev1.APIKe
 	return writeReady(ctx, r.Client, key, &key.Status.Conditions, before, &key.Status, status, reason, msg, requeue)
 }
 
-// SetupWithManager watches APIKeys, their Secrets, and Tenants (a user
-// removed from a Tenant makes that user's keys not Ready).
+// SetupWithManager watches APIKeys and Tenants (a user removed from a Tenant
+// makes that user's keys not Ready). Key Secrets are rechecked on a timer,
+// not watched: see UncachedObjects.
 func (r *APIKeyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	if err := auth.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&posturev1.APIKey{}).
-		Owns(&corev1.Secret{}).
 		Watches(&posturev1.Tenant{}, handler.EnqueueRequestsFromMapFunc(r.keysOfTenant),
 			// Only spec changes (users, namespace) matter, not status writes.
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).

@@ -34,7 +34,7 @@ var mcpDefaults = controllers.MCPServerDefaults{
 func startMCPController(t *testing.T) {
 	t.Helper()
 	startManager(t, "default", func(mgr ctrl.Manager) error {
-		return (&controllers.MCPServerReconciler{Client: mgr.GetClient(), Defaults: mcpDefaults, Recorder: mgr.GetEventRecorder("posture-mcpserver")}).SetupWithManager(mgr)
+		return (&controllers.MCPServerReconciler{Client: mgr.GetClient(), Defaults: mcpDefaults, Recorder: mgr.GetEventRecorder("posture-mcpserver"), RecheckInterval: 200 * time.Millisecond}).SetupWithManager(mgr)
 	})
 }
 

@@ -44,13 +44,17 @@ type TenantReconciler struct {
 	// RecheckInterval is how often a Tenant waiting for a password Secret looks
 	// again (those Secrets are not watched). Default 30 s.
 	RecheckInterval time.Duration
+	// Access is the RoleBinding that gives the manager its rights in each
+	// tenant namespace (tenant_access.go).
+	Access TenantAccess
 }
 
 // +kubebuilder:rbac:groups=posture.dev,resources=tenants,verbs=get;list;watch
 // +kubebuilder:rbac:groups=posture.dev,resources=tenants/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=posture.dev,resources=providers,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// Password Secrets are read through the tenant-access RoleBinding of the
+// tenant's namespace (tenant_access.go), not a cluster-wide right.
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -74,6 +78,9 @@ func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return r.writeStatus(ctx, &t, before, metav1.ConditionFalse, reason, msg, r.recheck())
 	}
 	setStalled(&t, false, "", "")
+	if err := r.ensureTenantAccess(ctx, &t, ns); err != nil {
+		return ctrl.Result{}, err
+	}
 
 	count, err := CountProviders(ctx, r.Client, ns)
 	if err != nil {

@@ -34,7 +34,7 @@ func runTenancy(t *testing.T, st store.Store) {
 			return err
 		}
 		if err := (&controllers.APIKeyReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-			Recorder: mgr.GetEventRecorder("posture-apikey")}).SetupWithManager(ctx, mgr); err != nil {
+			Recorder: mgr.GetEventRecorder("posture-apikey"), RecheckInterval: 200 * time.Millisecond}).SetupWithManager(ctx, mgr); err != nil {
 			return err
 		}
 		if err := (&controllers.ProviderReconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr); err != nil {

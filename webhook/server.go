@@ -4,6 +4,7 @@ package webhook
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
@@ -42,6 +44,10 @@ type Server struct {
 	// ShutdownDrain is how long requests in flight may run on once a
 	// shutdown begins (DefaultShutdownDrain when zero).
 	ShutdownDrain time.Duration
+	// TLSCertFile and TLSKeyFile, when set, make the API serve HTTPS only,
+	// with the pair read again whenever the files change (a renewed
+	// certificate needs no restart).
+	TLSCertFile, TLSKeyFile string
 
 	handler   http.Handler
 	listening atomic.Bool
@@ -198,9 +204,24 @@ func (s *Server) Start(ctx context.Context) error {
 		BaseContext:       func(net.Listener) context.Context { return base },
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	if s.TLSCertFile != "" || s.TLSKeyFile != "" {
+		watcher, err := certwatcher.New(s.TLSCertFile, s.TLSKeyFile)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("load the API's TLS certificate %s and key %s: %w", s.TLSCertFile, s.TLSKeyFile, err)
+		}
+		go func() {
+			if err := watcher.Start(ctx); err != nil {
+				s.Log.Error(err, "watching the API's TLS certificate stopped; the last one loaded stays in use", "cert", s.TLSCertFile)
+			}
+		}()
+		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: watcher.GetCertificate}
+		go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { errc <- srv.Serve(ln) }()
+	}
 	s.listening.Store(true)
-	s.Log.Info("serving the REST API", "addr", ln.Addr().String())
+	s.Log.Info("serving the REST API", "addr", ln.Addr().String(), "tls", srv.TLSConfig != nil)
 	select {
 	case err := <-errc:
 		return err

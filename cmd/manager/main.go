@@ -14,13 +14,12 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -28,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
@@ -72,14 +72,37 @@ type managerFlags struct {
 	ingestRecordsPerSecond          float64
 	reportRetention, stalledUpload  time.Duration
 	mcp                             controllers.MCPServerDefaults
+	apiTLSCertFile, apiTLSKeyFile   string
+	metricsCertDir                  string
+	access                          controllers.TenantAccess
 }
 
 func runManager(args []string) int {
+	f, opts, err := parseManagerFlags(args)
+	if err != nil {
+		return 2
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(opts)))
+	log := ctrl.Log.WithName("setup")
+	if err := serve(ctrl.SetupSignalHandler(), ctrl.GetConfigOrDie(), f, log); err != nil {
+		log.Error(err, "manager stopped")
+		return 1
+	}
+	return 0
+}
+
+func parseManagerFlags(args []string) (managerFlags, *zap.Options, error) {
 	var f managerFlags
 	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
 	fs.StringVar(&f.apiAddr, "api-bind-address", ":8080", "Address of the REST API.")
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz.")
-	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "0", "Address of Prometheus metrics; 0 disables.")
+	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "0", "Address of Prometheus metrics, served over HTTPS to callers the API server authenticates and authorizes (get on /metrics); 0 disables.")
+	fs.StringVar(&f.metricsCertDir, "metrics-cert-dir", "", "Directory holding tls.crt and tls.key of the metrics server (default: a self-signed certificate).")
+	fs.StringVar(&f.apiTLSCertFile, "api-tls-cert-file", "", "PEM certificate (chain) of the REST API; with --api-tls-key-file the API serves HTTPS only. Reloaded when the file changes.")
+	fs.StringVar(&f.apiTLSKeyFile, "api-tls-key-file", "", "PEM private key of --api-tls-cert-file.")
+	fs.StringVar(&f.access.ClusterRole, "tenant-access-role", controllers.DefaultTenantAccessRole, "ClusterRole the manager binds to its ServiceAccount in each tenant namespace (Secrets, Deployments, Services there).")
+	fs.StringVar(&f.access.ServiceAccount, "service-account", env("POD_SERVICE_ACCOUNT", ""), "The manager's ServiceAccount, bound to --tenant-access-role in tenant namespaces; empty binds nothing (a manager running with admin rights).")
+	fs.StringVar(&f.access.ServiceAccountNamespace, "service-account-namespace", env("POD_NAMESPACE", "posture-system"), "Namespace of --service-account.")
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "Elect a leader so only one replica runs controllers.")
 	fs.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader-election Lease (default: the pod's).")
 	fs.StringVar(&f.executor, "executor", env("POSTURE_EXECUTOR", "inprocess"), "Where ingestions run: job (a batch/v1 Job each) or inprocess.")
@@ -110,35 +133,37 @@ func runManager(args []string) int {
 	opts := zap.Options{}
 	opts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return f, nil, err
 	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	var err error
 	if f.mcp.AllowedAPIBaseURLs, err = controllers.ParseAPIBaseURLs(allowedMCPURLs); err != nil {
-		fmt.Fprintf(os.Stderr, "--mcp-allowed-api-base-urls: %v\n", err)
-		return 2
+		err = fmt.Errorf("--mcp-allowed-api-base-urls: %w", err)
+		fmt.Fprintln(fs.Output(), err)
+		return f, nil, err
 	}
-	log := ctrl.Log.WithName("setup")
 	if f.storeDSN == "" {
 		f.storeDSN = os.Getenv("POSTURE_STORE_DSN")
 	}
 	f.job.StoreDriver = f.storeDriver
 	if f.reportRetention < 0 {
-		log.Error(nil, "invalid flag", "flag", "--report-retention", "value", f.reportRetention.String(), "want", "0 or more")
-		return 2
+		err := fmt.Errorf("--report-retention %s: want 0 or more", f.reportRetention)
+		fmt.Fprintln(fs.Output(), err)
+		return f, nil, err
 	}
 	if f.stalledUpload < minStalledUpload {
-		log.Error(nil, "invalid flag", "flag", "--stalled-upload-timeout", "value", f.stalledUpload.String(), "want", "at least "+minStalledUpload.String())
-		return 2
+		err := fmt.Errorf("--stalled-upload-timeout %s: want at least %s", f.stalledUpload, minStalledUpload)
+		fmt.Fprintln(fs.Output(), err)
+		return f, nil, err
 	}
-	if err := serve(ctrl.SetupSignalHandler(), f, log); err != nil {
-		log.Error(err, "manager stopped")
-		return 1
+	if (f.apiTLSCertFile == "") != (f.apiTLSKeyFile == "") {
+		err := errors.New("--api-tls-cert-file and --api-tls-key-file go together")
+		fmt.Fprintln(fs.Output(), err)
+		return f, nil, err
 	}
-	return 0
+	return f, &opts, nil
 }
 
-func serve(ctx context.Context, f managerFlags, log logr.Logger) error {
+func serve(ctx context.Context, cfg *rest.Config, f managerFlags, log logr.Logger) error {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(posturev1.AddToScheme(scheme))
@@ -149,9 +174,16 @@ func serve(ctx context.Context, f managerFlags, log logr.Logger) error {
 	}
 	defer st.Close()
 
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
-		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: scheme,
+		// Metrics name tenants and their volumes: only callers the API server
+		// authenticates and authorizes (nonResourceURL /metrics, get) see them.
+		Metrics: metricsserver.Options{
+			BindAddress:    f.metricsAddr,
+			SecureServing:  true,
+			CertDir:        f.metricsCertDir,
+			FilterProvider: filters.WithAuthenticationAndAuthorization,
+		},
 		HealthProbeBindAddress:  f.probeAddr,
 		LeaderElection:          f.leaderElect,
 		LeaderElectionID:        "manager.posture.dev",
@@ -162,15 +194,11 @@ func serve(ctx context.Context, f managerFlags, log logr.Logger) error {
 		// Worker Jobs live only in the operator namespace: cache them there alone.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&batchv1.Job{}: {Namespaces: map[string]cache.Config{f.job.Namespace: {}}},
-			// Only the Secrets the operator makes (API keys) are cached; others
-			// (user passwords, the JWT key) are read uncached when needed, so
-			// the manager never holds every Secret of the cluster in memory.
-			&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{posturev1.LabelManagedBy: posturev1.ManagedByValue})},
-			// MCPServer Deployments and Services carry the same label; other
-			// workloads of the cluster stay out of memory.
-			&appsv1.Deployment{}: {Label: labels.SelectorFromSet(labels.Set{posturev1.LabelManagedBy: posturev1.ManagedByValue})},
-			&corev1.Service{}:    {Label: labels.SelectorFromSet(labels.Set{posturev1.LabelManagedBy: posturev1.ManagedByValue})},
 		}},
+		// Secrets, Deployments and Services are never cached: the manager may
+		// read them only in its own and in tenant namespaces, so a cluster-wide
+		// informer would be refused (docs/decisions/0004-manager-rbac.md).
+		Client: controllers.ClientOptions(),
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
@@ -212,6 +240,7 @@ func serve(ctx context.Context, f managerFlags, log logr.Logger) error {
 	}
 	if err := (&controllers.TenantReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("posture-tenant"),
+		Access: f.access,
 	}).SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("set up tenant controller: %w", err)
 	}
@@ -261,6 +290,8 @@ func serve(ctx context.Context, f managerFlags, log logr.Logger) error {
 		Addr:           f.apiAddr,
 		MaxUploadBytes: f.maxUploadBytes,
 		ShutdownDrain:  f.shutdownDrain,
+		TLSCertFile:    f.apiTLSCertFile,
+		TLSKeyFile:     f.apiTLSKeyFile,
 	}
 	if err := mgr.Add(api); err != nil {
 		return err
@@ -274,7 +305,7 @@ func serve(ctx context.Context, f managerFlags, log logr.Logger) error {
 	if err := mgr.AddReadyzCheck("api", api.Ready); err != nil {
 		return err
 	}
-	log.Info("starting manager", "executor", executor.Name(), "store", f.storeDriver, "api", f.apiAddr)
+	log.Info("starting manager", "executor", executor.Name(), "store", f.storeDriver, "api", f.apiAddr, "apiTLS", f.apiTLSCertFile != "")
 	return mgr.Start(ctx)
 }
 

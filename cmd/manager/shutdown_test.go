@@ -65,7 +65,7 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			m := startManager(t, bin, kubeconfig, tc.drain)
+			m := startManagerProcess(t, bin, kubeconfig, tc.drain)
 			up := startUpload(t, m, report)
 			m.terminate(t)
 			m.waitUnready(t)
@@ -134,7 +134,7 @@ type manager struct {
 
 const testKey = "pk_shutdown.0123456789abcdef0123456789abcdef"
 
-func startManager(t *testing.T, bin, kubeconfig string, drain time.Duration) *manager {
+func startManagerProcess(t *testing.T, bin, kubeconfig string, drain time.Duration) *manager {
 	t.Helper()
 	m := &manager{api: freeAddr(t), probes: freeAddr(t), key: testKey, log: &bytes.Buffer{}, done: make(chan error, 1)}
 	m.cmd = exec.Command(bin,
