@@ -26,6 +26,9 @@ manifests: $(CONTROLLER_GEN) ## CRDs and RBAC from kubebuilder markers.
 	# The Helm chart carries copies: its CRDs and the rules its RBAC templates read.
 	rm -f charts/posture/crds/*.yaml && cp config/crd/bases/*.yaml charts/posture/crds/
 	cp config/rbac/role.yaml charts/posture/files/role.yaml
+	rm -rf charts/posture/files/admission && mkdir -p charts/posture/files/admission
+	cp $$(ls config/admission/*.yaml | grep -v /kustomization.yaml) charts/posture/files/admission/
+	cp config/rbac/tenant_access_role.yaml charts/posture/files/tenant_access_role.yaml
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Deepcopy methods.
@@ -66,9 +69,14 @@ bench: ## End-to-end ingestion benchmark (prints records/s, MB/s, peak RSS).
 ##@ Run
 
 .PHONY: dev
-dev: build ## Local control plane + manager + MCP server on embedded defaults; writes .dev/env.
+dev: build ## Local control plane + manager + MCP server on embedded defaults; writes .dev/env; keeps its data in .dev.
 	CGO_ENABLED=0 go build -o $(LOCALBIN)/devenv ./hack/devenv
 	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh)" $(LOCALBIN)/devenv
+
+.PHONY: dev-reset
+dev-reset: ## Wipes what make dev keeps (.dev/etcd, .dev/posture.db); refuses while make dev runs.
+	CGO_ENABLED=0 go build -o $(LOCALBIN)/devenv ./hack/devenv
+	$(LOCALBIN)/devenv reset
 
 .PHONY: clean
 clean:

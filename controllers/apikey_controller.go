@@ -54,13 +54,18 @@ type APIKeyReconciler struct {
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	Now       func() time.Time
+	// RecheckInterval is how often a key's Secret is looked at again. Secrets
+	// are not watched (the manager may not watch them cluster-wide), so a
+	// deleted Secret shows as SecretMissing within this interval. Default 5 min.
+	RecheckInterval time.Duration
 }
 
 // +kubebuilder:rbac:groups=posture.dev,resources=apikeys,verbs=get;list;watch
 // +kubebuilder:rbac:groups=posture.dev,resources=apikeys/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=posture.dev,resources=apikeys/finalizers,verbs=update
 // +kubebuilder:rbac:groups=posture.dev,resources=tenants,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create
+// Key Secrets are read and created through the tenant-access RoleBinding of
+// the key's namespace (tenant_access.go), not a cluster-wide right.
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 func (r *APIKeyReconciler) now() time.Time {
@@ -68,6 +73,13 @@ func (r *APIKeyReconciler) now() time.Time {
 		return r.Now()
 	}
 	return time.Now()
+}
+
+func (r *APIKeyReconciler) recheck() time.Duration {
+	if r.RecheckInterval > 0 {
+		return r.RecheckInterval
+	}
+	return 5 * time.Minute
 }
 
 // SecretNameOf is the Secret an APIKey's key is written to.
@@ -88,19 +100,17 @@ func (r *APIKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	before := key.Status.DeepCopy()
 	key.Status.ObservedGeneration = key.Generation
-	if key.Status.ExpiresAt == nil {
-		// Fixed once, from creation: a later reconcile must not push it out.
-		exp := metav1.NewTime(key.CreationTimestamp.Add(DefaultAPIKeyLifetime).UTC())
-		key.Status.ExpiresAt = &exp
-	}
-	if key.Spec.ExpiresAt != nil {
-		exp := key.Spec.ExpiresAt.DeepCopy()
-		key.Status.ExpiresAt = exp
-	}
+	r.recordEnd(&key)
 
 	secretName := SecretNameOf(&key)
 	generated := false
-	if key.Status.Hash == "" {
+	// A key is issued once. An APIKey whose status already records its end
+	// never gets one again, even if its hash were lost: a new key takes a new
+	// APIKey. (One created already revoked still gets its key, which never
+	// works, so that its Secret shows what was issued.)
+	ended := key.Status.RevokedAt != nil || key.Status.ExpiredAt != nil
+	switch {
+	case key.Status.Hash == "" && before.RevokedAt == nil && before.ExpiredAt == nil:
 		prefix, hash, reason, msg, err := r.generate(ctx, &key, secretName)
 		if err != nil {
 			return ctrl.Result{}, err
@@ -110,14 +120,21 @@ func (r *APIKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		}
 		key.Status.Prefix, key.Status.Hash, key.Status.SecretName = prefix, hash, secretName
 		generated = true
-	} else if ok, err := r.secretPresent(ctx, &key); err != nil {
-		return ctrl.Result{}, err
-	} else if !ok {
-		return r.writeStatus(ctx, &key, before, metav1.ConditionFalse, ReasonSecretMissing,
-			fmt.Sprintf("Secret %s with key %s is gone; the key still works for whoever holds it (revoke or delete this APIKey to stop it) but cannot be shown again: create a new APIKey for a new key", key.Status.SecretName, key.Status.Prefix), 0)
+	case ended:
+		// A dead key's Secret no longer matters; the condition says why it is dead.
+	default:
+		if ok, err := r.secretPresent(ctx, &key); err != nil {
+			return ctrl.Result{}, err
+		} else if !ok {
+			return r.writeStatus(ctx, &key, before, metav1.ConditionFalse, ReasonSecretMissing,
+				fmt.Sprintf("Secret %s with key %s is gone; the key still works for whoever holds it (revoke or delete this APIKey to stop it) but cannot be shown again: create a new APIKey for a new key", key.Status.SecretName, key.Status.Prefix), 0)
+		}
 	}
 
 	status, reason, msg, requeue := r.validity(ctx, &key)
+	if recheck := r.recheck(); requeue == 0 || requeue > recheck {
+		requeue = recheck
+	}
 	res, err := r.writeStatus(ctx, &key, before, status, reason, msg, requeue)
 	if err == nil && generated {
 		emit(r.Recorder, &key, corev1.EventTypeNormal, ReasonKeyGenerated, "Generate", "Generated API key %s into Secret %s (data key %s)", key.Status.Prefix, secretName, APIKeySecretKey)
@@ -199,15 +216,43 @@ func (r *APIKeyReconciler) secretPresent(ctx context.Context, key *posturev1.API
 	return err == nil, err
 }
 
+// recordEnd fixes the key's expiry and records in status when it was revoked
+// or expired. These records are what keep a key dead: the authenticator
+// refuses a key whose status has either, whatever its spec says later.
+func (r *APIKeyReconciler) recordEnd(key *posturev1.APIKey) {
+	now := r.now()
+	if key.Status.ExpiresAt == nil {
+		// Fixed once, from creation: a later reconcile must not push it out.
+		exp := metav1.NewTime(key.CreationTimestamp.Add(DefaultAPIKeyLifetime).UTC())
+		key.Status.ExpiresAt = &exp
+	}
+	if auth.Revoked(key) && key.Status.RevokedAt == nil {
+		at := metav1.NewTime(now.UTC().Truncate(time.Second))
+		key.Status.RevokedAt = &at
+	}
+	// The expiry in force is judged before spec.expiresAt may move the
+	// recorded one: moving it later once it has passed must not revive the key.
+	if exp := auth.ExpiresAt(key); key.Status.ExpiredAt == nil && !now.Before(*exp) {
+		at := metav1.NewTime(exp.UTC())
+		key.Status.ExpiredAt = &at
+	}
+	switch {
+	case key.Status.ExpiredAt != nil:
+		key.Status.ExpiresAt = key.Status.ExpiredAt.DeepCopy()
+	case key.Spec.ExpiresAt != nil:
+		key.Status.ExpiresAt = key.Spec.ExpiresAt.DeepCopy()
+	}
+}
+
 // validity is whether the key authenticates now, and when that changes next.
 func (r *APIKeyReconciler) validity(ctx context.Context, key *posturev1.APIKey) (metav1.ConditionStatus, string, string, time.Duration) {
-	if key.Spec.Revoked {
-		return metav1.ConditionFalse, ReasonKeyRevoked, fmt.Sprintf("API key %s is revoked", key.Status.Prefix), 0
+	if at := key.Status.RevokedAt; at != nil {
+		return metav1.ConditionFalse, ReasonKeyRevoked, fmt.Sprintf("API key %s was revoked at %s; revocation is permanent: create a new APIKey for a new key", key.Status.Prefix, at.UTC().Format(time.RFC3339)), 0
+	}
+	if at := key.Status.ExpiredAt; at != nil {
+		return metav1.ConditionFalse, ReasonKeyExpired, fmt.Sprintf("API key %s expired at %s; expiry is permanent: create a new APIKey for a new key", key.Status.Prefix, at.UTC().Format(time.RFC3339)), 0
 	}
 	exp := auth.ExpiresAt(key)
-	if exp != nil && !r.now().Before(*exp) {
-		return metav1.ConditionFalse, ReasonKeyExpired, fmt.Sprintf("API key %s expired at %s", key.Status.Prefix, exp.UTC().Format(time.RFC3339)), 0
-	}
 	tenant, err := auth.TenantForNamespace(ctx, r.Client, key.Namespace)
 	var ae *auth.Error
 	switch {
@@ -233,20 +278,20 @@ func (r *APIKeyReconciler) writeStatus(ctx context.Context, key *posturev1.APIKe
 	return writeReady(ctx, r.Client, key, &key.Status.Conditions, before, &key.Status, status, reason, msg, requeue)
 }
 
-// SetupWithManager watches APIKeys, their Secrets, and Tenants (a user
-// removed from a Tenant makes that user's keys not Ready).
+// SetupWithManager watches APIKeys and Tenants (a user removed from a Tenant
+// makes that user's keys not Ready). Key Secrets are rechecked on a timer,
+// not watched: see UncachedObjects.
 func (r *APIKeyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	if err := auth.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&posturev1.APIKey{}).
-		Owns(&corev1.Secret{}).
 		Watches(&posturev1.Tenant{}, handler.EnqueueRequestsFromMapFunc(r.keysOfTenant),
 			// Only spec changes (users, namespace) matter, not status writes.
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Named("apikey").
-		Complete(r)
+		Complete(quietConflicts(r))
 }
 
 func (r *APIKeyReconciler) keysOfTenant(ctx context.Context, o client.Object) []reconcile.Request {

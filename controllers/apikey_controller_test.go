@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -179,4 +180,70 @@ func TestAPIKeyFollowsExpiryAndUsers(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitAPIKey(t, leaver, keyReady(metav1.ConditionFalse, controllers.ReasonUserUnknown))
+}
+
+// TestAPIKeyNeverReissuedAfterItsEnd loses an ended key's Secret and even
+// its hash: the controller must not hand out a new key for the same APIKey,
+// and the condition keeps saying why the key is dead.
+func TestAPIKeyNeverReissuedAfterItsEnd(t *testing.T) {
+	runTenancy(t, nil)
+	tn := newTenant(t, nil)
+	ns := waitTenant(t, tn.Name, "Ready", tenantReady(metav1.ConditionTrue, "")).Status.Namespace
+	past := metav1.NewTime(time.Now().Add(-time.Hour).UTC().Truncate(time.Second))
+	for _, tc := range []struct {
+		name   string
+		end    func(*posturev1.APIKey)
+		reason string
+		ended  func(*posturev1.APIKeyStatus) bool
+	}{
+		{"revoked", func(k *posturev1.APIKey) { k.Spec.Revoked = true }, controllers.ReasonKeyRevoked,
+			func(s *posturev1.APIKeyStatus) bool { return s.RevokedAt != nil }},
+		{"expired", func(k *posturev1.APIKey) { k.Spec.ExpiresAt = &past }, controllers.ReasonKeyExpired,
+			func(s *posturev1.APIKeyStatus) bool {
+				return s.ExpiredAt != nil && s.ExpiredAt.Equal(&past) && s.ExpiresAt.Equal(&past)
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := newAPIKey(t, ns, "reissue-"+tc.name, nil)
+			waitAPIKey(t, k, keyReady(metav1.ConditionTrue, controllers.ReasonKeyActive))
+			var cur posturev1.APIKey
+			if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(k), &cur); err != nil {
+				t.Fatal(err)
+			}
+			tc.end(&cur)
+			if err := k8s.Update(context.Background(), &cur); err != nil {
+				t.Fatal(err)
+			}
+			got := waitAPIKey(t, k, func(k *posturev1.APIKey) bool {
+				return keyReady(metav1.ConditionFalse, tc.reason)(k) && tc.ended(&k.Status)
+			})
+			_, sec := secretValue(t, ns, got.Status.SecretName)
+			if err := k8s.Delete(context.Background(), sec); err != nil {
+				t.Fatal(err)
+			}
+			// The hash lost too, as after a partial status edit.
+			for attempt := 0; ; attempt++ {
+				got.Status.Hash, got.Status.Prefix = "", ""
+				err := k8s.Status().Update(context.Background(), got)
+				if err == nil {
+					break
+				}
+				if !apierrors.IsConflict(err) || attempt == 10 {
+					t.Fatal(err)
+				}
+				if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(k), got); err != nil {
+					t.Fatal(err)
+				}
+			}
+			time.Sleep(time.Second)
+			got = waitAPIKey(t, k, keyReady(metav1.ConditionFalse, tc.reason))
+			if got.Status.Hash != "" {
+				t.Error("the controller recorded a new key for an APIKey that had ended")
+			}
+			var none corev1.Secret
+			if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: got.Status.SecretName}, &none); err == nil {
+				t.Error("the controller wrote a new Secret for an APIKey that had ended")
+			}
+		})
+	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -58,6 +60,10 @@ type IngestionReconciler struct {
 	// Billing, when set, resolves each ingestion's accounts to Providers within
 	// the tenant's plan before the parse (see billing.go); nil bills nothing.
 	Billing *Billing
+	// ReportRetention is how long an uploaded report is kept once its
+	// ingestion has ended (completed or failed); zero deletes it as soon as
+	// the outcome is in the status. The findings stay either way.
+	ReportRetention time.Duration
 }
 
 // +kubebuilder:rbac:groups=posture.dev,resources=ingestions,verbs=get;list;watch;create
@@ -85,7 +91,7 @@ func (r *IngestionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	case posturev1.IngestionProcessing:
 		return r.track(ctx, &ing)
 	default:
-		return ctrl.Result{}, r.settle(ctx, &ing)
+		return r.settle(ctx, &ing)
 	}
 }
 
@@ -144,7 +150,7 @@ func (r *IngestionReconciler) start(ctx context.Context, ing *posturev1.Ingestio
 	attempt := int(ing.Status.Attempt) + 1
 	job := r.job(ing, attempt)
 	if job.BlobID == "" {
-		return ctrl.Result{}, r.finish(ctx, ing, job, store.Outcome{Status: store.RunFailed,
+		return r.finish(ctx, ing, job, store.Outcome{Status: store.RunFailed,
 			Message: "spec.source names no readable report"}, ingest.CodeUnreadable)
 	}
 	if r.Billing != nil {
@@ -153,7 +159,7 @@ func (r *IngestionReconciler) start(ctx context.Context, ing *posturev1.Ingestio
 			return ctrl.Result{}, fmt.Errorf("resolve providers: %w", err)
 		}
 		if failure != nil {
-			return ctrl.Result{}, r.finish(ctx, ing, job, store.Outcome{Status: store.RunFailed, Message: failure.message}, failure.code)
+			return r.finish(ctx, ing, job, store.Outcome{Status: store.RunFailed, Message: failure.message}, failure.code)
 		}
 		job.AllowedAccounts = allowed
 	}
@@ -194,15 +200,15 @@ func (r *IngestionReconciler) track(ctx context.Context, ing *posturev1.Ingestio
 		return ctrl.Result{}, fmt.Errorf("read run: %w", err)
 	}
 	if run.Attempt == attempt && (run.Status == store.RunSucceeded || run.Status == store.RunFailed) {
-		return ctrl.Result{}, r.complete(ctx, ing, job, run)
+		return r.complete(ctx, ing, job, run)
 	}
 	switch obs.State {
 	case RunFailed:
-		return ctrl.Result{}, r.finish(ctx, ing, job, store.Outcome{Status: store.RunFailed, Progress: run.Progress, Message: obs.Reason}, CodeWorkerFailed)
+		return r.finish(ctx, ing, job, store.Outcome{Status: store.RunFailed, Progress: run.Progress, Message: obs.Reason}, CodeWorkerFailed)
 	case RunGone, RunExited:
 		if attempt >= r.maxAttempts() {
 			msg := fmt.Sprintf("the worker stopped without a result %d times; last: %s", attempt, obs.Reason)
-			return ctrl.Result{}, r.finish(ctx, ing, job, store.Outcome{Status: store.RunFailed, Progress: run.Progress, Message: msg}, CodeWorkerFailed)
+			return r.finish(ctx, ing, job, store.Outcome{Status: store.RunFailed, Progress: run.Progress, Message: msg}, CodeWorkerFailed)
 		}
 		return r.retry(ctx, ing, attempt+1, obs.Reason)
 	}
@@ -237,33 +243,33 @@ func (r *IngestionReconciler) retry(ctx context.Context, ing *posturev1.Ingestio
 
 // finish records an outcome the worker could not record itself (it is gone),
 // closing the run so that a late worker cannot write after it, then completes.
-func (r *IngestionReconciler) finish(ctx context.Context, ing *posturev1.Ingestion, job ingest.Job, o store.Outcome, code string) error {
+func (r *IngestionReconciler) finish(ctx context.Context, ing *posturev1.Ingestion, job ingest.Job, o store.Outcome, code string) (ctrl.Result, error) {
 	// The worker may never have started (a Job whose pod never ran): open the
 	// attempt's run so the error row and outcome have somewhere to go. A run the
 	// worker did open is left as it is, keeping the progress it reached.
 	if run, err := r.Store.GetRun(ctx, job.Tenant, job.IngestionID); errors.Is(err, store.ErrNotFound) || (err == nil && run.Attempt < job.Attempt) {
 		if err := r.Store.StartRun(ctx, job.Tenant, job.IngestionID, job.Attempt, job.Total); err != nil && !errors.Is(err, store.ErrStaleAttempt) {
-			return fmt.Errorf("open run: %w", err)
+			return ctrl.Result{}, fmt.Errorf("open run: %w", err)
 		}
 	} else if err != nil {
-		return fmt.Errorf("read run: %w", err)
+		return ctrl.Result{}, fmt.Errorf("read run: %w", err)
 	}
 	batch := store.Batch{Errors: []store.IngestionError{{Code: code, Detail: o.Message}}}
 	if err := r.Store.WriteBatch(ctx, job.Tenant, job.IngestionID, job.Attempt, batch); err != nil && !errors.Is(err, store.ErrStaleAttempt) {
-		return fmt.Errorf("record job-level error: %w", err)
+		return ctrl.Result{}, fmt.Errorf("record job-level error: %w", err)
 	}
 	if err := r.Store.FinishRun(ctx, job.Tenant, job.IngestionID, job.Attempt, o); err != nil && !errors.Is(err, store.ErrStaleAttempt) {
-		return fmt.Errorf("close run: %w", err)
+		return ctrl.Result{}, fmt.Errorf("close run: %w", err)
 	}
 	run, err := r.Store.GetRun(ctx, job.Tenant, job.IngestionID)
 	if err != nil {
-		return fmt.Errorf("read run: %w", err)
+		return ctrl.Result{}, fmt.Errorf("read run: %w", err)
 	}
 	return r.complete(ctx, ing, job, run)
 }
 
 // complete copies a finished run into the status: the terminal transition.
-func (r *IngestionReconciler) complete(ctx context.Context, ing *posturev1.Ingestion, job ingest.Job, run store.Run) error {
+func (r *IngestionReconciler) complete(ctx context.Context, ing *posturev1.Ingestion, job ingest.Job, run store.Run) (ctrl.Result, error) {
 	done := r.now()
 	if run.FinishedAt != nil {
 		done = metav1.NewTime(run.FinishedAt.UTC())
@@ -285,28 +291,60 @@ func (r *IngestionReconciler) complete(ctx context.Context, ing *posturev1.Inges
 		setReady(&ing.Status.Conditions, ing.Generation, metav1.ConditionFalse, ReasonFailed, run.Message)
 	}
 	if err := r.Status().Update(ctx, ing); err != nil {
-		return err
+		return ctrl.Result{}, err
 	}
 	if ing.Status.Phase == posturev1.IngestionCompleted {
 		emit(r.Recorder, ing, corev1.EventTypeNormal, ReasonCompleted, "Complete", "%s", ing.Status.Message)
 	} else {
 		emit(r.Recorder, ing, corev1.EventTypeWarning, ReasonFailed, "Fail", "%s", ing.Status.Message)
 	}
-	return r.Executor.Release(ctx, ing, job)
+	if err := r.Executor.Release(ctx, ing, job); err != nil {
+		return ctrl.Result{}, err
+	}
+	// Should this fail, settle retries it: the next reconcile of the now
+	// terminal ingestion goes there.
+	return r.releaseReport(ctx, ing)
 }
 
 // settle keeps a terminal ingestion's bookkeeping current; it never re-runs it.
-func (r *IngestionReconciler) settle(ctx context.Context, ing *posturev1.Ingestion) error {
+func (r *IngestionReconciler) settle(ctx context.Context, ing *posturev1.Ingestion) (ctrl.Result, error) {
 	if ing.Status.Attempt > 0 {
 		if err := r.Executor.Release(ctx, ing, r.job(ing, int(ing.Status.Attempt))); err != nil {
-			return err
+			return ctrl.Result{}, err
 		}
 	}
-	if ing.Status.ObservedGeneration == ing.Generation {
-		return nil
+	if ing.Status.ObservedGeneration != ing.Generation {
+		ing.Status.ObservedGeneration = ing.Generation
+		if err := r.Status().Update(ctx, ing); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
-	ing.Status.ObservedGeneration = ing.Generation
-	return r.Status().Update(ctx, ing)
+	return r.releaseReport(ctx, ing)
+}
+
+// releaseReport deletes the uploaded report of a terminal ingestion once the
+// retention period has passed since it ended, or says when to come back.
+// Only the controller deletes reports, and only after the outcome is in the
+// status, so that whichever executor ran the attempt has finished reading.
+// A report already gone counts as deleted, so repeating it is harmless.
+func (r *IngestionReconciler) releaseReport(ctx context.Context, ing *posturev1.Ingestion) (ctrl.Result, error) {
+	up := ing.Spec.Source.Upload
+	if up == nil || up.BlobID == "" {
+		return ctrl.Result{}, nil
+	}
+	if r.ReportRetention > 0 {
+		ended := ing.CreationTimestamp.Time
+		if ing.Status.CompletedAt != nil {
+			ended = ing.Status.CompletedAt.Time
+		}
+		if wait := ended.Add(r.ReportRetention).Sub(r.now().Time); wait > 0 {
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
+	}
+	if err := r.Store.DeleteBlob(ctx, TenantOf(ing), up.BlobID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return ctrl.Result{}, fmt.Errorf("delete report %s of the ended ingestion: %w", up.BlobID, err)
+	}
+	return ctrl.Result{}, nil
 }
 
 func (r *IngestionReconciler) pollInterval() time.Duration {
@@ -323,9 +361,17 @@ func (r *IngestionReconciler) maxAttempts() int {
 	return 3
 }
 
+// fileName is the report's name as events show it. The CRD refuses control
+// characters; an object stored before that rule existed still must not put one
+// in an event, where it would reach every terminal that prints events.
 func fileName(ing *posturev1.Ingestion) string {
 	if ing.Spec.Source.Upload != nil {
-		return ing.Spec.Source.Upload.Filename
+		return strings.Map(func(c rune) rune {
+			if c < 0x20 || (c >= 0x7f && c <= 0x9f) {
+				return utf8.RuneError
+			}
+			return c
+		}, ing.Spec.Source.Upload.Filename)
 	}
 	return "an unknown source"
 }
@@ -356,7 +402,7 @@ func (r *IngestionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Done != nil {
 		b = b.WatchesRawSource(source.Channel(r.Done, &handler.TypedEnqueueRequestForObject[*posturev1.Ingestion]{}))
 	}
-	return b.Complete(r)
+	return b.Complete(quietConflicts(r))
 }
 
 func jobToIngestion(_ context.Context, o client.Object) []reconcile.Request {

@@ -27,17 +27,28 @@ import (
 // runInProcess starts a manager whose ingestion controller uses the in-process executor.
 func runInProcess(t *testing.T, st store.Store) (stop func()) {
 	t.Helper()
+	return runInProcessWith(t, st, nil)
+}
+
+// runInProcessWith is runInProcess with the reconciler adjusted by tune and
+// the manager's options by opts.
+func runInProcessWith(t *testing.T, st store.Store, tune func(*controllers.IngestionReconciler), opts ...func(*ctrl.Options)) (stop func()) {
+	t.Helper()
 	return startManager(t, "default", func(mgr ctrl.Manager) error {
 		worker := &ingest.Worker{Store: st, Log: ctrl.Log.WithName("worker"), ProgressInterval: 10 * time.Millisecond}
 		exec, done, err := controllers.NewInProcessExecutor(mgr, worker, 2)
 		if err != nil {
 			return err
 		}
-		return (&controllers.IngestionReconciler{
+		r := &controllers.IngestionReconciler{
 			Client: mgr.GetClient(), Store: st, Executor: exec, Done: done,
 			Recorder: mgr.GetEventRecorder("posture-ingestion"), PollInterval: 100 * time.Millisecond,
-		}).SetupWithManager(mgr)
-	})
+		}
+		if tune != nil {
+			tune(r)
+		}
+		return r.SetupWithManager(mgr)
+	}, opts...)
 }
 
 func TestInProcessCompletes(t *testing.T) {
@@ -186,6 +197,12 @@ func TestManagerRestartWhileProcessing(t *testing.T) {
 // runWithJobs starts a manager whose ingestion controller runs attempts as Jobs.
 func runWithJobs(t *testing.T, st store.Store, jobNS string) *controllers.IngestionReconciler {
 	t.Helper()
+	return runWithJobsWith(t, st, jobNS, nil)
+}
+
+// runWithJobsWith is runWithJobs with the reconciler adjusted by tune.
+func runWithJobsWith(t *testing.T, st store.Store, jobNS string, tune func(*controllers.IngestionReconciler)) *controllers.IngestionReconciler {
+	t.Helper()
 	var rec *controllers.IngestionReconciler
 	startManager(t, jobNS, func(mgr ctrl.Manager) error {
 		rec = &controllers.IngestionReconciler{
@@ -194,6 +211,9 @@ func runWithJobs(t *testing.T, st store.Store, jobNS string) *controllers.Ingest
 				Namespace: jobNS, Image: "posture:test", StoreDriver: "postgres", StoreSecret: "posture-store",
 			}},
 			Recorder: mgr.GetEventRecorder("posture-ingestion"), PollInterval: 100 * time.Millisecond,
+		}
+		if tune != nil {
+			tune(rec)
 		}
 		return rec.SetupWithManager(mgr)
 	})

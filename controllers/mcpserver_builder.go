@@ -5,7 +5,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -36,13 +39,19 @@ const (
 	mcpContainerPort = 8080
 )
 
-// MCPServerDefaults come from the manager's flags.
+// MCPServerDefaults come from the manager's flags. They, not the MCPServer's
+// author, decide what the pods run and where they may send the key they are
+// given: anyone allowed to create an MCPServer must not gain a Deployment
+// running code or reaching an address of their choosing.
 type MCPServerDefaults struct {
-	// Image is used when spec.image is empty.
+	// Image every MCP server runs.
 	Image           string
 	ImagePullPolicy corev1.PullPolicy
 	// APIBaseURL is used when spec.apiBaseURL is empty: the in-cluster API.
+	// It is always allowed.
 	APIBaseURL string
+	// AllowedAPIBaseURLs are the other addresses spec.apiBaseURL may name.
+	AllowedAPIBaseURLs []string
 }
 
 func mcpPort(m *posturev1.MCPServer) int32 {
@@ -52,19 +61,42 @@ func mcpPort(m *posturev1.MCPServer) int32 {
 	return defaultMCPPort
 }
 
-// MCPServerImage is the image the Deployment runs, "" when none is known.
-func MCPServerImage(m *posturev1.MCPServer, d MCPServerDefaults) string {
-	if m.Spec.Image != "" {
-		return m.Spec.Image
-	}
+// MCPServerImage is the image the Deployment runs, "" when none is configured.
+func MCPServerImage(d MCPServerDefaults) string {
 	return d.Image
 }
 
-func mcpAPIBaseURL(m *posturev1.MCPServer, d MCPServerDefaults) string {
-	if m.Spec.APIBaseURL != "" {
-		return m.Spec.APIBaseURL
+// MCPAPIBaseURL is the API address the server is to call and whether the
+// operator allows it. The comparison is exact: a look-alike host, another
+// scheme or path is a different address.
+func MCPAPIBaseURL(m *posturev1.MCPServer, d MCPServerDefaults) (string, bool) {
+	u := m.Spec.APIBaseURL
+	if u == "" || u == d.APIBaseURL {
+		return d.APIBaseURL, true
 	}
-	return d.APIBaseURL
+	return u, slices.Contains(d.AllowedAPIBaseURLs, u)
+}
+
+// ParseAPIBaseURLs reads a comma-separated list of absolute http(s) URLs, so
+// that a typo in the operator's allow-list fails at start, not at the first
+// MCPServer that names the intended address.
+func ParseAPIBaseURLs(list string) ([]string, error) {
+	var out []string
+	for i, raw := range strings.Split(list, ",") {
+		s := strings.TrimSpace(raw)
+		if s == "" {
+			continue
+		}
+		u, err := url.Parse(s)
+		if err != nil {
+			return nil, fmt.Errorf("entry %d %q: %w", i+1, s, err)
+		}
+		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			return nil, fmt.Errorf("entry %d %q: want an absolute http or https URL without user, query or fragment, such as http://posture-api.posture-system.svc/api/v1", i+1, s)
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }
 
 // MCPServerURL is the in-cluster address clients use.
@@ -87,7 +119,9 @@ func MCPLabels(m *posturev1.MCPServer) map[string]string {
 }
 
 // BuildMCPPodTemplate is the pod template with its config-hash annotation.
+// The caller checks MCPAPIBaseURL first: the builder does not refuse.
 func BuildMCPPodTemplate(m *posturev1.MCPServer, d MCPServerDefaults) corev1.PodTemplateSpec {
+	apiBaseURL, _ := MCPAPIBaseURL(m, d)
 	resources := m.Spec.Resources
 	if resources.Requests == nil && resources.Limits == nil {
 		resources = corev1.ResourceRequirements{
@@ -129,12 +163,12 @@ func BuildMCPPodTemplate(m *posturev1.MCPServer, d MCPServerDefaults) corev1.Pod
 			},
 			Containers: []corev1.Container{{
 				Name:            MCPContainerName,
-				Image:           MCPServerImage(m, d),
+				Image:           MCPServerImage(d),
 				ImagePullPolicy: pullPolicy,
 				Args: []string{
 					"--transport=http",
 					"--addr=:" + strconv.Itoa(mcpContainerPort),
-					"--api-base-url=" + mcpAPIBaseURL(m, d),
+					"--api-base-url=" + apiBaseURL,
 					"--log-format=json",
 				},
 				Env:            env,

@@ -15,7 +15,11 @@ import (
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 )
 
-var testDefaults = MCPServerDefaults{Image: "registry.example/posture-mcp:1.0.0", APIBaseURL: "http://posture-api.posture-system.svc:8080/api/v1"}
+var testDefaults = MCPServerDefaults{
+	Image:              "registry.example/posture-mcp:1.0.0",
+	APIBaseURL:         "http://posture-api.posture-system.svc:8080/api/v1",
+	AllowedAPIBaseURLs: []string{"https://api.example/api/v1"},
+}
 
 func mcpServer(mod func(*posturev1.MCPServer)) *posturev1.MCPServer {
 	m := &posturev1.MCPServer{
@@ -94,7 +98,6 @@ func TestBuildMCPDeploymentSpecFields(t *testing.T) {
 	secretRef := &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "mcp-key"}, Key: "api-key"}
 	m := mcpServer(func(m *posturev1.MCPServer) {
 		m.Spec.Replicas = ptr.To[int32](3)
-		m.Spec.Image = "example/mcp:2"
 		m.Spec.APIBaseURL = "https://api.example/api/v1"
 		m.Spec.Port = 443
 		m.Spec.APIKeySecretRef = secretRef
@@ -105,8 +108,8 @@ func TestBuildMCPDeploymentSpecFields(t *testing.T) {
 		t.Errorf("replicas %v, want 3 from the spec", dep.Spec.Replicas)
 	}
 	c := dep.Spec.Template.Spec.Containers[0]
-	if c.Image != "example/mcp:2" {
-		t.Errorf("image %q, want spec.image", c.Image)
+	if c.Image != testDefaults.Image {
+		t.Errorf("image %q, want the operator's %q", c.Image, testDefaults.Image)
 	}
 	if !slices.Contains(c.Args, "--api-base-url=https://api.example/api/v1") {
 		t.Errorf("args %q lack spec.apiBaseURL", c.Args)
@@ -156,9 +159,8 @@ func TestMCPConfigHash(t *testing.T) {
 		defaults *MCPServerDefaults
 		changes  bool
 	}{
-		{"image", func(m *posturev1.MCPServer) { m.Spec.Image = "other:1" }, nil, true},
 		{"default image", nil, &MCPServerDefaults{Image: "other:2", APIBaseURL: testDefaults.APIBaseURL}, true},
-		{"api base url", func(m *posturev1.MCPServer) { m.Spec.APIBaseURL = "http://elsewhere/api/v1" }, nil, true},
+		{"api base url", func(m *posturev1.MCPServer) { m.Spec.APIBaseURL = "https://api.example/api/v1" }, nil, true},
 		{"api key secret", func(m *posturev1.MCPServer) {
 			m.Spec.APIKeySecretRef = &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "k"}, Key: "api-key"}
 		}, nil, true},
@@ -209,6 +211,62 @@ func TestDeploymentReadiness(t *testing.T) {
 			st, reason, msg := deploymentReadiness(tc.dep)
 			if st != tc.status || reason != tc.reason || !strings.Contains(msg, tc.message) {
 				t.Errorf("got %s/%s %q; want %s/%s containing %q", st, reason, msg, tc.status, tc.reason, tc.message)
+			}
+		})
+	}
+}
+
+func TestMCPAPIBaseURLAllowList(t *testing.T) {
+	cases := []struct {
+		name    string
+		spec    string
+		want    string
+		allowed bool
+	}{
+		{"empty takes the operator's address", "", testDefaults.APIBaseURL, true},
+		{"the operator's address named explicitly", testDefaults.APIBaseURL, testDefaults.APIBaseURL, true},
+		{"on the allow-list", "https://api.example/api/v1", "https://api.example/api/v1", true},
+		{"attacker's collector", "http://collector.attacker.example/api/v1", "http://collector.attacker.example/api/v1", false},
+		{"another scheme of an allowed address", "http://api.example/api/v1", "http://api.example/api/v1", false},
+		{"another path of an allowed address", "https://api.example/api/v1/", "https://api.example/api/v1/", false},
+		{"look-alike host", "https://api.example.attacker.example/api/v1", "https://api.example.attacker.example/api/v1", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := mcpServer(func(m *posturev1.MCPServer) { m.Spec.APIBaseURL = tc.spec })
+			got, ok := MCPAPIBaseURL(m, testDefaults)
+			if got != tc.want || ok != tc.allowed {
+				t.Errorf("MCPAPIBaseURL(%q) = %q, %v; want %q, %v", tc.spec, got, ok, tc.want, tc.allowed)
+			}
+		})
+	}
+}
+
+func TestParseAPIBaseURLs(t *testing.T) {
+	cases := []struct {
+		list    string
+		want    []string
+		wantErr string
+	}{
+		{"", nil, ""},
+		{" http://a.svc/api/v1 , https://b.example/api/v1,", []string{"http://a.svc/api/v1", "https://b.example/api/v1"}, ""},
+		{"a.svc/api/v1", nil, `entry 1 "a.svc/api/v1"`},
+		{"http://ok.svc/api/v1,ftp://b/api/v1", nil, `entry 2 "ftp://b/api/v1"`},
+		{"http://user:pw@b/api/v1", nil, "without user"},
+		{"http://b/api/v1?x=1", nil, "without user, query"},
+		{"http://%zz/api/v1", nil, "entry 1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.list, func(t *testing.T) {
+			got, err := ParseAPIBaseURLs(tc.list)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("ParseAPIBaseURLs(%q) = %q, %v; want an error containing %q", tc.list, got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || !slices.Equal(got, tc.want) {
+				t.Errorf("ParseAPIBaseURLs(%q) = %q, %v; want %q", tc.list, got, err, tc.want)
 			}
 		})
 	}

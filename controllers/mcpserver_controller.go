@@ -4,17 +4,22 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 )
@@ -25,8 +30,14 @@ const (
 	ReasonMCPProgressing = "Progressing"
 	ReasonMCPScaledDown  = "ScaledToZero"
 	ReasonMCPNoImage     = "ImageNotSet"
-	ReasonMCPStalled     = "ProgressDeadlineExceeded"
-	ReasonMCPRolledOut   = "ConfigChanged"
+	// ReasonMCPAPIBaseURLNotAllowed: spec.apiBaseURL is not one the operator
+	// allows, so no pod is given an address its author chose.
+	ReasonMCPAPIBaseURLNotAllowed = "APIBaseURLNotAllowed"
+	ReasonMCPStalled              = "ProgressDeadlineExceeded"
+	ReasonMCPRolledOut            = "ConfigChanged"
+	// ReasonMCPNoAccess: the operator holds no rights in the namespace,
+	// which is not a tenant namespace.
+	ReasonMCPNoAccess = "NamespaceNotManaged"
 )
 
 // MCPServerReconciler runs an MCP tool server as a Deployment and a Service
@@ -35,6 +46,17 @@ type MCPServerReconciler struct {
 	client.Client
 	Defaults MCPServerDefaults
 	Recorder events.EventRecorder
+	// RecheckInterval is how often the Deployment is read again while it is
+	// not available; once available, ten times that. Deployments are not
+	// watched (the manager may not watch them cluster-wide). Default 10 s.
+	RecheckInterval time.Duration
+}
+
+func (r *MCPServerReconciler) recheck() time.Duration {
+	if r.RecheckInterval > 0 {
+		return r.RecheckInterval
+	}
+	return 10 * time.Second
 }
 
 // The operator never reads Secrets for MCP servers: the optional key is
@@ -43,8 +65,9 @@ type MCPServerReconciler struct {
 // +kubebuilder:rbac:groups=posture.dev,resources=mcpservers,verbs=get;list;watch
 // +kubebuilder:rbac:groups=posture.dev,resources=mcpservers/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=posture.dev,resources=mcpservers/finalizers,verbs=update
-// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch
-// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch
+// Deployments and Services are read and written through the tenant-access
+// RoleBinding of the MCPServer's namespace (tenant_access.go), so MCP servers
+// run only in tenant namespaces.
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -60,25 +83,48 @@ func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	status.ObservedGeneration = m.Generation
 	status.URL = MCPServerURL(&m)
 
-	if MCPServerImage(&m, r.Defaults) == "" {
+	if MCPServerImage(r.Defaults) == "" {
 		status.ReadyReplicas = 0
 		setReady(&status.Conditions, m.Generation, metav1.ConditionFalse, ReasonMCPNoImage,
-			"no image to run: set spec.image, or start the manager with --mcp-image")
+			"no image to run: start the manager with --mcp-image")
+		return ctrl.Result{}, r.writeStatus(ctx, &m, status)
+	}
+	// Refused before any write: a Deployment already running stays on the
+	// address it was given when that address was allowed.
+	if u, ok := MCPAPIBaseURL(&m, r.Defaults); !ok {
+		status.ReadyReplicas = 0
+		msg := fmt.Sprintf("spec.apiBaseURL %q is not an address the operator allows; leave it empty for %s, or ask the operator's administrator to add it to --mcp-allowed-api-base-urls", u, r.Defaults.APIBaseURL)
+		if c := meta.FindStatusCondition(m.Status.Conditions, posturev1.ConditionReady); c == nil || c.Reason != ReasonMCPAPIBaseURLNotAllowed || c.ObservedGeneration != m.Generation {
+			emit(r.Recorder, &m, corev1.EventTypeWarning, ReasonMCPAPIBaseURLNotAllowed, "Refuse", "%s", msg)
+		}
+		setReady(&status.Conditions, m.Generation, metav1.ConditionFalse, ReasonMCPAPIBaseURLNotAllowed, msg)
 		return ctrl.Result{}, r.writeStatus(ctx, &m, status)
 	}
 
 	dep, err := r.applyDeployment(ctx, &m)
-	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("deployment %s/%s: %w", m.Namespace, m.Name, err)
+	if err == nil {
+		err = r.applyService(ctx, &m)
 	}
-	if err := r.applyService(ctx, &m); err != nil {
-		return ctrl.Result{}, fmt.Errorf("service %s/%s: %w", m.Namespace, m.Name, err)
+	if apierrors.IsForbidden(err) {
+		// Not a tenant namespace, or its Tenant is not reconciled yet: the
+		// operator's rights to run workloads exist only where a Tenant is.
+		status.ReadyReplicas = 0
+		setReady(&status.Conditions, m.Generation, metav1.ConditionFalse, ReasonMCPNoAccess,
+			fmt.Sprintf("the operator may not create Deployments or Services in namespace %s: MCPServers run only in the namespace of a Tenant", m.Namespace))
+		return ctrl.Result{RequeueAfter: r.recheck()}, r.writeStatus(ctx, &m, status)
+	}
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("deployment or service %s/%s: %w", m.Namespace, m.Name, err)
 	}
 
 	status.ReadyReplicas = dep.Status.ReadyReplicas
 	st, reason, msg := deploymentReadiness(dep)
 	setReady(&status.Conditions, m.Generation, st, reason, msg)
-	return ctrl.Result{}, r.writeStatus(ctx, &m, status)
+	requeue := r.recheck()
+	if st == metav1.ConditionTrue {
+		requeue *= 10
+	}
+	return ctrl.Result{RequeueAfter: requeue}, r.writeStatus(ctx, &m, status)
 }
 
 func (r *MCPServerReconciler) writeStatus(ctx context.Context, m *posturev1.MCPServer, status *posturev1.MCPServerStatus) error {
@@ -207,13 +253,18 @@ func deploymentReadiness(dep *appsv1.Deployment) (metav1.ConditionStatus, string
 	return metav1.ConditionFalse, ReasonMCPProgressing, msg
 }
 
-// SetupWithManager watches MCPServers and the objects they own.
+// SetupWithManager watches MCPServers, and Tenants: a Tenant's status write
+// follows the RoleBinding that lets the operator run servers in its
+// namespace, so servers created with their Tenant start without waiting for
+// a recheck. Deployments and Services are read again on a timer, not
+// watched: see UncachedObjects.
 func (r *MCPServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		// Our own status writes must not wake us; Deployment status does.
+		// Our own status writes must not wake us.
 		For(&posturev1.MCPServer{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Owns(&appsv1.Deployment{}).
-		Owns(&corev1.Service{}).
+		Watches(&posturev1.Tenant{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return requestsInNamespace(ctx, r.Client, &posturev1.MCPServerList{}, o.(*posturev1.Tenant).NamespaceName())
+		})).
 		Named("mcpserver").
-		Complete(r)
+		Complete(quietConflicts(r))
 }

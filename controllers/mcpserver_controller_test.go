@@ -2,7 +2,9 @@ package controllers_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,12 +25,16 @@ import (
 	"github.com/posture-dev/posture/controllers"
 )
 
-var mcpDefaults = controllers.MCPServerDefaults{Image: "registry.example/posture-mcp:1.0.0", APIBaseURL: "http://posture-api.posture-system.svc:8080/api/v1"}
+var mcpDefaults = controllers.MCPServerDefaults{
+	Image:              "registry.example/posture-mcp:1.0.0",
+	APIBaseURL:         "http://posture-api.posture-system.svc:8080/api/v1",
+	AllowedAPIBaseURLs: []string{"https://posture.example/api/v1"},
+}
 
 func startMCPController(t *testing.T) {
 	t.Helper()
 	startManager(t, "default", func(mgr ctrl.Manager) error {
-		return (&controllers.MCPServerReconciler{Client: mgr.GetClient(), Defaults: mcpDefaults, Recorder: mgr.GetEventRecorder("posture-mcpserver")}).SetupWithManager(mgr)
+		return (&controllers.MCPServerReconciler{Client: mgr.GetClient(), Defaults: mcpDefaults, Recorder: mgr.GetEventRecorder("posture-mcpserver"), RecheckInterval: 200 * time.Millisecond}).SetupWithManager(mgr)
 	})
 }
 
@@ -179,15 +187,16 @@ func TestMCPServerConfigChangeRollsOutAndKeepsHPAReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// A configuration change: new image → new hash → new template.
-	patchSpec(t, m, func(m *posturev1.MCPServer) { m.Spec.Image = "registry.example/posture-mcp:1.1.0" })
-	eventually(t, "the new image rolled into the template", func() (bool, string) {
+	// A configuration change: another allowed API address → new hash → new template.
+	patchSpec(t, m, func(m *posturev1.MCPServer) { m.Spec.APIBaseURL = "https://posture.example/api/v1" })
+	eventually(t, "the new address rolled into the template", func() (bool, string) {
 		d, _ := getDeployment(t, ns, "tools")
 		dep = d
-		return d.Spec.Template.Spec.Containers[0].Image == "registry.example/posture-mcp:1.1.0", "image " + d.Spec.Template.Spec.Containers[0].Image
+		args := d.Spec.Template.Spec.Containers[0].Args
+		return slices.Contains(args, "--api-base-url=https://posture.example/api/v1"), fmt.Sprintf("args %q", args)
 	})
 	if hashOf(dep) == firstHash {
-		t.Errorf("config hash stayed %s after the image changed: pods would not roll", firstHash)
+		t.Errorf("config hash stayed %s after the API address changed: pods would not roll", firstHash)
 	}
 	if got := ptr.Deref(dep.Spec.Replicas, -1); got != 5 {
 		t.Errorf("replicas %d after reconciling; with spec.replicas unset the autoscaler's 5 must stay", got)
@@ -212,7 +221,7 @@ func TestMCPServerConfigChangeRollsOutAndKeepsHPAReplicas(t *testing.T) {
 	}
 	eventually(t, "the hand edit reverted", func() (bool, string) {
 		d, _ := getDeployment(t, ns, "tools")
-		return d.Spec.Template.Spec.Containers[0].Image == "registry.example/posture-mcp:1.1.0", "image " + d.Spec.Template.Spec.Containers[0].Image
+		return d.Spec.Template.Spec.Containers[0].Image == mcpDefaults.Image, "image " + d.Spec.Template.Spec.Containers[0].Image
 	})
 }
 
@@ -274,4 +283,104 @@ func describeReplicas(d *appsv1.Deployment) string {
 		return "nil"
 	}
 	return fmt.Sprint(*d.Spec.Replicas)
+}
+
+// The MCPServer's author chooses neither what the pods run nor where they
+// send the key they are given: the image is always the operator's, and an
+// address off the operator's allow-list gets no Deployment at all, neither
+// on create nor by an update of a running server.
+func TestMCPServerAuthorCannotChooseImageOrAddress(t *testing.T) {
+	startMCPController(t)
+	ctx := context.Background()
+	const attackerURL = "http://collector.attacker.example/api/v1"
+	cases := []struct {
+		name string
+		// spec is applied as sent by a client, so fields the type no longer
+		// has (spec.image) reach the API server as an attacker would send them.
+		spec map[string]any
+		// then, when set, is applied after the Deployment exists.
+		then           map[string]any
+		wantDeployment bool
+		wantArg        string
+		wantReason     string
+	}{
+		{
+			name:           "image in the spec is ignored",
+			spec:           map[string]any{"image": "registry.attacker.example/printenv"},
+			wantDeployment: true,
+			wantArg:        "--api-base-url=" + mcpDefaults.APIBaseURL,
+			wantReason:     controllers.ReasonMCPProgressing,
+		},
+		{
+			name:       "address off the allow-list on create",
+			spec:       map[string]any{"apiBaseURL": attackerURL, "apiKeySecretRef": map[string]any{"name": "demo-admin-password", "key": "password"}},
+			wantReason: controllers.ReasonMCPAPIBaseURLNotAllowed,
+		},
+		{
+			name:           "address off the allow-list on update",
+			spec:           map[string]any{},
+			then:           map[string]any{"apiBaseURL": attackerURL, "image": "registry.attacker.example/printenv"},
+			wantDeployment: true,
+			wantArg:        "--api-base-url=" + mcpDefaults.APIBaseURL,
+			wantReason:     controllers.ReasonMCPAPIBaseURLNotAllowed,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := newNamespace(t, "mcp")
+			u := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": posturev1.GroupVersion.String(), "kind": "MCPServer",
+				"metadata": map[string]any{"name": "tools", "namespace": ns},
+				"spec":     tc.spec,
+			}}
+			if err := k8s.Create(ctx, u); err != nil {
+				t.Fatal(err)
+			}
+			key := client.ObjectKey{Namespace: ns, Name: "tools"}
+			if tc.then != nil {
+				eventually(t, "the first Deployment", func() (bool, string) {
+					_, ok := getDeployment(t, ns, "tools")
+					return ok, "absent"
+				})
+				patch, err := json.Marshal(map[string]any{"spec": tc.then})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := k8s.Patch(ctx, &posturev1.MCPServer{ObjectMeta: metav1.ObjectMeta{Name: "tools", Namespace: ns}}, client.RawPatch(types.MergePatchType, patch)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var got posturev1.MCPServer
+			eventually(t, "Ready for the latest generation", func() (bool, string) {
+				if err := k8s.Get(ctx, key, &got); err != nil {
+					t.Fatal(err)
+				}
+				c := meta.FindStatusCondition(got.Status.Conditions, posturev1.ConditionReady)
+				return c != nil && c.ObservedGeneration == got.Generation && c.Reason == tc.wantReason, describe(got.Status)
+			})
+			c := meta.FindStatusCondition(got.Status.Conditions, posturev1.ConditionReady)
+			if c.Status != metav1.ConditionFalse {
+				t.Errorf("Ready %s, want False", c.Status)
+			}
+			if tc.wantReason == controllers.ReasonMCPAPIBaseURLNotAllowed &&
+				(!strings.Contains(c.Message, attackerURL) || !strings.Contains(c.Message, "--mcp-allowed-api-base-urls")) {
+				t.Errorf("Ready message %q: want the refused address and the flag that allows addresses", c.Message)
+			}
+
+			dep, ok := getDeployment(t, ns, "tools")
+			if ok != tc.wantDeployment {
+				t.Fatalf("Deployment exists=%v, want %v", ok, tc.wantDeployment)
+			}
+			if !ok {
+				return
+			}
+			ctr := dep.Spec.Template.Spec.Containers[0]
+			if ctr.Image != mcpDefaults.Image {
+				t.Errorf("image %q; want the operator's %q whatever the spec says", ctr.Image, mcpDefaults.Image)
+			}
+			if !slices.Contains(ctr.Args, tc.wantArg) || slices.Contains(ctr.Args, "--api-base-url="+attackerURL) {
+				t.Errorf("args %q; want %s and never the refused address", ctr.Args, tc.wantArg)
+			}
+		})
+	}
 }

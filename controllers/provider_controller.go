@@ -75,7 +75,7 @@ func (r *ProviderReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Mana
 			// Only spec changes (users, namespace) matter, not status writes.
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Named("provider").
-		Complete(r)
+		Complete(quietConflicts(r))
 }
 
 func (r *ProviderReconciler) providersOfTenant(ctx context.Context, o client.Object) []reconcile.Request {

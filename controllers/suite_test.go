@@ -24,6 +24,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/controllers"
 	"github.com/posture-dev/posture/internal/ocsf"
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/store/sqlite"
@@ -52,18 +53,25 @@ func zapLevel() zapcore.Level {
 }
 
 // startManager runs a manager with the given setup until the test ends or the
-// returned stop is called.
-func startManager(t *testing.T, jobNamespace string, setup func(ctrl.Manager) error) (stop func()) {
+// returned stop is called. opts may adjust the manager's options (its logger).
+func startManager(t *testing.T, jobNamespace string, setup func(ctrl.Manager) error, opts ...func(*ctrl.Options)) (stop func()) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+	o := ctrl.Options{
 		Scheme:                 testenv.Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		// The manager's own client options: Secrets, Deployments and Services
+		// are read uncached, as the manager's namespaced rights require.
+		Client: controllers.ClientOptions(),
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&batchv1.Job{}: {Namespaces: map[string]cache.Config{jobNamespace: {}}},
 		}},
-	})
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	mgr, err := ctrl.NewManager(restConfig, o)
 	if err != nil {
 		t.Fatal(err)
 	}

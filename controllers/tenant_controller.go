@@ -2,15 +2,13 @@ package controllers
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -46,13 +44,17 @@ type TenantReconciler struct {
 	// RecheckInterval is how often a Tenant waiting for a password Secret looks
 	// again (those Secrets are not watched). Default 30 s.
 	RecheckInterval time.Duration
+	// Access is the RoleBinding that gives the manager its rights in each
+	// tenant namespace (tenant_access.go).
+	Access TenantAccess
 }
 
 // +kubebuilder:rbac:groups=posture.dev,resources=tenants,verbs=get;list;watch
 // +kubebuilder:rbac:groups=posture.dev,resources=tenants/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=posture.dev,resources=providers,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// Password Secrets are read through the tenant-access RoleBinding of the
+// tenant's namespace (tenant_access.go), not a cluster-wide right.
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -72,7 +74,12 @@ func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if reason, msg, err := r.ensureNamespace(ctx, &t, ns); err != nil {
 		return ctrl.Result{}, err
 	} else if reason != "" {
+		setStalled(&t, reason == ReasonNamespaceConflict, reason, msg)
 		return r.writeStatus(ctx, &t, before, metav1.ConditionFalse, reason, msg, r.recheck())
+	}
+	setStalled(&t, false, "", "")
+	if err := r.ensureTenantAccess(ctx, &t, ns); err != nil {
+		return ctrl.Result{}, err
 	}
 
 	count, err := CountProviders(ctx, r.Client, ns)
@@ -134,7 +141,9 @@ func (r *TenantReconciler) ensureNamespace(ctx context.Context, t *posturev1.Ten
 	case labelValue(t.Name):
 		return "", "", nil
 	case "":
-		patch := client.MergeFrom(nsObj.DeepCopy())
+		// Optimistic locking: when two Tenants adopt the same namespace at
+		// once, the second patch fails and its retry sees the first's label.
+		patch := client.MergeFromWithOptions(nsObj.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		if nsObj.Labels == nil {
 			nsObj.Labels = map[string]string{}
 		}
@@ -188,6 +197,20 @@ func (r *TenantReconciler) checkUsers(ctx context.Context, t *posturev1.Tenant, 
 	return "", "", nil
 }
 
+// setStalled keeps Stalled=True on a Tenant that cannot progress until its
+// spec changes: it names a namespace another tenant owns. Stalled tells
+// kstatus (and Argo CD, Flux) to stop waiting for it to become Ready.
+func setStalled(t *posturev1.Tenant, stalled bool, reason, msg string) {
+	if !stalled {
+		meta.RemoveStatusCondition(&t.Status.Conditions, posturev1.ConditionStalled)
+		return
+	}
+	meta.SetStatusCondition(&t.Status.Conditions, metav1.Condition{
+		Type: posturev1.ConditionStalled, Status: metav1.ConditionTrue,
+		Reason: reason, Message: msg, ObservedGeneration: t.Generation,
+	})
+}
+
 func (r *TenantReconciler) writeStatus(ctx context.Context, t *posturev1.Tenant, before *posturev1.TenantStatus, status metav1.ConditionStatus, reason, msg string, requeue time.Duration) (ctrl.Result, error) {
 	return writeReady(ctx, r.Client, t, &t.Status.Conditions, before, &t.Status, status, reason, msg, requeue)
 }
@@ -203,7 +226,7 @@ func (r *TenantReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.tenantsOfNamespace)).
 		Watches(&posturev1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.tenantsOfObject)).
 		Named("tenant").
-		Complete(r)
+		Complete(quietConflicts(r))
 }
 
 func (r *TenantReconciler) tenantsOfNamespace(ctx context.Context, o client.Object) []reconcile.Request {
@@ -243,15 +266,6 @@ func CountProviders(ctx context.Context, r client.Reader, ns string) (int, error
 	return n, nil
 }
 
-var notLabelChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
-
-// labelValue fits a name into a label value (63 characters, alphanumeric at
-// both ends); names too long keep a hash so they stay distinct.
-func labelValue(s string) string {
-	v := notLabelChars.ReplaceAllString(s, "-")
-	if len(v) > 63 || v != s {
-		sum := sha256.Sum256([]byte(s))
-		v = strings.Trim(v[:min(len(v), 54)], "-._") + "-" + hex.EncodeToString(sum[:])[:8]
-	}
-	return strings.Trim(v, "-._")
-}
+// labelValue is the label form of a name; the tenant label of a namespace must
+// match what the authenticator compares it with.
+func labelValue(s string) string { return auth.LabelValue(s) }

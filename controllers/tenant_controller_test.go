@@ -34,7 +34,7 @@ func runTenancy(t *testing.T, st store.Store) {
 			return err
 		}
 		if err := (&controllers.APIKeyReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-			Recorder: mgr.GetEventRecorder("posture-apikey")}).SetupWithManager(ctx, mgr); err != nil {
+			Recorder: mgr.GetEventRecorder("posture-apikey"), RecheckInterval: 200 * time.Millisecond}).SetupWithManager(ctx, mgr); err != nil {
 			return err
 		}
 		if err := (&controllers.ProviderReconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr); err != nil {
@@ -140,6 +140,19 @@ func TestTenantAdoptsExistingNamespace(t *testing.T) {
 	got2 := waitTenant(t, other.Name, "NamespaceConflict", tenantReady(metav1.ConditionFalse, controllers.ReasonNamespaceConflict))
 	if c := meta.FindStatusCondition(got2.Status.Conditions, posturev1.ConditionReady); !strings.Contains(c.Message, tn.Name) {
 		t.Errorf("conflict message %q should name the owning tenant %s", c.Message, tn.Name)
+	}
+	if c := meta.FindStatusCondition(got2.Status.Conditions, posturev1.ConditionStalled); c == nil || c.Status != metav1.ConditionTrue || c.Reason != controllers.ReasonNamespaceConflict {
+		t.Errorf("the intruder's Stalled = %+v, want True %s", c, controllers.ReasonNamespaceConflict)
+	}
+	if err := k8s.Get(context.Background(), types.NamespacedName{Name: ns}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Labels[posturev1.LabelTenant] != tn.Name {
+		t.Errorf("after the intruder, namespace labels = %v, want %s=%s kept", got.Labels, posturev1.LabelTenant, tn.Name)
+	}
+	first := waitTenant(t, tn.Name, "Ready", tenantReady(metav1.ConditionTrue, controllers.ReasonTenantReady))
+	if c := meta.FindStatusCondition(first.Status.Conditions, posturev1.ConditionStalled); c != nil {
+		t.Errorf("the owner carries Stalled: %+v", c)
 	}
 }
 

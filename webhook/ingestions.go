@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"mime/multipart"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -98,25 +100,83 @@ func (s *Server) maxUpload() int64 {
 	return DefaultMaxUploadBytes
 }
 
+// multipartSlack is what multipart framing may add to the file: part
+// headers, boundaries and small fields around it.
+const multipartSlack = 1 << 20
+
+// MaxFilenameBytes bounds an uploaded report's name; the Ingestion CRD holds
+// the same bound, so a name the API accepts is one the API server stores.
+const MaxFilenameBytes = 255
+
+// maxPartHeaderBytes bounds what the multipart reader may consume to find a
+// part and read its headers. Go's reader allows 10 MiB of headers, enough for
+// a file name that the API server then refuses with a 500.
+const maxPartHeaderBytes = 64 << 10
+
+// errPartHeaderTooLarge marks a part whose headers exceed maxPartHeaderBytes.
+var errPartHeaderTooLarge = errors.New("multipart part header too large")
+
+// budgetReader fails once left bytes have been read; left < 0 is unlimited.
+type budgetReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (b *budgetReader) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return b.r.Read(p)
+	}
+	if b.left == 0 {
+		return 0, errPartHeaderTooLarge
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
 // createIngestion is POST /api/v1/ingestions: stream the part "file" into a blob
 // while counting its records, then create the Ingestion (pending) and answer 202.
+//
+// Checks run cheapest first and nothing is read from the body before the
+// headers pass: 401/429/402/403 (credentials), 400 (Content-Type), 413 (a
+// declared Content-Length past the limit), then the body: 400 for a bad part
+// header or file name, 413 once the file passes the limit, 400 for a bad
+// report.
 func (s *Server) createIngestion(w http.ResponseWriter, r *http.Request) error {
 	p, err := s.authorize(r, posturev1.PermissionManageIngestions)
 	if err != nil {
 		return err
 	}
-	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	mediaType, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if mediaType != "multipart/form-data" {
 		return errorf(400, CodeInvalid, "the request must be multipart/form-data with one part named file holding a %s report; Content-Type was %q", FileSuffix, r.Header.Get("Content-Type")).headerSource("Content-Type")
 	}
-	// Multipart framing adds a little to the file; the file itself is limited below.
-	r.Body = http.MaxBytesReader(w, r.Body, s.maxUpload()+1<<20)
-	mr, err := r.MultipartReader()
-	if err != nil {
-		return errorf(400, CodeInvalid, "malformed multipart body: %v", err)
+	// A body declared too large is refused from its header alone: reading it
+	// only to reject it would let one request fill the store for minutes.
+	// net/http closes the connection rather than drain such a body.
+	if r.ContentLength > s.maxUpload()+multipartSlack {
+		w.Header().Set("Connection", "close")
+		return s.tooLarge()
 	}
+	if params["boundary"] == "" {
+		return newError(400, CodeInvalid, "malformed multipart body: the Content-Type has no boundary parameter").headerSource("Content-Type")
+	}
+	// A body read blocks on the client, not on the request's context: when a
+	// shutdown cuts this request off, the read must be ended too.
+	stop := context.AfterFunc(r.Context(), func() {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+	})
+	defer stop()
+	// A chunked body has no declared length; it is cut at the limit instead.
+	budget := &budgetReader{r: http.MaxBytesReader(w, r.Body, s.maxUpload()+multipartSlack)}
+	mr := multipart.NewReader(budget, params["boundary"])
 	for {
+		budget.left = maxPartHeaderBytes
 		part, err := mr.NextPart()
+		budget.left = -1
 		if errors.Is(err, io.EOF) {
 			return newError(400, CodeInvalid, "the multipart body has no part named file; send the report as -F file=@report"+FileSuffix).pointer("/data/attributes/file")
 		}
@@ -125,7 +185,12 @@ func (s *Server) createIngestion(w http.ResponseWriter, r *http.Request) error {
 			if errors.As(err, &mbe) {
 				return s.tooLarge()
 			}
-			return errorf(400, CodeInvalid, "malformed multipart body: %v", err)
+			if errors.Is(err, errPartHeaderTooLarge) {
+				return errorf(400, CodeInvalid, "a part's headers (its file name included) exceed %d bytes; the file name may be at most %d bytes", maxPartHeaderBytes, MaxFilenameBytes).pointer("/data/attributes/file")
+			}
+			// The error may quote a header line: never echo its control
+			// characters, which is what a bad file name often holds.
+			return errorf(400, CodeInvalid, "malformed multipart body: %s", printable(err.Error())).pointer("/data/attributes/file")
 		}
 		if part.FormName() != "file" {
 			_, _ = io.Copy(io.Discard, part)
@@ -135,17 +200,58 @@ func (s *Server) createIngestion(w http.ResponseWriter, r *http.Request) error {
 	}
 }
 
+// checkFilename refuses names that would be unsafe to show: the name is
+// printed by kubectl and carried in events, where control characters repaint
+// a terminal or forge lines, and a huge name bloats every listing.
+func checkFilename(name string) *apiError {
+	if name == "" {
+		return newError(400, CodeInvalid, "the part file carries no file name; its name must end in "+FileSuffix).pointer("/data/attributes/file")
+	}
+	shown := name
+	if len(shown) > 64 {
+		shown = shown[:64] + "..."
+	}
+	if len(name) > MaxFilenameBytes {
+		return errorf(400, CodeInvalid, "file name %q is %d bytes long; at most %d bytes are allowed", shown, len(name), MaxFilenameBytes).pointer("/data/attributes/file")
+	}
+	if !utf8.ValidString(name) {
+		return errorf(400, CodeInvalid, "file name %q is not valid UTF-8", shown).pointer("/data/attributes/file")
+	}
+	for i, c := range name {
+		if isControl(c) {
+			return errorf(400, CodeInvalid, "file name %q has the control character %U at byte %d; control characters are not allowed", shown, c, i).pointer("/data/attributes/file")
+		}
+	}
+	if !strings.HasSuffix(name, FileSuffix) {
+		return errorf(400, CodeInvalid, "file name %q must end in %s", name, FileSuffix).pointer("/data/attributes/file")
+	}
+	return nil
+}
+
+// printable replaces control characters, so text from a request can be
+// shown in an answer or a log without acting on a terminal.
+func printable(s string) string {
+	return strings.Map(func(c rune) rune {
+		if isControl(c) {
+			return utf8.RuneError
+		}
+		return c
+	}, s)
+}
+
+// isControl is C0, DEL and C1: the ranges the Ingestion CRD's pattern excludes.
+func isControl(c rune) bool {
+	return c < 0x20 || (c >= 0x7f && c <= 0x9f)
+}
+
 func (s *Server) tooLarge() *apiError {
 	return errorf(413, CodeFileTooLarge, "the report is larger than the upload limit of %d bytes", s.maxUpload()).pointer("/data/attributes/file")
 }
 
 func (s *Server) ingestPart(w http.ResponseWriter, r *http.Request, p auth.Principal, filename string, body io.Reader) error {
 	ctx := r.Context()
-	if filename == "" {
-		return newError(400, CodeInvalid, "the part file carries no file name; its name must end in "+FileSuffix).pointer("/data/attributes/file")
-	}
-	if !strings.HasSuffix(filename, FileSuffix) {
-		return errorf(400, CodeInvalid, "file name %q must end in %s", filename, FileSuffix).pointer("/data/attributes/file")
+	if aerr := checkFilename(filename); aerr != nil {
+		return aerr
 	}
 	src := &readErrReader{r: body}
 	limited := &limitedReader{r: src, left: s.maxUpload()}

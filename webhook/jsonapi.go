@@ -30,6 +30,7 @@ const (
 	CodeMethodNotAllowed     = "method_not_allowed"
 	CodeUnsupportedMedia     = "unsupported_media_type"
 	CodeServerError          = "error"
+	CodeUnavailable          = "unavailable"
 )
 
 type meta struct {
@@ -105,19 +106,68 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	writeJSON(w, e.status, map[string]any{"errors": []ErrorObject{e.obj}, "meta": meta{Version: APIVersion}})
 }
 
-// acceptsJSONAPI is lenient on purpose: curl sends */*, browsers send lists.
-func acceptsJSONAPI(accept string) bool {
-	if accept == "" {
+// acceptsJSONAPI reports whether the Accept header allows a JSON:API body,
+// which plain-JSON clients can read too. curl sends */*, browsers send lists;
+// an explicit q=0 refuses a type. Each type takes the quality of the most
+// specific range that matches it (RFC 9110, section 12.5.1).
+func acceptsJSONAPI(accept []string) bool {
+	all := strings.Join(accept, ",")
+	if strings.TrimSpace(all) == "" {
 		return true
 	}
-	for _, part := range strings.Split(accept, ",") {
-		mt := strings.TrimSpace(strings.SplitN(part, ";", 2)[0])
-		switch strings.ToLower(mt) {
-		case MediaType, "application/json", "application/*", "*/*":
-			return true
+	return quality(all, "vnd.api+json") > 0 || quality(all, "json") > 0
+}
+
+// quality is the weight the Accept header gives to application/<sub>.
+func quality(accept, sub string) float64 {
+	best, q := -1, 0.0
+	for _, r := range strings.Split(accept, ",") {
+		mt, params, _ := strings.Cut(r, ";")
+		typ, subtype, ok := strings.Cut(strings.ToLower(strings.TrimSpace(mt)), "/")
+		if !ok {
+			continue
+		}
+		var specificity int
+		switch {
+		case typ == "application" && subtype == sub:
+			specificity = 2
+		case typ == "application" && subtype == "*":
+			specificity = 1
+		case typ == "*" && subtype == "*":
+			specificity = 0
+		default:
+			continue
+		}
+		weight := 1.0
+		for _, p := range strings.Split(params, ";") {
+			k, v, _ := strings.Cut(p, "=")
+			if strings.EqualFold(strings.TrimSpace(k), "q") {
+				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && f >= 0 && f <= 1 {
+					weight = f
+				}
+			}
+		}
+		if specificity > best || specificity == best && weight > q {
+			best, q = specificity, weight
 		}
 	}
-	return false
+	return q
+}
+
+// checkQuery refuses a query string that cannot be read one way only: a
+// broken escape, or a parameter given twice (which of the two would count is
+// not something a client should have to guess).
+func checkQuery(r *http.Request) *apiError {
+	values, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return errorf(400, CodeInvalid, "the query string is malformed: %v", err)
+	}
+	for name, v := range values {
+		if len(v) > 1 {
+			return errorf(400, CodeInvalid, "query parameter %q is given %d times; give it once", name, len(v)).parameter(name)
+		}
+	}
+	return nil
 }
 
 // document is a single-resource or list response.

@@ -129,6 +129,24 @@ func outcomeReports(t testing.TB) []report {
 	reports = append(reports, report{name: "epoch.ocsf.json", content: withRecords(t, epoch), status: "completed",
 		summary: summary{3, 3, 0}, valid: epoch})
 
+	// A member named twice has no single reading: such records are invalid,
+	// wherever the repeat is, and the valid record beside them is kept.
+	dup := parseRecords(t, fixture(t, "aws_3_records.ocsf.json"))
+	var raws []string
+	for i, rec := range dup {
+		rec["finding_info"].(map[string]any)["uid"] = fmt.Sprintf("dupkey-%d", i)
+		b, err := json.Marshal(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raws = append(raws, string(b))
+	}
+	raws[1] = `{"class_uid":9999,` + raws[1][1:]
+	raws[2] = strings.Replace(raws[2], `"uid":"prowler"`, `"uid":"prowler","uid":"other"`, 1)
+	reports = append(reports, report{name: "duplicate_members.ocsf.json", content: []byte("[" + strings.Join(raws, ",") + "]"),
+		status: "completed", summary: summary{3, 3, 2}, valid: dup[:1],
+		errors: []string{"1 duplicate_key /class_uid", "2 duplicate_key /metadata/product/uid"}})
+
 	aws3 := fixture(t, "aws_3_records.ocsf.json")
 	reports = append(reports, report{name: "aws_3_records.ocsf.json", content: aws3, status: "completed",
 		summary: summary{3, 3, 0}, valid: parseRecords(t, aws3)})

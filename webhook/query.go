@@ -7,12 +7,21 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Paging defaults of DESIGN §7.
 const (
 	DefaultPageSize = 10
 	MaxPageSize     = 100
+)
+
+// Filter bounds. A search term is matched with LIKE and every __in item is
+// a bound parameter: unbounded, either one reaches a database limit and
+// turns a client's mistake into a 500.
+const (
+	MaxSearchLength = 256 // characters of filter[search]
+	MaxInItems      = 100 // items of one filter[x__in]
 )
 
 // listQuery is a parsed, checked list request.
@@ -42,6 +51,12 @@ func parseList(r *http.Request, spec listSpec) (listQuery, *apiError) {
 			key := name[len("filter[") : len(name)-1]
 			if !spec.filters[key] {
 				return q, errorf(400, CodeInvalid, "unknown filter %q; supported: %s", key, joinKeys(spec.filters)).parameter(name)
+			}
+			if n := utf8.RuneCountInString(value); key == "search" && n > MaxSearchLength {
+				return q, errorf(400, CodeInvalid, "%s is %d characters long; at most %d are allowed", name, n, MaxSearchLength).parameter(name)
+			}
+			if n := strings.Count(value, ",") + 1; strings.HasSuffix(key, "__in") && n > MaxInItems {
+				return q, errorf(400, CodeInvalid, "%s lists %d items; at most %d are allowed", name, n, MaxInItems).parameter(name)
 			}
 			q.filters[key] = value
 		case name == "sort":

@@ -4,15 +4,20 @@ package webhook
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
@@ -38,8 +43,47 @@ type Server struct {
 	Now            func() time.Time
 	// SignIn limits password sign-in; nil applies the defaults.
 	SignIn *SignInGuard
+	// ShutdownDrain is how long requests in flight may run on once a
+	// shutdown begins (DefaultShutdownDrain when zero).
+	ShutdownDrain time.Duration
+	// TLSCertFile and TLSKeyFile, when set, make the API serve HTTPS only,
+	// with the pair read again whenever the files change (a renewed
+	// certificate needs no restart).
+	TLSCertFile, TLSKeyFile string
 
-	handler http.Handler
+	handler   http.Handler
+	listening atomic.Bool
+	draining  atomic.Bool
+	cutOff    atomic.Bool
+}
+
+// DefaultShutdownDrain is what requests in flight get to finish on shutdown:
+// an upload of a report at the default size limit over a fast link. It stays
+// below the Helm chart's terminationGracePeriodSeconds.
+const DefaultShutdownDrain = 25 * time.Second
+
+// RetryAfterRestart is the Retry-After of a request cut off by a restart:
+// time for the Service to route to another replica, or for this one to return.
+const RetryAfterRestart = 5
+
+func (s *Server) shutdownDrain() time.Duration {
+	if s.ShutdownDrain > 0 {
+		return s.ShutdownDrain
+	}
+	return DefaultShutdownDrain
+}
+
+// Ready is the API's readiness check: false until it listens, and false
+// again from the moment a shutdown begins, so no new work is routed to a
+// replica that is draining.
+func (s *Server) Ready(*http.Request) error {
+	switch {
+	case s.draining.Load():
+		return errors.New("the REST API is draining for shutdown")
+	case !s.listening.Load():
+		return errors.New("the REST API is not listening yet")
+	}
+	return nil
 }
 
 // Handler builds (once) and returns the API's handler.
@@ -80,13 +124,24 @@ func (s *Server) methods(byMethod map[string]handlerFunc) http.Handler {
 			writeError(w, errorf(405, CodeMethodNotAllowed, "method %s is not allowed on %s", r.Method, r.URL.Path))
 			return
 		}
-		if !acceptsJSONAPI(r.Header.Get("Accept")) {
-			writeError(w, errorf(406, CodeNotAcceptable, "responses are %s; the Accept header allows none of it", MediaType).headerSource("Accept"))
+		if !acceptsJSONAPI(r.Header.Values("Accept")) {
+			writeError(w, errorf(406, CodeNotAcceptable, "responses are %s (also readable as application/json); the Accept header allows neither", MediaType).headerSource("Accept"))
+			return
+		}
+		if aerr := checkQuery(r); aerr != nil {
+			writeError(w, aerr)
 			return
 		}
 		if err := h(w, r); err != nil {
 			var ae *apiError
-			if !errors.As(err, &ae) {
+			if s.cutOff.Load() && r.Context().Err() != nil {
+				// The server ended this request, not the client: whatever
+				// the handler made of the broken read or cancelled call, the
+				// client did nothing wrong and may simply retry.
+				w.Header().Set("Connection", "close")
+				ae = errorf(503, CodeUnavailable, "the server is restarting and stopped this request after draining for %s; retry it", s.shutdownDrain())
+				ae.header = http.Header{"Retry-After": {strconv.Itoa(RetryAfterRestart)}}
+			} else if !errors.As(err, &ae) {
 				s.Log.Error(err, "request failed", "method", r.Method, "path", r.URL.Path)
 				ae = newError(500, CodeServerError, "internal error; the server log has the details")
 			}
@@ -133,26 +188,67 @@ func (s *Server) now() time.Time {
 	return time.Now()
 }
 
-// Start serves until ctx ends (manager.Runnable).
+// Start serves until ctx ends (manager.Runnable), then drains: readiness
+// turns false and the listener closes at once, so new connections are
+// refused, while requests in flight run on for the drain period with their
+// contexts intact. Whatever still runs after it is cut off and answers 503
+// with Retry-After.
 func (s *Server) Start(ctx context.Context) error {
+	// Request contexts do not end with ctx, the manager's: a shutdown must
+	// not look to a handler like a client that went away.
+	base, cutoff := context.WithCancel(context.WithoutCancel(ctx))
+	defer cutoff()
+	ln, err := net.Listen("tcp", s.Addr)
+	if err != nil {
+		return fmt.Errorf("REST API: %w", err)
+	}
 	srv := &http.Server{
-		Addr:              s.Addr,
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
+		BaseContext:       func(net.Listener) context.Context { return base },
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
-	s.Log.Info("serving the REST API", "addr", s.Addr)
+	if s.TLSCertFile != "" || s.TLSKeyFile != "" {
+		watcher, err := certwatcher.New(s.TLSCertFile, s.TLSKeyFile)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("load the API's TLS certificate %s and key %s: %w", s.TLSCertFile, s.TLSKeyFile, err)
+		}
+		go func() {
+			if err := watcher.Start(ctx); err != nil {
+				s.Log.Error(err, "watching the API's TLS certificate stopped; the last one loaded stays in use", "cert", s.TLSCertFile)
+			}
+		}()
+		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: watcher.GetCertificate}
+		go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { errc <- srv.Serve(ln) }()
+	}
+	s.listening.Store(true)
+	s.Log.Info("serving the REST API", "addr", ln.Addr().String(), "tls", srv.TLSConfig != nil)
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
-		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		return srv.Shutdown(shutdown)
 	}
+	s.draining.Store(true)
+	s.Log.Info("shutting down: draining requests in flight", "drain", s.shutdownDrain())
+	drain, cancel := context.WithTimeout(context.Background(), s.shutdownDrain())
+	defer cancel()
+	if err := srv.Shutdown(drain); !errors.Is(err, context.DeadlineExceeded) {
+		return nil
+	}
+	s.Log.Info("drain period over: cutting off the requests still in flight", "drain", s.shutdownDrain())
+	s.cutOff.Store(true)
+	cutoff()
+	// Cut-off handlers answer at once; give them a moment to write the 503.
+	last, cancelLast := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancelLast()
+	if err := srv.Shutdown(last); errors.Is(err, context.DeadlineExceeded) {
+		return srv.Close()
+	}
+	return nil
 }
 
 // NeedLeaderElection is false: every replica serves the API.

@@ -5,6 +5,7 @@ import (
 )
 
 // APIKeySpec asks for a key acting as one tenant user.
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.revoked) || !oldSelf.revoked || (has(self.revoked) && self.revoked)",message="spec.revoked cannot go back to false: revocation is permanent; create a new APIKey for a new key"
 type APIKeySpec struct {
 	// User is the email of a user of the tenant; the key carries that user's current permissions.
 	// +kubebuilder:validation:MinLength=3
@@ -12,7 +13,8 @@ type APIKeySpec struct {
 	// ExpiresAt defaults to 365 days after creation.
 	// +optional
 	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
-	// Revoked makes the key fail with 401 at once.
+	// Revoked makes the key fail with 401 at once, for good: it cannot be set
+	// back to false, and status.revokedAt keeps the key refused regardless.
 	// +kubebuilder:default=false
 	// +optional
 	Revoked bool `json:"revoked,omitempty"`
@@ -31,8 +33,19 @@ type APIKeyStatus struct {
 	// Hash is the SHA-256 of the key, hex.
 	// +optional
 	Hash string `json:"hash,omitempty"`
+	// ExpiresAt is the expiry in force: spec.expiresAt or the 365-day
+	// default. A later spec.expiresAt is recorded here only while the key has
+	// not expired.
 	// +optional
 	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
+	// RevokedAt is when the controller first saw spec.revoked. Once set, the
+	// key is refused for good.
+	// +optional
+	RevokedAt *metav1.Time `json:"revokedAt,omitempty"`
+	// ExpiredAt is the expiry the key reached. Once set, the key is refused
+	// for good, whatever spec.expiresAt says later.
+	// +optional
+	ExpiredAt *metav1.Time `json:"expiredAt,omitempty"`
 	// +optional
 	SecretName string `json:"secretName,omitempty"`
 	// +listType=map

@@ -25,8 +25,11 @@ type UploadSource struct {
 	// BlobID identifies the stored upload.
 	// +kubebuilder:validation:MinLength=1
 	BlobID string `json:"blobID"`
-	// Filename as uploaded; ends in .ocsf.json.
-	// +kubebuilder:validation:Pattern=`\.ocsf\.json$`
+	// Filename as uploaded; ends in .ocsf.json, holds no control character
+	// (C0, DEL, C1) and is at most 255 characters long: kubectl prints it and
+	// events carry it, so it must not be able to repaint a terminal.
+	// +kubebuilder:validation:MaxLength=255
+	// +kubebuilder:validation:Pattern=`^[^\x00-\x1F\x7F-\x9F]*\.ocsf\.json$`
 	Filename string `json:"filename"`
 	// Size in bytes.
 	// +kubebuilder:validation:Minimum=0

@@ -11,10 +11,10 @@ type MCPServerSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
-	// Image of the MCP server; defaults to the operator's configured image.
-	// +optional
-	Image string `json:"image,omitempty"`
-	// APIBaseURL of the Posture API ({base_url}/api/v1); defaults to the in-cluster Service.
+	// APIBaseURL of the Posture API ({base_url}/api/v1) the server calls; defaults to the in-cluster
+	// Service. It must be one of the addresses the operator allows (--mcp-allowed-api-base-urls), or
+	// no Deployment is made. The image always comes from the operator's configuration.
+	// +kubebuilder:validation:MaxLength=2048
 	// +optional
 	APIBaseURL string `json:"apiBaseURL,omitempty"`
 	// +kubebuilder:validation:Enum=http

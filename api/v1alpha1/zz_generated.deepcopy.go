@@ -111,6 +111,14 @@ func (in *APIKeyStatus) DeepCopyInto(out *APIKeyStatus) {
 		in, out := &in.ExpiresAt, &out.ExpiresAt
 		*out = (*in).DeepCopy()
 	}
+	if in.RevokedAt != nil {
+		in, out := &in.RevokedAt, &out.RevokedAt
+		*out = (*in).DeepCopy()
+	}
+	if in.ExpiredAt != nil {
+		in, out := &in.ExpiredAt, &out.ExpiredAt
+		*out = (*in).DeepCopy()
+	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]v1.Condition, len(*in))

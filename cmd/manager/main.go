@@ -14,25 +14,27 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/controllers"
 	"github.com/posture-dev/posture/internal/auth"
 	"github.com/posture-dev/posture/internal/ingest"
+	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/store/engines"
 	"github.com/posture-dev/posture/webhook"
 )
@@ -59,6 +61,7 @@ type managerFlags struct {
 	workers                         int
 	storeDriver, storeDSN           string
 	maxUploadBytes                  int64
+	shutdownDrain                   time.Duration
 	job                             controllers.WorkerJobConfig
 	staticTenant, staticNamespace   string
 	rateLimit                       float64
@@ -67,25 +70,58 @@ type managerFlags struct {
 	sessionMaxAge                   time.Duration
 	signIn                          *webhook.SignInGuard
 	pollInterval                    time.Duration
+	ingestBatchSize                 int
+	ingestRecordsPerSecond          float64
+	reportRetention, stalledUpload  time.Duration
 	mcp                             controllers.MCPServerDefaults
+	apiTLSCertFile, apiTLSKeyFile   string
+	metricsCertDir                  string
+	access                          controllers.TenantAccess
 }
 
 func runManager(args []string) int {
+	f, opts, err := parseManagerFlags(args)
+	if err != nil {
+		return 2
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(opts)))
+	log := ctrl.Log.WithName("setup")
+	if err := serve(ctrl.SetupSignalHandler(), ctrl.GetConfigOrDie(), f, log); err != nil {
+		log.Error(err, "manager stopped")
+		return 1
+	}
+	return 0
+}
+
+func parseManagerFlags(args []string) (managerFlags, *zap.Options, error) {
 	f := managerFlags{signIn: &webhook.SignInGuard{}}
 	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
 	fs.StringVar(&f.apiAddr, "api-bind-address", ":8080", "Address of the REST API.")
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz.")
-	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "0", "Address of Prometheus metrics; 0 disables.")
+	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "0", "Address of Prometheus metrics, served over HTTPS to callers the API server authenticates and authorizes (get on /metrics); 0 disables.")
+	fs.StringVar(&f.metricsCertDir, "metrics-cert-dir", "", "Directory holding tls.crt and tls.key of the metrics server (default: a self-signed certificate).")
+	fs.StringVar(&f.apiTLSCertFile, "api-tls-cert-file", "", "PEM certificate (chain) of the REST API; with --api-tls-key-file the API serves HTTPS only. Reloaded when the file changes.")
+	fs.StringVar(&f.apiTLSKeyFile, "api-tls-key-file", "", "PEM private key of --api-tls-cert-file.")
+	fs.StringVar(&f.access.ClusterRole, "tenant-access-role", controllers.DefaultTenantAccessRole, "ClusterRole the manager binds to its ServiceAccount in each tenant namespace (Secrets, Deployments, Services there).")
+	fs.StringVar(&f.access.ServiceAccount, "service-account", env("POD_SERVICE_ACCOUNT", ""), "The manager's ServiceAccount, bound to --tenant-access-role in tenant namespaces; empty binds nothing (a manager running with admin rights).")
+	fs.StringVar(&f.access.ServiceAccountNamespace, "service-account-namespace", env("POD_NAMESPACE", "posture-system"), "Namespace of --service-account.")
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "Elect a leader so only one replica runs controllers.")
 	fs.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader-election Lease (default: the pod's).")
 	fs.StringVar(&f.executor, "executor", env("POSTURE_EXECUTOR", "inprocess"), "Where ingestions run: job (a batch/v1 Job each) or inprocess.")
 	fs.IntVar(&f.workers, "workers", 2, "In-process executor: ingestions parsed at once.")
+	fs.IntVar(&f.ingestBatchSize, "ingest-batch-size", 0, "In-process executor: records written per store transaction (0: the store's preferred size).")
+	fs.Float64Var(&f.ingestRecordsPerSecond, "ingest-records-per-second", 0, "In-process executor: paces each ingestion to this many records a second, to watch or test crash recovery locally; 0 does not pace.")
 	fs.StringVar(&f.storeDriver, "store-driver", env("POSTURE_STORE_DRIVER", "sqlite"), "Store engine: sqlite or postgres.")
 	fs.StringVar(&f.storeDSN, "store-dsn", "", "SQLite file path or PostgreSQL DSN (default: env POSTURE_STORE_DSN).")
 	fs.Int64Var(&f.maxUploadBytes, "max-upload-bytes", webhook.DefaultMaxUploadBytes, "Largest accepted report; larger uploads get 413.")
+	fs.DurationVar(&f.shutdownDrain, "shutdown-drain", webhook.DefaultShutdownDrain, "On SIGTERM, how long API requests in flight (uploads) may run on before they are cut off with 503; keep it below the pod's terminationGracePeriodSeconds.")
 	fs.DurationVar(&f.pollInterval, "poll-interval", time.Second, "How often progress is mirrored into Ingestion status while processing.")
-	fs.StringVar(&f.mcp.Image, "mcp-image", env("POSTURE_MCP_IMAGE", ""), "MCPServer: image run when spec.image is empty.")
-	fs.StringVar(&f.mcp.APIBaseURL, "mcp-api-base-url", env("POSTURE_MCP_API_BASE_URL", "http://posture-api."+env("POD_NAMESPACE", "posture-system")+".svc/api/v1"), "MCPServer: API address ({base_url}/api/v1) used when spec.apiBaseURL is empty.")
+	fs.DurationVar(&f.reportRetention, "report-retention", 0, "How long an uploaded report is kept after its ingestion ends (completed or failed); 0 deletes it at once. Findings are kept either way.")
+	fs.DurationVar(&f.stalledUpload, "stalled-upload-timeout", 15*time.Minute, "An upload that writes nothing for this long (its client or process is gone) is deleted by a sweep that runs every few minutes; at least 5m.")
+	fs.StringVar(&f.mcp.Image, "mcp-image", env("POSTURE_MCP_IMAGE", ""), "MCPServer: the image every MCP server runs.")
+	fs.StringVar(&f.mcp.APIBaseURL, "mcp-api-base-url", env("POSTURE_MCP_API_BASE_URL", "http://posture-api."+env("POD_NAMESPACE", "posture-system")+".svc/api/v1"), "MCPServer: API address ({base_url}/api/v1) used when spec.apiBaseURL is empty; always allowed.")
+	allowedMCPURLs := env("POSTURE_MCP_ALLOWED_API_BASE_URLS", "")
+	fs.StringVar(&allowedMCPURLs, "mcp-allowed-api-base-urls", allowedMCPURLs, "MCPServer: comma-separated API addresses spec.apiBaseURL may name besides --mcp-api-base-url; others get no Deployment.")
 	fs.StringVar(&f.job.Namespace, "job-namespace", env("POD_NAMESPACE", "posture-system"), "Job executor: namespace of worker Jobs.")
 	fs.StringVar(&f.job.Image, "job-image", env("POSTURE_WORKER_IMAGE", ""), "Job executor: worker image (the manager's own).")
 	fs.StringVar(&f.job.StoreSecret, "job-store-secret", "posture-store", "Job executor: Secret holding the store DSN.")
@@ -104,22 +140,37 @@ func runManager(args []string) int {
 	opts := zap.Options{}
 	opts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return f, nil, err
 	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
-	log := ctrl.Log.WithName("setup")
+	var err error
+	if f.mcp.AllowedAPIBaseURLs, err = controllers.ParseAPIBaseURLs(allowedMCPURLs); err != nil {
+		err = fmt.Errorf("--mcp-allowed-api-base-urls: %w", err)
+		fmt.Fprintln(fs.Output(), err)
+		return f, nil, err
+	}
 	if f.storeDSN == "" {
 		f.storeDSN = os.Getenv("POSTURE_STORE_DSN")
 	}
 	f.job.StoreDriver = f.storeDriver
-	if err := serve(ctrl.SetupSignalHandler(), f, log); err != nil {
-		log.Error(err, "manager stopped")
-		return 1
+	if f.reportRetention < 0 {
+		err := fmt.Errorf("--report-retention %s: want 0 or more", f.reportRetention)
+		fmt.Fprintln(fs.Output(), err)
+		return f, nil, err
 	}
-	return 0
+	if f.stalledUpload < minStalledUpload {
+		err := fmt.Errorf("--stalled-upload-timeout %s: want at least %s", f.stalledUpload, minStalledUpload)
+		fmt.Fprintln(fs.Output(), err)
+		return f, nil, err
+	}
+	if (f.apiTLSCertFile == "") != (f.apiTLSKeyFile == "") {
+		err := errors.New("--api-tls-cert-file and --api-tls-key-file go together")
+		fmt.Fprintln(fs.Output(), err)
+		return f, nil, err
+	}
+	return f, &opts, nil
 }
 
-func serve(ctx context.Context, f managerFlags, log logr.Logger) error {
+func serve(ctx context.Context, cfg *rest.Config, f managerFlags, log logr.Logger) error {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(posturev1.AddToScheme(scheme))
@@ -130,25 +181,31 @@ func serve(ctx context.Context, f managerFlags, log logr.Logger) error {
 	}
 	defer st.Close()
 
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
-		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: scheme,
+		// Metrics name tenants and their volumes: only callers the API server
+		// authenticates and authorizes (nonResourceURL /metrics, get) see them.
+		Metrics: metricsserver.Options{
+			BindAddress:    f.metricsAddr,
+			SecureServing:  true,
+			CertDir:        f.metricsCertDir,
+			FilterProvider: filters.WithAuthenticationAndAuthorization,
+		},
 		HealthProbeBindAddress:  f.probeAddr,
 		LeaderElection:          f.leaderElect,
 		LeaderElectionID:        "manager.posture.dev",
 		LeaderElectionNamespace: f.leaderElectionNamespace,
+		// The API drains for --shutdown-drain, then needs a moment to answer
+		// what it cut off; the rest stops within the margin.
+		GracefulShutdownTimeout: ptr.To(f.shutdownDrain + 10*time.Second),
 		// Worker Jobs live only in the operator namespace: cache them there alone.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&batchv1.Job{}: {Namespaces: map[string]cache.Config{f.job.Namespace: {}}},
-			// Only the Secrets the operator makes (API keys) are cached; others
-			// (user passwords, the JWT key) are read uncached when needed, so
-			// the manager never holds every Secret of the cluster in memory.
-			&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{posturev1.LabelManagedBy: posturev1.ManagedByValue})},
-			// MCPServer Deployments and Services carry the same label; other
-			// workloads of the cluster stay out of memory.
-			&appsv1.Deployment{}: {Label: labels.SelectorFromSet(labels.Set{posturev1.LabelManagedBy: posturev1.ManagedByValue})},
-			&corev1.Service{}:    {Label: labels.SelectorFromSet(labels.Set{posturev1.LabelManagedBy: posturev1.ManagedByValue})},
 		}},
+		// Secrets, Deployments and Services are never cached: the manager may
+		// read them only in its own and in tenant namespaces, so a cluster-wide
+		// informer would be refused (docs/decisions/0004-manager-rbac.md).
+		Client: controllers.ClientOptions(),
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
@@ -160,7 +217,8 @@ func serve(ctx context.Context, f managerFlags, log logr.Logger) error {
 	)
 	switch f.executor {
 	case "inprocess":
-		worker := &ingest.Worker{Store: st, Log: ctrl.Log.WithName("worker")}
+		worker := &ingest.Worker{Store: st, Log: ctrl.Log.WithName("worker"),
+			BatchSize: f.ingestBatchSize, RecordsPerSecond: f.ingestRecordsPerSecond}
 		executor, done, err = controllers.NewInProcessExecutor(mgr, worker, f.workers)
 		if err != nil {
 			return err
@@ -189,6 +247,7 @@ func serve(ctx context.Context, f managerFlags, log logr.Logger) error {
 	}
 	if err := (&controllers.TenantReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("posture-tenant"),
+		Access: f.access,
 	}).SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("set up tenant controller: %w", err)
 	}
@@ -207,15 +266,26 @@ func serve(ctx context.Context, f managerFlags, log logr.Logger) error {
 	}
 
 	if err := (&controllers.IngestionReconciler{
-		Client:       mgr.GetClient(),
-		Store:        st,
-		Executor:     executor,
-		Recorder:     mgr.GetEventRecorder("posture-ingestion"),
-		PollInterval: f.pollInterval,
-		Done:         done,
-		Billing:      billing,
+		Client:          mgr.GetClient(),
+		Store:           st,
+		Executor:        executor,
+		Recorder:        mgr.GetEventRecorder("posture-ingestion"),
+		PollInterval:    f.pollInterval,
+		Done:            done,
+		Billing:         billing,
+		ReportRetention: f.reportRetention,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up ingestion controller: %w", err)
+	}
+	janitor, ok := st.(store.Janitor)
+	if !ok {
+		return fmt.Errorf("the %s store cannot sweep stalled uploads", f.storeDriver)
+	}
+	if err := mgr.Add(&controllers.UploadSweeper{
+		Store: janitor, StalledAfter: f.stalledUpload, Interval: min(f.stalledUpload/3, 5*time.Minute),
+		Log: ctrl.Log.WithName("upload-sweeper"),
+	}); err != nil {
+		return err
 	}
 
 	api := &webhook.Server{
@@ -226,6 +296,9 @@ func serve(ctx context.Context, f managerFlags, log logr.Logger) error {
 		Log:            ctrl.Log.WithName("api"),
 		Addr:           f.apiAddr,
 		MaxUploadBytes: f.maxUploadBytes,
+		ShutdownDrain:  f.shutdownDrain,
+		TLSCertFile:    f.apiTLSCertFile,
+		TLSKeyFile:     f.apiTLSKeyFile,
 		SignIn:         f.signIn,
 	}
 	if err := mgr.Add(api); err != nil {
@@ -237,7 +310,10 @@ func serve(ctx context.Context, f managerFlags, log logr.Logger) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
 	}
-	log.Info("starting manager", "executor", executor.Name(), "store", f.storeDriver, "api", f.apiAddr)
+	if err := mgr.AddReadyzCheck("api", api.Ready); err != nil {
+		return err
+	}
+	log.Info("starting manager", "executor", executor.Name(), "store", f.storeDriver, "api", f.apiAddr, "apiTLS", f.apiTLSCertFile != "")
 	return mgr.Start(ctx)
 }
 
@@ -275,6 +351,10 @@ func authenticator(ctx context.Context, f managerFlags, mgr ctrl.Manager) (auth.
 		Tokens:  &auth.TokenService{Keys: keys, MaxSessionAge: f.sessionMaxAge},
 	}, false, nil
 }
+
+// minStalledUpload keeps the sweep well clear of uploads in progress, which
+// record activity once a minute.
+const minStalledUpload = 5 * time.Minute
 
 func keyPrefix(key string) string {
 	if p, _, ok := strings.Cut(key, "."); ok {

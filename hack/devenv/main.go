@@ -6,18 +6,14 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -27,19 +23,38 @@ import (
 	"github.com/posture-dev/posture/internal/testenv"
 )
 
-// settings are the addresses the local system listens on; each can be moved
-// with an environment variable when a port is taken.
+// settings are where the local system keeps its files and listens; the
+// addresses can be moved with environment variables when a port is taken.
 type settings struct {
 	root    string
 	devDir  string
 	apiAddr string
 	mcpAddr string
+	// managerArgs are extra manager flags (POSTURE_DEV_MANAGER_ARGS), e.g.
+	// --ingest-records-per-second to slow ingestions down enough to kill the
+	// manager in the middle of one.
+	managerArgs []string
 }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx); err != nil {
+	root, err := os.Getwd()
+	if err == nil {
+		devDir := filepath.Join(root, ".dev")
+		if len(os.Args) > 1 && os.Args[1] == "reset" {
+			err = reset(devDir)
+		} else {
+			err = run(ctx, settings{
+				root:        root,
+				devDir:      devDir,
+				apiAddr:     envOr("POSTURE_DEV_API_ADDR", "127.0.0.1:8080"),
+				mcpAddr:     envOr("POSTURE_DEV_MCP_ADDR", "127.0.0.1:8090"),
+				managerArgs: strings.Fields(os.Getenv("POSTURE_DEV_MANAGER_ARGS")),
+			})
+		}
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "make dev:", err)
 		os.Exit(1)
 	}
@@ -52,39 +67,32 @@ func envOr(name, def string) string {
 	return def
 }
 
-func run(ctx context.Context) error {
-	root, err := os.Getwd()
+func run(ctx context.Context, s settings) error {
+	lock, err := lockDevDir(s.devDir)
 	if err != nil {
 		return err
 	}
-	s := settings{
-		root:    root,
-		devDir:  filepath.Join(root, ".dev"),
-		apiAddr: envOr("POSTURE_DEV_API_ADDR", "127.0.0.1:8080"),
-		mcpAddr: envOr("POSTURE_DEV_MCP_ADDR", "127.0.0.1:8090"),
-	}
+	defer lock.release()
 	for _, addr := range []string{s.apiAddr, s.mcpAddr} {
 		if err := portFree(addr); err != nil {
 			return err
 		}
 	}
-	if err := os.MkdirAll(s.devDir, 0o700); err != nil {
-		return err
-	}
 	envFile := filepath.Join(s.devDir, "env")
-	// Every run starts from an empty control plane, so the store starts empty
-	// too: rows of objects that no longer exist would only confuse.
-	for _, stale := range []string{envFile, "posture.db", "posture.db-wal", "posture.db-shm"} {
-		_ = os.Remove(filepath.Join(s.devDir, filepath.Base(stale)))
-	}
+	_ = os.Remove(envFile)
 	for _, bin := range []string{"manager"} {
-		if _, err := os.Stat(filepath.Join(root, "bin", bin)); err != nil {
+		if _, err := os.Stat(filepath.Join(s.root, "bin", bin)); err != nil {
 			return fmt.Errorf("bin/%s is missing: run make dev, which builds it first", bin)
 		}
 	}
+	kept, err := keepOrWipe(s.devDir)
+	if err != nil {
+		return err
+	}
+	step(kept)
 
 	step("starting the control plane (kube-apiserver + etcd)")
-	env, _, err := testenv.Start()
+	env, _, err := testenv.Start(testenv.EtcdDataDir(filepath.Join(s.devDir, etcdDirName)))
 	if err != nil {
 		return err
 	}
@@ -101,16 +109,23 @@ func run(ctx context.Context) error {
 		return err
 	}
 
+	// As a cluster installed from config/default would: the seed below acts
+	// as the control plane's admin, whom the policies allow.
+	step("installing the admission policies (config/admission)")
+	if err := testenv.InstallAdmissionPolicies(ctx, admin); err != nil {
+		return err
+	}
+
 	step("seeding demo tenants")
 	seed, err := seedTenants(ctx, admin)
 	if err != nil {
 		return err
 	}
 
-	var procs processes
+	procs := newProcesses(s.devDir)
 	defer procs.stopAll()
 
-	step("starting the manager (in-process executor, SQLite at .dev/posture.db)")
+	apiURL := "http://" + s.apiAddr
 	managerEnv := append(os.Environ(), "KUBECONFIG="+kubeconfig, "POD_NAMESPACE=posture-system")
 	managerEnv = append(managerEnv, seed.managerEnv...)
 	managerArgs := []string{
@@ -118,14 +133,18 @@ func run(ctx context.Context) error {
 		"--health-probe-bind-address=127.0.0.1:0",
 		"--executor=inprocess",
 		"--store-driver=sqlite",
-		"--store-dsn=" + filepath.Join(s.devDir, "posture.db"),
+		"--store-dsn=" + filepath.Join(s.devDir, storeName),
+		// No image is pulled here (no nodes); the name shows what would run.
+		"--mcp-image=posture/mcp-server:dev",
 	}
 	managerArgs = append(managerArgs, seed.managerArgs...)
-	if err := procs.start(ctx, "manager", filepath.Join(root, "bin", "manager"), managerArgs, managerEnv); err != nil {
+	managerArgs = append(managerArgs, s.managerArgs...)
+	step("starting the manager (in-process executor, SQLite at .dev/posture.db)")
+	if err := procs.start(ctx, spec{name: "manager", path: filepath.Join(s.root, "bin", "manager"),
+		args: managerArgs, env: managerEnv, healthURL: apiURL + "/healthz"}); err != nil {
 		return err
 	}
-	apiURL := "http://" + s.apiAddr
-	if err := waitHTTP(ctx, apiURL+"/healthz", &procs); err != nil {
+	if err := waitHTTP(ctx, apiURL+"/healthz", procs); err != nil {
 		return fmt.Errorf("the API never answered: %w (see the manager's lines above)", err)
 	}
 	step("waiting for the demo API keys")
@@ -133,7 +152,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 
-	mcpURL, err := startMCP(ctx, &procs, s, apiURL, seed)
+	mcpURL, err := startMCP(ctx, procs, s, apiURL, seed)
 	if err != nil {
 		return err
 	}
@@ -154,26 +173,38 @@ func run(ctx context.Context) error {
 	}
 	defer os.Remove(envFile)
 
-	fmt.Printf(`
-Posture is running locally. In another shell:
-
-  source .dev/env
-  curl -sS -H "Authorization: Api-Key $POSTURE_API_KEY" \
-       -F file=@../shared/fixtures/ocsf/prowler/aws_1500_records.ocsf.json \
-       "$POSTURE_API_URL/api/v1/ingestions"
-  kubectl get ingestions -n "$POSTURE_TENANT_NAMESPACE"
-  kubectl get events -n "$POSTURE_TENANT_NAMESPACE"
-
-Press Ctrl-C to stop everything.
-`)
+	procs.arm()
+	fmt.Print(hint(s.root))
 	select {
 	case <-ctx.Done():
 		fmt.Println()
 		step("interrupted: shutting down")
 		return nil
 	case name := <-procs.exited:
-		return fmt.Errorf("%s exited unexpectedly", name)
+		return fmt.Errorf("%s keeps exiting; see its lines above", name)
 	}
+}
+
+// hint is what make dev prints once the system is up. Every path in it is
+// one of the repository's or one make dev writes (hack/devenv's tests check).
+func hint(root string) string {
+	return `
+Posture is running locally. In another shell, in ` + root + `:
+
+  source .dev/env
+  curl -sS -H "Authorization: Api-Key $POSTURE_API_KEY" \
+       -F file=@examples/aws_1500_records.ocsf.json \
+       "$POSTURE_API_URL/api/v1/ingestions"
+  kubectl get ingestions -n "$POSTURE_TENANT_NAMESPACE"
+  kubectl get events -n "$POSTURE_TENANT_NAMESPACE"
+
+examples/README.md lists more reports. To watch crash recovery, kill the manager
+during an ingestion (kill -9 $(cat .dev/manager.pid)): make dev restarts it and
+the ingestion finishes on its next attempt. The data stays for the next make dev;
+make dev-reset wipes it.
+
+Press Ctrl-C to stop everything.
+`
 }
 
 func step(msg string) { fmt.Printf("==> %s\n", msg) }
@@ -238,78 +269,5 @@ func waitHTTP(ctx context.Context, url string, procs *processes) error {
 			return fmt.Errorf("%s exited", name)
 		case <-time.After(200 * time.Millisecond):
 		}
-	}
-}
-
-// processes are the child programs of the dev environment.
-type processes struct {
-	mu     sync.Mutex
-	procs  []*process
-	exited chan string
-}
-
-type process struct {
-	name string
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-func (p *processes) start(ctx context.Context, name, path string, args, env []string) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.exited == nil {
-		p.exited = make(chan string, 8)
-	}
-	cmd := exec.Command(path, args...)
-	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", name, err)
-	}
-	proc := &process{name: name, cmd: cmd, done: make(chan struct{})}
-	go prefixLines(os.Stdout, "["+name+"] ", stdout)
-	go func() {
-		_ = cmd.Wait()
-		close(proc.done)
-		if ctx.Err() == nil {
-			p.exited <- name
-		}
-	}()
-	p.procs = append(p.procs, proc)
-	return nil
-}
-
-// stopAll sends SIGTERM in reverse start order and waits for each to leave.
-func (p *processes) stopAll() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for i := len(p.procs) - 1; i >= 0; i-- {
-		proc := p.procs[i]
-		select {
-		case <-proc.done:
-			continue
-		default:
-		}
-		step("stopping " + proc.name)
-		_ = proc.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-proc.done:
-		case <-time.After(15 * time.Second):
-			_ = proc.cmd.Process.Kill()
-			<-proc.done
-		}
-	}
-}
-
-func prefixLines(w io.Writer, prefix string, r io.Reader) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fmt.Fprintln(w, prefix+sc.Text())
 	}
 }

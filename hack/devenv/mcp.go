@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
@@ -42,7 +43,8 @@ func startMCP(ctx context.Context, procs *processes, s settings, apiURL string, 
 		}
 	}
 	args := []string{"--transport=http", "--addr=" + s.mcpAddr, "--api-base-url=" + apiURL + "/api/v1"}
-	if err := procs.start(ctx, "mcp-server", bin, args, env); err != nil {
+	if err := procs.start(ctx, spec{name: "mcp-server", path: bin, args: args, env: env,
+		healthURL: "http://" + s.mcpAddr + "/healthz"}); err != nil {
 		return "", err
 	}
 	if err := waitHTTP(ctx, "http://"+s.mcpAddr+"/healthz", procs); err != nil {
@@ -74,13 +76,24 @@ func applyDevMCPServer(ctx context.Context, s settings, namespace, localURL stri
 			Namespace:   namespace,
 			Annotations: map[string]string{annotationLocalURL: localURL},
 		},
-		Spec: posturev1.MCPServerSpec{
-			// No image is pulled here (no nodes); the name shows what would run.
-			Image: "posture/mcp-server:dev",
-		},
+		// The image is the manager's --mcp-image: no author of an MCPServer picks it.
+		Spec: posturev1.MCPServerSpec{},
 	}
 	step("applying MCPServer " + namespace + "/" + devMCPServerName)
-	if err := c.Create(ctx, m); err != nil {
+	if err := c.Create(ctx, m); apierrors.IsAlreadyExists(err) {
+		// Kept from the last run: only the local address may have moved.
+		var old posturev1.MCPServer
+		if err := c.Get(ctx, client.ObjectKeyFromObject(m), &old); err != nil {
+			return fmt.Errorf("read MCPServer %s/%s: %w", namespace, devMCPServerName, err)
+		}
+		if old.Annotations[annotationLocalURL] != localURL {
+			patch := client.MergeFrom(old.DeepCopy())
+			metav1.SetMetaDataAnnotation(&old.ObjectMeta, annotationLocalURL, localURL)
+			if err := c.Patch(ctx, &old, patch); err != nil {
+				return fmt.Errorf("update MCPServer %s/%s: %w", namespace, devMCPServerName, err)
+			}
+		}
+	} else if err != nil {
 		return fmt.Errorf("create MCPServer %s/%s: %w", namespace, devMCPServerName, err)
 	}
 	deadline := time.Now().Add(30 * time.Second)

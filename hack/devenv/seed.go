@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -68,6 +69,7 @@ func seedTenants(ctx context.Context, c client.Client) (seedResult, error) {
 	}
 
 	res := seedResult{namespace: "tenant-demo"}
+	var adminPassword types.NamespacedName
 	objs := []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "posture-system"}}}
 	for _, tn := range tenants {
 		ns := "tenant-" + tn.name
@@ -83,11 +85,10 @@ func seedTenants(ctx context.Context, c client.Client) (seedResult, error) {
 			},
 		}
 		for _, u := range tn.users {
-			password := randomToken(18)
 			secretName := u.keyName + "-password"
 			objs = append(objs, &corev1.Secret{
 				ObjectMeta: metav1.ObjectMeta{Name: secretName, Namespace: ns},
-				StringData: map[string]string{"password": password},
+				StringData: map[string]string{"password": randomToken(18)},
 			}, &posturev1.APIKey{
 				ObjectMeta: metav1.ObjectMeta{Name: u.keyName, Namespace: ns},
 				Spec:       posturev1.APIKeySpec{User: u.email},
@@ -97,16 +98,38 @@ func seedTenants(ctx context.Context, c client.Client) (seedResult, error) {
 			})
 			res.apiKeys = append(res.apiKeys, seedKey{namespace: ns, name: u.keyName, envVar: u.envVar})
 			if u.envVar == "POSTURE_API_KEY" {
-				res.envVars = append(res.envVars, "POSTURE_ADMIN_EMAIL="+u.email, "POSTURE_ADMIN_PASSWORD="+password)
+				res.envVars = append(res.envVars, "POSTURE_ADMIN_EMAIL="+u.email)
+				adminPassword = types.NamespacedName{Namespace: ns, Name: secretName}
 			}
 		}
 		objs = append(objs, tenant)
 	}
+	// An object kept from the last run is left as it is: whatever was changed
+	// in it since is part of the data make dev keeps.
+	kept := 0
 	for _, o := range objs {
-		if err := c.Create(ctx, o); err != nil {
+		err := c.Create(ctx, o)
+		switch {
+		case apierrors.IsAlreadyExists(err):
+			kept++
+		case err != nil:
 			return seedResult{}, fmt.Errorf("create %T %s: %w", o, o.GetName(), err)
 		}
 	}
+	if kept > 0 {
+		step(fmt.Sprintf("%d of the %d demo objects were kept from the last run", kept, len(objs)))
+	}
+	// The password is read back, not remembered: a kept Secret holds the one
+	// the last run generated.
+	var sec corev1.Secret
+	if err := c.Get(ctx, adminPassword, &sec); err != nil {
+		return seedResult{}, fmt.Errorf("read Secret %s: %w", adminPassword, err)
+	}
+	password := string(sec.Data["password"])
+	if password == "" {
+		return seedResult{}, fmt.Errorf("the Secret %s has no password key: restore it, or run make dev-reset to start over", adminPassword)
+	}
+	res.envVars = append(res.envVars, "POSTURE_ADMIN_PASSWORD="+password)
 	return res, nil
 }
 

@@ -90,12 +90,16 @@ type Options struct {
 	Setup func(ctrl.Manager, store.Store) error
 	// Server is called with the API server before it starts serving.
 	Server func(*webhook.Server)
+	// ReportRetention is the ingestion controller's: zero deletes a report
+	// as soon as its ingestion ends, as the manager does by default.
+	ReportRetention time.Duration
 }
 
 // Env is a running API.
 type Env struct {
 	URL       string
 	Store     store.Store
+	StoreDSN  string // the SQLite file or PostgreSQL DSN of Store
 	Client    client.Client
 	Tenant    string
 	Namespace string
@@ -120,10 +124,13 @@ func Start(t testing.TB, opts Options) *Env {
 
 	var st store.Store
 	var err error
+	var dsn string
 	if opts.Postgres {
-		st, err = postgres.Open(ctx, pgtest.FreshDatabase(t))
+		dsn = pgtest.FreshDatabase(t)
+		st, err = postgres.Open(ctx, dsn)
 	} else {
-		st, err = sqlite.Open(ctx, filepath.Join(t.TempDir(), "posture.db"))
+		dsn = filepath.Join(t.TempDir(), "posture.db")
+		st, err = sqlite.Open(ctx, dsn)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -170,6 +177,7 @@ func Start(t testing.TB, opts Options) *Env {
 	if err := (&controllers.IngestionReconciler{
 		Client: mgr.GetClient(), Store: st, Executor: exec, Done: done, Billing: billing,
 		Recorder: mgr.GetEventRecorder("posture-ingestion"), PollInterval: 100 * time.Millisecond,
+		ReportRetention: opts.ReportRetention,
 	}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +234,7 @@ func Start(t testing.TB, opts Options) *Env {
 		// unfinished Ingestions whose reports live in this Env's store.
 		removeIngestions(t, k8s)
 	})
-	return &Env{URL: srv.URL, Store: st, Client: mgr.GetClient(), Tenant: tenant, Namespace: tenant, APIKey: key, Server: api}
+	return &Env{URL: srv.URL, Store: st, StoreDSN: dsn, Client: mgr.GetClient(), Tenant: tenant, Namespace: tenant, APIKey: key, Server: api}
 }
 
 func removeIngestions(t testing.TB, c client.Client) {

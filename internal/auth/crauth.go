@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -63,16 +64,26 @@ func (a *CRAuthenticator) Authenticate(r *http.Request) (Principal, error) {
 	}
 }
 
-// ExpiresAt is when a key stops working: spec.expiresAt when set (so that
-// shortening it applies at once), else the default the controller recorded.
+// ExpiresAt is when a key stops working: the earlier of spec.expiresAt and the
+// expiry the controller recorded in status. Shortening spec.expiresAt applies
+// at once; lengthening it applies only once the controller has recorded it,
+// which it does only while the key has not expired, so an expired key cannot
+// be revived by moving spec.expiresAt later.
 func ExpiresAt(k *posturev1.APIKey) *time.Time {
-	switch {
-	case k.Spec.ExpiresAt != nil:
-		return &k.Spec.ExpiresAt.Time
-	case k.Status.ExpiresAt != nil:
-		return &k.Status.ExpiresAt.Time
+	var exp *time.Time
+	for _, t := range []*metav1.Time{k.Spec.ExpiresAt, k.Status.ExpiresAt, k.Status.ExpiredAt} {
+		if t != nil && (exp == nil || t.Time.Before(*exp)) {
+			exp = &t.Time
+		}
 	}
-	return nil
+	return exp
+}
+
+// Revoked reports whether a key is revoked: spec.revoked, so that revoking
+// applies before the controller has seen it, or status.revokedAt, so that the
+// revocation stands even if spec.revoked were ever set back to false.
+func Revoked(k *posturev1.APIKey) bool {
+	return k.Spec.Revoked || k.Status.RevokedAt != nil
 }
 
 func (a *CRAuthenticator) apiKey(ctx context.Context, key string) (Principal, error) {
@@ -98,11 +109,11 @@ func (a *CRAuthenticator) apiKey(ctx context.Context, key string) (Principal, er
 	if !found.DeletionTimestamp.IsZero() {
 		return Principal{}, &Error{"API key " + prefix + " has been deleted"}
 	}
-	if found.Spec.Revoked {
-		return Principal{}, &Error{"API key " + prefix + " has been revoked"}
+	if Revoked(found) {
+		return Principal{}, &Error{"API key " + prefix + " has been revoked; revocation is permanent: create a new APIKey for a new key"}
 	}
 	if exp := ExpiresAt(found); exp != nil && !a.now().Before(*exp) {
-		return Principal{}, &Error{"API key " + prefix + " expired at " + exp.UTC().Format(time.RFC3339)}
+		return Principal{}, &Error{"API key " + prefix + " expired at " + exp.UTC().Format(time.RFC3339) + "; expiry is permanent: create a new APIKey for a new key"}
 	}
 	tenant, err := TenantForNamespace(ctx, a.Reader, found.Namespace)
 	if err != nil {
@@ -138,6 +149,11 @@ func (a *CRAuthenticator) userPrincipal(ctx context.Context, claims *Claims) (Pr
 		}
 		return Principal{}, fmt.Errorf("read Tenant %s: %w", claims.Tenant, err)
 	}
+	if owns, err := OwnsNamespace(ctx, a.Reader, &tenant); err != nil {
+		return Principal{}, err
+	} else if !owns {
+		return Principal{}, &Error{"the token's tenant " + tenant.Name + " does not own namespace " + tenant.NamespaceName() + ": another Tenant labelled it first"}
+	}
 	p, ok := PrincipalFor(&tenant, claims.Subject, "")
 	if !ok {
 		return Principal{}, &Error{fmt.Sprintf("%s is no longer a user of tenant %s", claims.Subject, tenant.Name)}
@@ -172,6 +188,13 @@ func (a *CRAuthenticator) Login(ctx context.Context, tenant, email, password str
 		}
 		u, ok := FindUser(t, email)
 		if !ok || u.PasswordSecretRef == nil {
+			continue
+		}
+		// A Tenant naming another tenant's namespace could otherwise point
+		// its users at the owner's password Secrets and sign in to its data.
+		if owns, err := OwnsNamespace(ctx, a.Reader, t); err != nil {
+			return TokenPair{}, err
+		} else if !owns {
 			continue
 		}
 		sec, key, err := a.passwordSecret(ctx, t, u)

@@ -2,9 +2,16 @@ package auth
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
@@ -58,25 +65,71 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 // NormalizeEmail is how emails are compared: case-insensitively, trimmed.
 func NormalizeEmail(email string) string { return strings.ToLower(strings.TrimSpace(email)) }
 
-// TenantForNamespace returns the Tenant that uses namespace ns, or nil when
-// none does. Two Tenants naming the same namespace is a conflict the tenant
-// controller reports; authentication fails closed on it.
+// TenantForNamespace returns the Tenant that owns namespace ns, or nil when
+// no Tenant names it. A namespace belongs to the Tenant whose label
+// (posturev1.LabelTenant) it carries: the first Tenant to claim it labels it,
+// and a later Tenant naming the same namespace never takes it over, so its
+// existence cannot lock the owner out. Only a namespace not yet labelled falls
+// back to the Tenants naming it, and several of those fail closed.
 func TenantForNamespace(ctx context.Context, r client.Reader, ns string) (*posturev1.Tenant, error) {
 	var list posturev1.TenantList
 	if err := r.List(ctx, &list, client.MatchingFields{IndexTenantNamespace: ns}); err != nil {
 		return nil, fmt.Errorf("look up the Tenant of namespace %s: %w", ns, err)
 	}
-	switch len(list.Items) {
-	case 0:
+	if len(list.Items) == 0 {
 		return nil, nil
-	case 1:
+	}
+	var nsObj corev1.Namespace
+	err := r.Get(ctx, types.NamespacedName{Name: ns}, &nsObj)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("read namespace %s to find its Tenant: %w", ns, err)
+	}
+	if owner := nsObj.Labels[posturev1.LabelTenant]; err == nil && owner != "" {
+		for i := range list.Items {
+			if LabelValue(list.Items[i].Name) == owner {
+				return &list.Items[i], nil
+			}
+		}
+		return nil, &Error{fmt.Sprintf("namespace %s belongs to tenant %s (label %s), which does not exist; only that Tenant may use it", ns, owner, posturev1.LabelTenant)}
+	}
+	if len(list.Items) == 1 {
 		return &list.Items[0], nil
 	}
 	names := make([]string, 0, len(list.Items))
 	for _, t := range list.Items {
 		names = append(names, t.Name)
 	}
-	return nil, &Error{fmt.Sprintf("namespace %s is claimed by several Tenants (%s); an administrator must resolve it", ns, strings.Join(names, ", "))}
+	return nil, &Error{fmt.Sprintf("namespace %s is claimed by several Tenants (%s) and carries no %s label yet; an administrator must resolve it", ns, strings.Join(names, ", "), posturev1.LabelTenant)}
+}
+
+// OwnsNamespace reports whether t is the Tenant its namespace belongs to. A
+// Tenant that names another tenant's namespace must not sign its users in or
+// resolve their tokens: its spec would otherwise point at the owner's Secrets
+// and data.
+func OwnsNamespace(ctx context.Context, r client.Reader, t *posturev1.Tenant) (bool, error) {
+	owner, err := TenantForNamespace(ctx, r, t.NamespaceName())
+	var ae *Error
+	switch {
+	case errors.As(err, &ae):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return owner != nil && owner.Name == t.Name, nil
+}
+
+var notLabelChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// LabelValue fits a name into a label value (63 characters, alphanumeric at
+// both ends); names too long keep a hash so they stay distinct. The tenant
+// label of a namespace is LabelValue of the Tenant's name.
+func LabelValue(s string) string {
+	v := notLabelChars.ReplaceAllString(s, "-")
+	if len(v) > 63 || v != s {
+		sum := sha256.Sum256([]byte(s))
+		v = strings.Trim(v[:min(len(v), 54)], "-._") + "-" + hex.EncodeToString(sum[:])[:8]
+	}
+	return strings.Trim(v, "-._")
 }
 
 // FindUser returns the tenant's user with that email.

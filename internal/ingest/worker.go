@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/google/uuid"
+	"golang.org/x/time/rate"
 
 	"github.com/posture-dev/posture/internal/ocsf"
 	"github.com/posture-dev/posture/internal/store"
@@ -74,6 +75,11 @@ type Worker struct {
 	MaxErrorRows     int
 	// MaxInflight bounds the batch writes running side by side (default 2).
 	MaxInflight int
+	// RecordsPerSecond, when positive, paces each run to at most that many
+	// records a second. A run of the 1,500-record example then lasts long
+	// enough to kill the process under it and watch the next attempt finish
+	// (make dev, hack/devenv's test); zero, the default, never waits.
+	RecordsPerSecond float64
 	// Now is injectable for tests.
 	Now func() time.Time
 }
@@ -211,7 +217,18 @@ func (r *run) process(ctx context.Context) store.Outcome {
 	reader := ocsf.NewReader(rc)
 	validator := ocsf.NewValidator()
 	batchSize := r.w.batchSize()
+	var pace *rate.Limiter
+	if r.w.RecordsPerSecond > 0 {
+		pace = rate.NewLimiter(rate.Limit(r.w.RecordsPerSecond), 1)
+	}
 	for {
+		if pace != nil {
+			if err := pace.Wait(ctx); err != nil {
+				// Only a stop from outside ends a wait for one token; like
+				// any shutdown, it leaves the run open for the next attempt.
+				return store.Outcome{}
+			}
+		}
 		// The record's bytes are borrowed; addFinding copies what it keeps.
 		rec, err := reader.NextBorrowed()
 		if errors.Is(err, io.EOF) {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 
@@ -199,5 +200,61 @@ func TestWorkerUsesTheStoresBatchSize(t *testing.T) {
 		if got := fmt.Sprint(st.sizes); got != tc.want {
 			t.Errorf("BatchSize %d: batches of %s findings, want %s", tc.batchSize, got, tc.want)
 		}
+	}
+}
+
+// A paced run is still going when it is stopped from outside, as a killed
+// manager's is: it leaves the run open with part of the findings written,
+// and the next attempt rewrites them to the exact counts.
+func TestWorkerPacedRunStoppedThenRetried(t *testing.T) {
+	const n = 60
+	var recs []string
+	for i := range n {
+		recs = append(recs, record(fmt.Sprintf("u%d", i), "111111111111"))
+	}
+	st := newStore(t)
+	blob := put(t, st, report(recs...))
+	job := ingest.Job{Tenant: "t1", IngestionID: "ing", BlobID: blob.ID, Attempt: 1, Total: n}
+	// 40 records a second: the run needs 1.5 s, far longer than the wait
+	// for its first stored batch below.
+	paced := &ingest.Worker{Store: st, Log: logr.Discard(), BatchSize: 5, MaxInflight: 1,
+		ProgressInterval: time.Millisecond, RecordsPerSecond: 40}
+	ctx, stop := context.WithCancel(context.Background())
+	ended := make(chan error, 1)
+	go func() { ended <- paced.Run(ctx, job) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r, err := st.GetRun(context.Background(), "t1", "ing")
+		if err == nil && r.Processed > 0 {
+			break
+		}
+		select {
+		case err := <-ended:
+			stop()
+			t.Fatalf("the paced run ended (%v) before any progress was seen: it was not paced", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			stop()
+			t.Fatal("no progress within 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	stop()
+	if err := <-ended; !errors.Is(err, context.Canceled) {
+		t.Fatalf("stopped run returned %v, want context.Canceled", err)
+	}
+	if r, _ := st.GetRun(context.Background(), "t1", "ing"); r.Status != store.RunRunning || r.Processed == 0 || r.Processed >= n {
+		t.Fatalf("after the stop the run is %+v, want it open with part of the %d records", r, n)
+	}
+
+	next := &ingest.Worker{Store: st, Log: logr.Discard()}
+	job.Attempt = 2
+	r, errs := run(t, next, job)
+	if r.Status != store.RunSucceeded || r.Processed != n || r.Invalid != 0 || len(errs) != 0 {
+		t.Fatalf("second attempt = %+v, errors %+v; want succeeded, %d processed, 0 invalid", r, errs, n)
+	}
+	if _, count, err := st.ListFindings(context.Background(), "t1", store.FindingQuery{Page: store.Page{Number: 1, Size: 1}}); err != nil || count != n {
+		t.Fatalf("findings = %d (err %v), want exactly %d", count, err, n)
 	}
 }

@@ -55,3 +55,29 @@ func BenchmarkValidate(b *testing.B) {
 	}
 	b.ReportMetric(float64(records)/b.Elapsed().Seconds(), "records/s")
 }
+
+// BenchmarkDuplicateScan is the share of Validate spent looking for
+// duplicated member names: one pass over every record of the file.
+func BenchmarkDuplicateScan(b *testing.B) {
+	data := readFixture(b, "aws_1500_records.ocsf.json")
+	var records [][]byte
+	rd := NewReader(bytes.NewReader(data))
+	for {
+		rec, err := rd.Next()
+		if err == io.EOF {
+			break
+		} else if err != nil {
+			b.Fatal(err)
+		}
+		records = append(records, rec.Raw)
+	}
+	b.SetBytes(int64(len(data)))
+	var d dupScan
+	for b.Loop() {
+		for _, raw := range records {
+			if ptr, dup := d.find(raw); dup {
+				b.Fatal(ptr)
+			}
+		}
+	}
+}

@@ -151,7 +151,7 @@ func (r *jaggedReader) Read(p []byte) (int, error) {
 
 var codes = map[string]bool{
 	CodeMissingField: true, CodeInvalidType: true, CodeInvalidValue: true, CodeUnsupportedClass: true,
-	CodeMissingAccount: true, CodeDuplicateUID: true, CodeInvalidRecord: true,
+	CodeMissingAccount: true, CodeDuplicateUID: true, CodeInvalidRecord: true, CodeDuplicateKey: true,
 }
 
 // FuzzValidator feeds arbitrary bytes to Check, both as one record and as
@@ -162,6 +162,15 @@ func FuzzValidator(f *testing.F) {
 		v := NewValidator()
 		checkOne := func(rec Record) {
 			fd, ps := v.Check(rec)
+			// A strict parser that refuses duplicate names is the oracle
+			// for duplicate_key, on any record that is otherwise valid JSON.
+			if jsontext.Value(rec.Raw).IsValid(jsontext.AllowDuplicateNames(true)) {
+				dup := !jsontext.Value(rec.Raw).IsValid()
+				got := len(ps) == 1 && ps[0].Code == CodeDuplicateKey
+				if dup != got && (dup || len(ps) > 0 && ps[0].Code == CodeDuplicateKey) {
+					t.Fatalf("duplicate names %v, but problems %+v: %q", dup, ps, rec.Raw)
+				}
+			}
 			for _, p := range ps {
 				if !codes[p.Code] || p.Detail == "" || utf8.RuneCountInString(p.Value) > MaxValueLength ||
 					!utf8.ValidString(p.Value) || p.Pointer != "" && p.Pointer[0] != '/' {

@@ -81,6 +81,7 @@ type Finding struct {
 type Validator struct {
 	seen map[[16]byte]int32
 	dec  *jsontext.Decoder
+	dups dupScan
 }
 
 // NewValidator returns a Validator with an empty uid set; use one per file.
@@ -191,6 +192,16 @@ func (v *Validator) Check(rec Record) (Finding, []Problem) {
 			Code:   CodeInvalidRecord,
 			Detail: "record is not valid JSON: " + err.Error(),
 			Value:  truncate(strings.ToValidUTF8(string(rec.Raw[:min(len(rec.Raw), 4*MaxValueLength)]), "\uFFFD"), MaxValueLength),
+		}}
+	}
+
+	// The fields above were read last-name-wins; a record that names a
+	// member twice has no single reading, so nothing else is said about it.
+	if ptr, dup := v.dups.find(rec.Raw); dup {
+		return Finding{}, []Problem{{
+			Code:    CodeDuplicateKey,
+			Detail:  fmt.Sprintf("the member %s appears more than once in its object; each name may appear once", ptr),
+			Pointer: ptr,
 		}}
 	}
 

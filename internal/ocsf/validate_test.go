@@ -320,13 +320,64 @@ func TestEscapedAndDuplicateNames(t *testing.T) {
 	if f, ps := NewValidator().Check(Record{Raw: raw}); len(ps) != 0 || f.Time.IsZero() {
 		t.Fatalf("escaped name: %s", dump(ps))
 	}
-	// Duplicate names: the last one counts, as in PostgreSQL jsonb.
-	raw = append(bytes.TrimSuffix(base, []byte("}")), `,"severity_id":"bad","severity_id":5,"cloud":{"provider":"gcp"}}`...)
-	_, ps := NewValidator().Check(Record{Raw: raw})
-	want := []Problem{{Code: "missing_account", Pointer: "/cloud/account/uid",
-		Detail: "no account to bill: the record needs cloud.provider and cloud.account.uid, or unmapped.provider and unmapped.provider_uid, as non-empty strings"}}
-	if !reflect.DeepEqual(ps, want) {
-		t.Fatalf("duplicate names: %s", dump(ps))
+}
+
+// TestDuplicateKey: a member named twice in one object, at any depth and
+// however its name is escaped, makes the record invalid; the pointer names
+// the second occurrence's path.
+func TestDuplicateKey(t *testing.T) {
+	base, err := json.Marshal(baseRecord())
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := string(bytes.TrimSuffix(bytes.TrimPrefix(base, []byte("{")), []byte("}")))
+	many := func(n int, dup bool) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, `"k%d":%d,`, i, i)
+		}
+		if dup {
+			b.WriteString(`"k7":0,`)
+		}
+		return b.String()
+	}
+	cases := []struct {
+		name string
+		raw  string
+		ptr  string // "" when the record has no duplicate
+	}{
+		{"class_uid twice, the accepted value last", `{"class_uid":9999,` + body + `}`, "/class_uid"},
+		{"nested in metadata.product", strings.Replace(string(base), `"name":"Prowler"`, `"name":"Prowler","name":"Other"`, 1), "/metadata/product/name"},
+		{"inside an array element", strings.Replace(string(base), `"x":[1,2]`, `"x":[1,2],"x":3`, 1), "/resources/0/data/x"},
+		{"in an ignored member", `{"zz":{"a":[{},{"b":1,"b":2}]},` + body + `}`, "/zz/a/1/b"},
+		{"escaped spelling of the same name", `{"\u0074ime":1,` + body + `}`, "/time"},
+		{"names needing pointer escapes", `{"a/b~c":{"x":1,"x":1},` + body + `}`, "/a~1b~0c/x"},
+		{"past the hash threshold", `{"big":{` + many(70, true) + `"end":1},` + body + `}`, "/big/k7"},
+		{"many distinct names", `{"big":{` + many(70, false) + `"end":1},` + body + `}`, ""},
+		{"same name in sibling objects", `{"p":{"a":1},"q":{"a":1},"r":[{"a":1},{"a":2}],` + body + `}`, ""},
+		{"same name at different depths", `{"a":{"a":{"a":1}},` + body + `}`, ""},
+		{"a string value equal to a name", `{"k":"class_uid",` + body + `}`, ""},
+		{"quotes and colons inside strings", `{"s":"\"a\":1,\"a\":2","t":"{\"","a":1,` + body + `}`, ""},
+		{"names that differ only by case", `{"Time":1,` + body + `}`, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v := NewValidator()
+			_, ps := v.Check(Record{Raw: []byte(tc.raw)})
+			if tc.ptr == "" {
+				if len(ps) != 0 {
+					t.Fatalf("a record without duplicates is invalid: %s", dump(ps))
+				}
+				return
+			}
+			if len(ps) != 1 || ps[0].Code != "duplicate_key" || ps[0].Pointer != tc.ptr || !strings.Contains(ps[0].Detail, tc.ptr) {
+				t.Fatalf("got %s; want one duplicate_key at %s", dump(ps), tc.ptr)
+			}
+			// The same Validator, reused, still reads a clean record.
+			if _, ps := v.Check(Record{Raw: base}); len(ps) != 0 {
+				t.Fatalf("after a duplicate, a valid record: %s", dump(ps))
+			}
+		})
 	}
 }
 

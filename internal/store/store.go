@@ -34,6 +34,9 @@ type Store interface {
 	PutBlob(ctx context.Context, tenant string, r io.Reader) (Blob, error)
 	// OpenBlob streams a blob back, fetching one chunk at a time with ctx.
 	OpenBlob(ctx context.Context, tenant, id string) (io.ReadCloser, error)
+	// DeleteBlob deletes a complete blob; a missing one is ErrNotFound. The
+	// space is given back: SQLite returns the freed pages to the file system,
+	// PostgreSQL's autovacuum makes them reusable.
 	DeleteBlob(ctx context.Context, tenant, id string) error
 
 	// StartRun begins attempt `attempt` of an ingestion's run. It resets progress
@@ -47,6 +50,9 @@ type Store interface {
 	UpdateRun(ctx context.Context, tenant, ingestionID string, attempt int, p Progress) error
 	// FinishRun records the outcome once; later calls return ErrStaleAttempt.
 	// o.Status must be RunSucceeded or RunFailed (else ErrInvalidArgument).
+	// A failed run gives back the findings it only rewrote: each is
+	// attributed again to the ingestion that wrote it before (see
+	// Finding.IngestionID), in the same transaction.
 	FinishRun(ctx context.Context, tenant, ingestionID string, attempt int, o Outcome) error
 	GetRun(ctx context.Context, tenant, ingestionID string) (Run, error)
 
@@ -76,6 +82,17 @@ type Store interface {
 	FindingCounts(ctx context.Context, tenant, by string) (map[string]int, error)
 
 	Close() error
+}
+
+// Janitor is the housekeeping the manager runs periodically, away from the
+// upload and ingestion paths. Both engines implement it.
+type Janitor interface {
+	// SweepIncompleteBlobs deletes the uploads that never completed and wrote
+	// no chunk since before (a process killed mid-upload leaves them), and
+	// returns how many it deleted. An upload in progress refreshes its
+	// timestamp every minute, so a cutoff a few minutes old never removes a
+	// live one; one that is removed fails instead of completing.
+	SweepIncompleteBlobs(ctx context.Context, before time.Time) (int, error)
 }
 
 // Blob describes stored upload content.
@@ -141,11 +158,17 @@ type IngestionError struct {
 
 // Finding is one stored Detection Finding. Raw is the full OCSF record as
 // uploaded; the other fields are indexed copies for filtering.
+//
+// IngestionID is the last ingestion that wrote the finding and did not fail.
+// A failed ingestion keeps only the findings no other ingestion had written
+// before it; those it rewrote go back to their previous ingestion (their
+// fields keep the values it wrote: a finding has one current state). While
+// an ingestion runs, the findings it has written so far carry its id.
 type Finding struct {
 	ID           string // stable id: derived from tenant, scan and uid
 	UID          string // finding_info.uid
 	ScanID       string
-	IngestionID  string
+	IngestionID  string // see the type's comment
 	CheckID      string // metadata.event_code
 	Title        string
 	Severity     string // lower-case label: informational, low, medium, high, critical, ...

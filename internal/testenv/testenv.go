@@ -48,8 +48,21 @@ func Assets() (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-// Start starts a control plane with the CRDs installed.
-func Start() (*envtest.Environment, *rest.Config, error) {
+// Option adjusts the control plane before it starts.
+type Option func(*envtest.Environment)
+
+// EtcdDataDir makes etcd keep its data in dir instead of a temporary
+// directory removed at Stop, so a later Start with the same dir finds every
+// object again (make dev keeps its cluster across runs this way).
+func EtcdDataDir(dir string) Option {
+	return func(env *envtest.Environment) {
+		env.ControlPlane.Etcd = &envtest.Etcd{DataDir: dir}
+	}
+}
+
+// Start starts a control plane with the CRDs installed. CRDs that already
+// exist (a kept etcd data directory) are updated in place.
+func Start(opts ...Option) (*envtest.Environment, *rest.Config, error) {
 	assets, err := Assets()
 	if err != nil {
 		return nil, nil, err
@@ -60,6 +73,9 @@ func Start() (*envtest.Environment, *rest.Config, error) {
 		ErrorIfCRDPathMissing: true,
 		Scheme:                Scheme(),
 	}
+	for _, o := range opts {
+		o(env)
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, nil, fmt.Errorf("start envtest: %w", err)
@@ -68,7 +84,7 @@ func Start() (*envtest.Environment, *rest.Config, error) {
 }
 
 // Fixture is the path of a real scanner report kept in the repository
-// (copies of shared/fixtures/ocsf/prowler).
+// (Prowler's OCSF output; examples/ holds copies for people to upload).
 func Fixture(name string) string {
 	return filepath.Join(Root(), "internal", "ocsf", "testdata", "prowler", name)
 }

@@ -5,10 +5,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -96,7 +99,8 @@ func TestDefaultManifestsAreAdmitted(t *testing.T) {
 			t.Errorf("%s %s is not in posture-system", o.GetKind(), o.GetName())
 		}
 	}
-	for _, want := range []string{"CustomResourceDefinition", "Deployment", "Service", "ServiceAccount", "ClusterRole", "Role"} {
+	for _, want := range []string{"CustomResourceDefinition", "Deployment", "Service", "ServiceAccount", "ClusterRole", "Role",
+		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
 		if kinds[want] == 0 {
 			t.Errorf("config/default renders no %s", want)
 		}
@@ -123,38 +127,61 @@ func TestSamplesAreAdmitted(t *testing.T) {
 	admit(t, objs)
 }
 
+// renderChart renders charts/posture as release `release` with Helm's own
+// engine (the test/helm module) and the given --set values.
+func renderChart(t *testing.T, release string, sets ...string) []*unstructured.Unstructured {
+	t.Helper()
+	args := []string{"run", ".", "-namespace=posture-system", "-name=" + release}
+	for _, s := range sets {
+		args = append(args, "-set="+s)
+	}
+	cmd := exec.Command("go", append(args, filepath.Join(testenv.Root(), "charts", "posture"))...)
+	cmd.Dir = filepath.Join(testenv.Root(), "test", "helm")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("render the chart: %v\n%s", err, stderr.String())
+	}
+	return decode(t, out)
+}
+
 // TestHelmChartIsAdmitted renders charts/posture with Helm's own engine (the
 // test/helm module) and has the API server admit every object.
 func TestHelmChartIsAdmitted(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		sets []string
+		// namespaces the chart renders into besides posture-system
+		namespaces []string
+		kinds      []string
 	}{
-		{"defaults", nil},
-		{"in-process on SQLite", []string{"executor=inprocess", "store.driver=sqlite", "replicaCount=1", "metrics.enabled=false"}},
+		{"defaults", nil, nil, nil},
+		{"in-process on SQLite", []string{"executor=inprocess", "store.driver=sqlite", "replicaCount=1", "metrics.enabled=false"}, nil, nil},
+		{"network policies and TLS from cert-manager", []string{
+			"networkPolicy.enabled=true", "networkPolicy.mcp.namespaces={tenant-acme}",
+			"api.tls.enabled=true", "api.tls.certManager.enabled=true", "api.tls.certManager.issuerRef.name=ca", "api.tls.certManager.issuerRef.kind=ClusterIssuer",
+		}, []string{"tenant-acme"}, []string{"NetworkPolicy", "Certificate"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			args := []string{"run", ".", "-namespace=posture-system"}
-			for _, s := range tc.sets {
-				args = append(args, "-set="+s)
-			}
-			cmd := exec.Command("go", append(args, filepath.Join(testenv.Root(), "charts", "posture"))...)
-			cmd.Dir = filepath.Join(testenv.Root(), "test", "helm")
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			out, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("render the chart: %v\n%s", err, stderr.String())
-			}
-			objs := decode(t, out)
+			objs := renderChart(t, "posture", tc.sets...)
 			kinds := map[string]int{}
 			for _, o := range objs {
 				kinds[o.GetKind()]++
 			}
-			for _, want := range []string{"CustomResourceDefinition", "Deployment", "Service", "ServiceAccount", "ClusterRole", "Role", "RoleBinding"} {
+			for _, want := range append([]string{"CustomResourceDefinition", "Deployment", "Service", "ServiceAccount", "ClusterRole", "Role", "RoleBinding",
+				"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}, tc.kinds...) {
 				if kinds[want] == 0 {
 					t.Errorf("the chart renders no %s", want)
 				}
+			}
+			var admitted []*unstructured.Unstructured
+			for _, ns := range append([]string{"posture-system"}, tc.namespaces...) {
+				nsObj := &unstructured.Unstructured{}
+				nsObj.SetAPIVersion("v1")
+				nsObj.SetKind("Namespace")
+				nsObj.SetName(ns)
+				admitted = append(admitted, nsObj)
 			}
 			for _, o := range objs {
 				if o.GetKind() == "ClusterRole" || o.GetKind() == "Role" {
@@ -162,12 +189,143 @@ func TestHelmChartIsAdmitted(t *testing.T) {
 						t.Errorf("%s %s has no rules: the generated RBAC did not reach the chart", o.GetKind(), o.GetName())
 					}
 				}
+				// cert-manager's CRDs are not installed here; its Certificate is
+				// checked by TestHelmChartTLSAndNetworkPolicies.
+				if o.GetKind() != "Certificate" {
+					admitted = append(admitted, o)
+				}
 			}
-			ns := &unstructured.Unstructured{}
-			ns.SetAPIVersion("v1")
-			ns.SetKind("Namespace")
-			ns.SetName("posture-system")
-			admit(t, append([]*unstructured.Unstructured{ns}, objs...))
+			admit(t, admitted)
+		})
+	}
+}
+
+// TestHelmChartTLSAndNetworkPolicies checks what the TLS and NetworkPolicy
+// values render: which ports each policy opens, and that the manager serves
+// the certificate cert-manager writes.
+func TestHelmChartTLSAndNetworkPolicies(t *testing.T) {
+	objs := renderChart(t, "posture", "networkPolicy.enabled=true", "networkPolicy.mcp.namespaces={tenant-acme}",
+		"api.tls.enabled=true", "api.tls.certManager.enabled=true", "api.tls.certManager.issuerRef.name=ca")
+	byName := map[string]*unstructured.Unstructured{}
+	for _, o := range objs {
+		byName[o.GetKind()+"/"+o.GetNamespace()+"/"+o.GetName()] = o
+	}
+	// ports lists "protocol/port" of every rule of a NetworkPolicy direction.
+	ports := func(np *unstructured.Unstructured, direction string) []string {
+		rules, _, _ := unstructured.NestedSlice(np.Object, "spec", direction)
+		var out []string
+		for _, r := range rules {
+			ps, _, _ := unstructured.NestedSlice(r.(map[string]any), "ports")
+			for _, p := range ps {
+				pm := p.(map[string]any)
+				out = append(out, fmt.Sprintf("%v/%v", pm["protocol"], pm["port"]))
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		policy          string
+		ingress, egress []string
+	}{
+		{"posture-system/posture-manager", []string{"TCP/api", "TCP/probes", "TCP/metrics"}, []string{"UDP/53", "TCP/53", "TCP/443", "TCP/6443", "TCP/5432"}},
+		{"posture-system/posture-worker", nil, []string{"UDP/53", "TCP/53", "TCP/5432"}},
+		{"tenant-acme/posture-mcp", []string{"TCP/http"}, []string{"UDP/53", "TCP/53", "TCP/8080"}},
+	} {
+		t.Run(tc.policy, func(t *testing.T) {
+			np := byName["NetworkPolicy/"+tc.policy]
+			if np == nil {
+				t.Fatalf("no NetworkPolicy %s rendered", tc.policy)
+			}
+			types, _, _ := unstructured.NestedStringSlice(np.Object, "spec", "policyTypes")
+			if !slices.Equal(types, []string{"Ingress", "Egress"}) {
+				t.Errorf("policyTypes = %v; want both, so that what is not listed is denied", types)
+			}
+			if got := ports(np, "ingress"); !slices.Equal(got, tc.ingress) {
+				t.Errorf("ingress ports = %v, want %v", got, tc.ingress)
+			}
+			if got := ports(np, "egress"); !slices.Equal(got, tc.egress) {
+				t.Errorf("egress ports = %v, want %v", got, tc.egress)
+			}
+		})
+	}
+
+	cert := byName["Certificate/posture-system/posture-api"]
+	if cert == nil {
+		t.Fatal("no cert-manager Certificate rendered")
+	}
+	secret, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
+	dns, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
+	if secret != "posture-api-tls" || !slices.Contains(dns, "posture-api.posture-system.svc") {
+		t.Errorf("Certificate secretName %q dnsNames %v; want posture-api-tls for the API Service", secret, dns)
+	}
+	dep := byName["Deployment/posture-system/posture"]
+	if dep == nil {
+		t.Fatal("no manager Deployment rendered")
+	}
+	containers, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
+	args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+	for _, want := range []string{"--api-tls-cert-file=/etc/posture/api-tls/tls.crt", "--api-tls-key-file=/etc/posture/api-tls/tls.key"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("manager args %v lack %s", args, want)
+		}
+	}
+	volumes, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "volumes")
+	var mounted bool
+	for _, v := range volumes {
+		if name, _, _ := unstructured.NestedString(v.(map[string]any), "secret", "secretName"); name == secret {
+			mounted = true
+		}
+	}
+	if !mounted {
+		t.Errorf("the manager does not mount Secret %s: volumes %v", secret, volumes)
+	}
+}
+
+// TestHelmChartTenantAccessRole: whatever the release is called, the one
+// ClusterRole the manager may bind is the release's tenant-access role, the
+// manager is told that name, and nothing binds it cluster-wide.
+func TestHelmChartTenantAccessRole(t *testing.T) {
+	for _, release := range []string{"posture", "acme"} {
+		t.Run(release, func(t *testing.T) {
+			objs := renderChart(t, release)
+			var bindable []string
+			var flag string
+			clusterRoles := map[string]bool{}
+			for _, o := range objs {
+				switch o.GetKind() {
+				case "ClusterRole":
+					clusterRoles[o.GetName()] = true
+					rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
+					for _, r := range rules {
+						verbs, _, _ := unstructured.NestedStringSlice(r.(map[string]any), "verbs")
+						if slices.Contains(verbs, "bind") || slices.Contains(verbs, "escalate") || slices.Contains(verbs, "*") {
+							names, _, _ := unstructured.NestedStringSlice(r.(map[string]any), "resourceNames")
+							if len(names) == 0 {
+								t.Errorf("ClusterRole %s may bind or escalate any role: %v", o.GetName(), r)
+							}
+							bindable = append(bindable, names...)
+						}
+					}
+				case "Deployment":
+					containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+					args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+					for _, a := range args {
+						if v, ok := strings.CutPrefix(a, "--tenant-access-role="); ok {
+							flag = v
+						}
+					}
+				}
+			}
+			if len(bindable) != 1 || bindable[0] != flag || !clusterRoles[flag] {
+				t.Fatalf("bindable ClusterRoles %v, --tenant-access-role=%q, rendered ClusterRoles %v; want the one rendered role the manager is told about", bindable, flag, clusterRoles)
+			}
+			for _, o := range objs {
+				if o.GetKind() == "ClusterRoleBinding" {
+					if name, _, _ := unstructured.NestedString(o.Object, "roleRef", "name"); name == flag {
+						t.Errorf("ClusterRoleBinding %s grants %s cluster-wide", o.GetName(), flag)
+					}
+				}
+			}
 		})
 	}
 }

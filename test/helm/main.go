@@ -26,18 +26,19 @@ func main() {
 	var overrides sets
 	flag.Var(&overrides, "set", "value override, as helm --set")
 	namespace := flag.String("namespace", "posture-system", "release namespace")
+	release := flag.String("name", "posture", "release name")
 	flag.Parse()
 	if flag.NArg() != 1 {
 		fmt.Fprintln(os.Stderr, "usage: go run . [-set k=v] CHART_DIR")
 		os.Exit(2)
 	}
-	if err := render(flag.Arg(0), *namespace, overrides); err != nil {
+	if err := render(flag.Arg(0), *release, *namespace, overrides); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 }
 
-func render(dir, namespace string, overrides []string) error {
+func render(dir, release, namespace string, overrides []string) error {
 	chrt, err := loader.Load(dir)
 	if err != nil {
 		return err
@@ -51,7 +52,7 @@ func render(dir, namespace string, overrides []string) error {
 	if err := chartutil.ProcessDependenciesWithMerge(chrt, vals); err != nil {
 		return err
 	}
-	opts := chartutil.ReleaseOptions{Name: "posture", Namespace: namespace, IsInstall: true, Revision: 1}
+	opts := chartutil.ReleaseOptions{Name: release, Namespace: namespace, IsInstall: true, Revision: 1}
 	caps := chartutil.DefaultCapabilities.Copy()
 	caps.KubeVersion = chartutil.KubeVersion{Version: "v1.36.3", Major: "1", Minor: "36"}
 	rv, err := chartutil.ToRenderValues(chrt, vals, opts, caps)

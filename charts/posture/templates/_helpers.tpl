@@ -24,13 +24,37 @@ app.kubernetes.io/component: manager
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 
-{{/* The generated RBAC (files/role.yaml is copied from config/rbac by make manifests). */}}
+{{/* The ClusterRole the manager binds in tenant namespaces, never cluster-wide. */}}
+{{- define "posture.tenantAccessRole" -}}
+{{ include "posture.fullname" . }}-tenant-access
+{{- end -}}
+
+{{/* The generated RBAC (files/role.yaml is copied from config/rbac by make manifests).
+     The one ClusterRole the manager may bind is renamed to this release's. */}}
 {{- define "posture.generatedRules" -}}
 {{- $kind := .kind -}}
-{{- range (.root.Files.Get "files/role.yaml" | splitList "\n---\n") -}}
+{{- $root := .root -}}
+{{- range ($root.Files.Get "files/role.yaml" | splitList "\n---\n") -}}
 {{- $doc := fromYaml . -}}
 {{- if and $doc (eq (get $doc "kind") $kind) -}}
-{{ toYaml (get $doc "rules") }}
+{{- $rules := list -}}
+{{- range (get $doc "rules") -}}
+{{- if has "clusterroles" .resources -}}
+{{- $_ := set . "resourceNames" (list (include "posture.tenantAccessRole" $root)) -}}
+{{- end -}}
+{{- $rules = append $rules . -}}
+{{- end -}}
+{{ toYaml $rules }}
 {{- end -}}
 {{- end -}}
+{{- end -}}
+
+{{/* The Secret (type kubernetes.io/tls) the API serves its certificate from. */}}
+{{- define "posture.apiTLSSecret" -}}
+{{ .Values.api.tls.secretName | default (printf "%s-api-tls" (include "posture.fullname" .)) }}
+{{- end -}}
+
+{{/* http or https: how the API is reached. */}}
+{{- define "posture.apiScheme" -}}
+{{ if .Values.api.tls.enabled }}https{{ else }}http{{ end }}
 {{- end -}}

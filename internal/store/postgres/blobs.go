@@ -21,7 +21,7 @@ import (
 func (s *Store) PutBlob(ctx context.Context, tenant string, r io.Reader) (store.Blob, error) {
 	id := uuid.New()
 	if _, err := s.pool.Exec(ctx,
-		`INSERT INTO blobs (id, tenant, created_at) VALUES ($1, $2, $3)`,
+		`INSERT INTO blobs (id, tenant, created_at, touched_at) VALUES ($1, $2, $3, $3)`,
 		id, tenant, engine.Now()); err != nil {
 		return store.Blob{}, fmt.Errorf("postgres: put blob: %w", err)
 	}
@@ -44,6 +44,7 @@ func (s *Store) writeChunks(ctx context.Context, id uuid.UUID, r io.Reader) (sto
 	buf := make([]byte, engine.ChunkSize)
 	var size int64
 	seq := 0
+	touched := time.Now()
 	for {
 		n, rerr := engine.ReadChunk(r, buf)
 		if n > 0 {
@@ -54,7 +55,14 @@ func (s *Store) writeChunks(ctx context.Context, id uuid.UUID, r io.Reader) (sto
 			if _, err := s.pool.Exec(ctx,
 				`INSERT INTO blob_chunks (blob_id, seq, data) VALUES ($1, $2, $3)`,
 				id, seq, buf[:n]); err != nil {
-				return store.Blob{}, fmt.Errorf("postgres: put blob chunk: %w", err)
+				return store.Blob{}, fmt.Errorf("postgres: put blob %s chunk %d: %w", id, seq, err)
+			}
+			if now := time.Now(); now.Sub(touched) >= engine.TouchInterval {
+				// Tells the sweep this upload is alive.
+				if _, err := s.pool.Exec(ctx, `UPDATE blobs SET touched_at = $1 WHERE id = $2`, now, id); err != nil {
+					return store.Blob{}, fmt.Errorf("postgres: put blob %s: %w", id, err)
+				}
+				touched = now
 			}
 			seq++
 			size += int64(n)
@@ -67,10 +75,14 @@ func (s *Store) writeChunks(ctx context.Context, id uuid.UUID, r io.Reader) (sto
 		}
 	}
 	b := store.Blob{ID: id.String(), Size: size, SHA256: hex.EncodeToString(h.Sum(nil))}
-	if _, err := s.pool.Exec(ctx,
+	tag, err := s.pool.Exec(ctx,
 		`UPDATE blobs SET size = $1, sha256 = $2, chunks = $3, complete = true WHERE id = $4`,
-		b.Size, b.SHA256, seq, id); err != nil {
+		b.Size, b.SHA256, seq, id)
+	if err != nil {
 		return store.Blob{}, fmt.Errorf("postgres: put blob: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return store.Blob{}, fmt.Errorf("postgres: put blob %s: swept as stalled before it completed", id)
 	}
 	return b, nil
 }
@@ -196,9 +208,11 @@ func (s *Store) DeleteBlob(ctx context.Context, tenant, id string) error {
 	if err != nil {
 		return store.ErrNotFound
 	}
+	// The rows and their TOAST data become dead tuples that autovacuum
+	// makes reusable for later uploads; the files do not shrink.
 	tag, err := s.pool.Exec(ctx, `DELETE FROM blobs WHERE id = $1 AND tenant = $2 AND complete`, uid, tenant)
 	if err != nil {
-		return fmt.Errorf("postgres: delete blob: %w", err)
+		return fmt.Errorf("postgres: delete blob %s: %w", id, err)
 	}
 	if tag.RowsAffected() == 0 {
 		return store.ErrNotFound
@@ -219,11 +233,16 @@ func (s *Store) CountBlobs(ctx context.Context, tenant string) (blobs, chunks in
 	return blobs, chunks, nil
 }
 
-func (s *Store) purgeIncompleteBlobs(ctx context.Context) error {
-	_, err := s.pool.Exec(ctx, `DELETE FROM blobs WHERE NOT complete AND created_at < $1`,
-		time.Now().Add(-engine.IncompleteBlobTTL))
+// SweepIncompleteBlobs implements store.Janitor.
+func (s *Store) SweepIncompleteBlobs(ctx context.Context, before time.Time) (int, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM blobs WHERE NOT complete AND touched_at < $1`, before)
 	if err != nil {
-		return fmt.Errorf("postgres: purge incomplete blobs: %w", err)
+		return 0, fmt.Errorf("postgres: sweep incomplete blobs: %w", err)
 	}
-	return nil
+	return int(tag.RowsAffected()), nil
+}
+
+func (s *Store) purgeIncompleteBlobs(ctx context.Context) error {
+	_, err := s.SweepIncompleteBlobs(ctx, time.Now().Add(-engine.IncompleteBlobTTL))
+	return err
 }

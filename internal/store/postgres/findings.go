@@ -86,6 +86,10 @@ SELECT id, $1, scan_id, uid, $2, check_id, title, severity, severity_id,
 FROM ` + stagingTable + `
 ORDER BY id
 ON CONFLICT (id) DO UPDATE SET
+    -- The right-hand sides see the stored row: the previous owner is kept
+    -- for FinishRun to restore should this ingestion fail.
+    prev_ingestion_id = CASE WHEN findings.ingestion_id = excluded.ingestion_id
+        THEN findings.prev_ingestion_id ELSE findings.ingestion_id END,
     ingestion_id = excluded.ingestion_id, check_id = excluded.check_id, title = excluded.title,
     severity = excluded.severity, severity_id = excluded.severity_id, status_code = excluded.status_code,
     status = excluded.status, region = excluded.region, provider_type = excluded.provider_type,

@@ -29,7 +29,10 @@ type Store struct {
 	lz4  bool // the server can compress with lz4
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store   = (*Store)(nil)
+	_ store.Janitor = (*Store)(nil)
+)
 
 // Open connects to dsn (URL or keyword/value form, as pgx accepts), applies
 // the migrations and returns the store. Replicas may call Open at the same

@@ -82,13 +82,28 @@ func (s *Store) FinishRun(ctx context.Context, tenant, ingestionID string, attem
 UPDATE runs SET status = $1, processed = $2, invalid = $3, message = $4, updated_at = $5, finished_at = $5
 WHERE tenant = $6 AND ingestion_id = $7 AND attempt = $8 AND finished_at IS NULL`,
 			string(o.Status), o.Processed, o.Invalid, o.Message, engine.Now(), tenant, ingestionID, attempt)
-		return err
+		if err != nil || tag.RowsAffected() == 0 || o.Status != store.RunFailed {
+			return err
+		}
+		// The run's lock has waited out every batch in flight, and later ones
+		// see it finished: no write of this ingestion can follow.
+		if _, err := tx.Exec(ctx, restoreRewritten, tenant, ingestionID); err != nil {
+			return fmt.Errorf("give back rewritten findings: %w", err)
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("postgres: finish run: %w", err)
 	}
 	return s.checkRunWrite(ctx, tag, tenant, ingestionID)
 }
+
+// restoreRewritten attributes the findings a failed ingestion rewrote to the
+// ingestion that wrote them before it; those it was first to write stay its.
+// It finds them through the (tenant, ingestion_id) index.
+const restoreRewritten = `
+UPDATE findings SET ingestion_id = prev_ingestion_id, prev_ingestion_id = NULL
+WHERE tenant = $1 AND ingestion_id = $2 AND prev_ingestion_id IS NOT NULL`
 
 // lockRun takes the run's row lock that conflicts with the key share locks
 // of batches in flight, waiting for them to end. A missing row locks

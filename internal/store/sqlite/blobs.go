@@ -20,7 +20,7 @@ import (
 func (s *Store) PutBlob(ctx context.Context, tenant string, r io.Reader) (store.Blob, error) {
 	id := uuid.NewString()
 	if _, err := s.w.ExecContext(ctx,
-		`INSERT INTO blobs (id, tenant, created_at) VALUES (?1, ?2, ?3)`,
+		`INSERT INTO blobs (id, tenant, created_at, touched_at) VALUES (?1, ?2, ?3, ?3)`,
 		id, tenant, micros(time.Now())); err != nil {
 		return store.Blob{}, fmt.Errorf("sqlite: put blob: %w", err)
 	}
@@ -43,6 +43,7 @@ func (s *Store) writeChunks(ctx context.Context, id string, r io.Reader) (store.
 	buf := make([]byte, engine.ChunkSize)
 	var size int64
 	seq := 0
+	touched := time.Now()
 	for {
 		n, rerr := engine.ReadChunk(r, buf)
 		if n > 0 {
@@ -52,7 +53,14 @@ func (s *Store) writeChunks(ctx context.Context, id string, r io.Reader) (store.
 			if _, err := s.w.ExecContext(ctx,
 				`INSERT INTO blob_chunks (blob_id, seq, data) VALUES (?1, ?2, ?3)`,
 				id, seq, buf[:n]); err != nil {
-				return store.Blob{}, fmt.Errorf("sqlite: put blob chunk: %w", err)
+				return store.Blob{}, fmt.Errorf("sqlite: put blob %s chunk %d: %w", id, seq, err)
+			}
+			if now := time.Now(); now.Sub(touched) >= engine.TouchInterval {
+				// Tells the sweep this upload is alive.
+				if _, err := s.w.ExecContext(ctx, `UPDATE blobs SET touched_at = ?1 WHERE id = ?2`, micros(now), id); err != nil {
+					return store.Blob{}, fmt.Errorf("sqlite: put blob %s: %w", id, err)
+				}
+				touched = now
 			}
 			seq++
 			size += int64(n)
@@ -65,10 +73,14 @@ func (s *Store) writeChunks(ctx context.Context, id string, r io.Reader) (store.
 		}
 	}
 	b := store.Blob{ID: id, Size: size, SHA256: hex.EncodeToString(h.Sum(nil))}
-	if _, err := s.w.ExecContext(ctx,
+	res, err := s.w.ExecContext(ctx,
 		`UPDATE blobs SET size = ?1, sha256 = ?2, chunks = ?3, complete = 1 WHERE id = ?4`,
-		b.Size, b.SHA256, seq, id); err != nil {
+		b.Size, b.SHA256, seq, id)
+	if err != nil {
 		return store.Blob{}, fmt.Errorf("sqlite: put blob: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return store.Blob{}, fmt.Errorf("sqlite: put blob %s: swept as stalled before it completed", id)
 	}
 	return b, nil
 }
@@ -139,10 +151,49 @@ func (b *blobReader) Close() error {
 func (s *Store) DeleteBlob(ctx context.Context, tenant, id string) error {
 	res, err := s.w.ExecContext(ctx, `DELETE FROM blobs WHERE id = ?1 AND tenant = ?2 AND complete = 1`, id, tenant)
 	if err != nil {
-		return fmt.Errorf("sqlite: delete blob: %w", err)
+		return fmt.Errorf("sqlite: delete blob %s: %w", id, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return store.ErrNotFound
+	}
+	return s.reclaim(ctx)
+}
+
+// SweepIncompleteBlobs implements store.Janitor.
+func (s *Store) SweepIncompleteBlobs(ctx context.Context, before time.Time) (int, error) {
+	res, err := s.w.ExecContext(ctx, `DELETE FROM blobs WHERE complete = 0 AND touched_at < ?1`, micros(before))
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: sweep incomplete blobs: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	if n == 0 {
+		return 0, nil
+	}
+	return int(n), s.reclaim(ctx)
+}
+
+// reclaim hands the pages that deletions freed back to the file system
+// (auto_vacuum is INCREMENTAL); without it the file never shrinks. The
+// passive checkpoint then copies the shrunken database out of the WAL, which
+// is what truncates the file; it never waits for readers. The deletion has
+// committed by now, so a caller giving up (a manager shutting down) must not
+// cut its clean-up short and see an error for a delete that happened.
+func (s *Store) reclaim(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	// The pragma frees one page per step of its statement: it must be read
+	// to the end (an Exec steps it once).
+	rows, err := s.w.QueryContext(ctx, `PRAGMA incremental_vacuum`)
+	if err != nil {
+		return fmt.Errorf("sqlite: incremental vacuum: %w", err)
+	}
+	for rows.Next() {
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return fmt.Errorf("sqlite: incremental vacuum: %w", err)
+	}
+	if _, err := s.w.ExecContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`); err != nil {
+		return fmt.Errorf("sqlite: checkpoint: %w", err)
 	}
 	return nil
 }
@@ -161,10 +212,6 @@ func (s *Store) CountBlobs(ctx context.Context, tenant string) (blobs, chunks in
 }
 
 func (s *Store) purgeIncompleteBlobs(ctx context.Context) error {
-	_, err := s.w.ExecContext(ctx, `DELETE FROM blobs WHERE complete = 0 AND created_at < ?1`,
-		micros(time.Now().Add(-engine.IncompleteBlobTTL)))
-	if err != nil {
-		return fmt.Errorf("sqlite: purge incomplete blobs: %w", err)
-	}
-	return nil
+	_, err := s.SweepIncompleteBlobs(ctx, time.Now().Add(-engine.IncompleteBlobTTL))
+	return err
 }

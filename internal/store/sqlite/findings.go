@@ -15,6 +15,10 @@ INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, check_id, title, s
     status_code, status, region, provider_type, provider_uid, resource_uid, event_time, raw, inserted_at, updated_at)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?18)
 ON CONFLICT (tenant, scan_id, uid) DO UPDATE SET
+    -- The right-hand sides see the stored row: the previous owner is kept
+    -- for FinishRun to restore should this ingestion fail.
+    prev_ingestion_id = CASE WHEN findings.ingestion_id = excluded.ingestion_id
+        THEN findings.prev_ingestion_id ELSE findings.ingestion_id END,
     ingestion_id = excluded.ingestion_id, check_id = excluded.check_id, title = excluded.title,
     severity = excluded.severity, severity_id = excluded.severity_id, status_code = excluded.status_code,
     status = excluded.status, region = excluded.region, provider_type = excluded.provider_type,

@@ -3,9 +3,13 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"io"
+	"io/fs"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/pressly/goose/v3"
 )
 
 func TestPragmas(t *testing.T) {
@@ -63,5 +67,58 @@ func TestReadDuringWrite(t *testing.T) {
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("reads waited %v for the writer", d)
+	}
+}
+
+// A database created before incremental auto-vacuum (migration 1 only, as
+// every earlier release left it) is switched over by the next Open, keeps
+// its data, and then gives deleted space back.
+func TestUpgradeSwitchesOnIncrementalVacuum(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.db")
+	old, err := sql.Open("sqlite", path+"?_pragma=journal_mode(WAL)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, old, fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	var mode int
+	if err := old.QueryRowContext(ctx, "PRAGMA auto_vacuum").Scan(&mode); err != nil || mode != 0 {
+		t.Fatalf("the old database's auto_vacuum is %d (%v), want 0 (NONE)", mode, err)
+	}
+	if _, err := old.ExecContext(ctx, `INSERT INTO blobs (id, tenant, size, chunks, complete, created_at) VALUES ('b', 't', 3, 1, 1, 0);
+		INSERT INTO blob_chunks (blob_id, seq, data) VALUES ('b', 0, x'616263')`); err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatalf("open the old database: %v", err)
+	}
+	defer s.Close()
+	if err := s.w.QueryRowContext(ctx, "PRAGMA auto_vacuum").Scan(&mode); err != nil || mode != 2 {
+		t.Fatalf("after the upgrade auto_vacuum is %d (%v), want 2 (INCREMENTAL)", mode, err)
+	}
+	rc, err := s.OpenBlob(ctx, "t", "b")
+	if err != nil {
+		t.Fatalf("the old database's blob after the upgrade: %v", err)
+	}
+	data, _ := io.ReadAll(rc)
+	rc.Close()
+	if string(data) != "abc" {
+		t.Fatalf("the old blob reads %q after the upgrade", data)
+	}
+	if n, err := s.SweepIncompleteBlobs(ctx, time.Now().Add(time.Hour)); err != nil || n != 0 {
+		t.Fatalf("sweep after the upgrade: %d, %v; a complete blob is never swept", n, err)
 	}
 }

@@ -60,15 +60,35 @@ func (s *Store) FinishRun(ctx context.Context, tenant, ingestionID string, attem
 		return err
 	}
 	now := micros(engine.Now())
-	res, err := s.w.ExecContext(ctx, `
+	var res sql.Result
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		res, err = tx.ExecContext(ctx, `
 UPDATE runs SET status = ?1, processed = ?2, invalid = ?3, message = ?4, updated_at = ?5, finished_at = ?5
 WHERE tenant = ?6 AND ingestion_id = ?7 AND attempt = ?8 AND finished_at IS NULL`,
-		string(o.Status), o.Processed, o.Invalid, o.Message, now, tenant, ingestionID, attempt)
+			string(o.Status), o.Processed, o.Invalid, o.Message, now, tenant, ingestionID, attempt)
+		if err != nil {
+			return fmt.Errorf("sqlite: finish run: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 || o.Status != store.RunFailed {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, restoreRewritten, tenant, ingestionID); err != nil {
+			return fmt.Errorf("sqlite: finish run: give back rewritten findings: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("sqlite: finish run: %w", err)
+		return err
 	}
 	return s.checkRunWrite(ctx, res, tenant, ingestionID)
 }
+
+// restoreRewritten attributes the findings a failed ingestion rewrote to the
+// ingestion that wrote them before it; those it was first to write stay its.
+const restoreRewritten = `
+UPDATE findings SET ingestion_id = prev_ingestion_id, prev_ingestion_id = NULL
+WHERE tenant = ?1 AND ingestion_id = ?2 AND prev_ingestion_id IS NOT NULL`
 
 // checkRunWrite tells a stale attempt from a missing run once a guarded
 // UPDATE matched nothing.

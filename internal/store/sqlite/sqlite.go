@@ -34,7 +34,10 @@ type Store struct {
 	r *sql.DB
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store   = (*Store)(nil)
+	_ store.Janitor = (*Store)(nil)
+)
 
 // busyTimeout covers the rare case of a second process (or a WAL checkpoint)
 // holding the lock; within one Store writers never contend.
@@ -56,7 +59,9 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	// an OS crash can lose the last commits, which a re-run ingestion redoes.
 	// BEGIN IMMEDIATE takes the write lock up front, so a transaction never
 	// fails half-way when it upgrades from reading to writing.
-	w, err := sql.Open("sqlite", path+"?"+pragmas+"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate")
+	// journal_size_limit truncates the WAL after a checkpoint, so the pages a
+	// deleted report's vacuum moved through it do not stay on disk there.
+	w, err := sql.Open("sqlite", path+"?"+pragmas+"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=journal_size_limit(67108864)&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}

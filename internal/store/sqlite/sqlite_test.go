@@ -2,6 +2,10 @@ package sqlite_test
 
 import (
 	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -57,5 +61,57 @@ func TestReopenKeepsData(t *testing.T) {
 	r, err := s.GetRun(ctx, "t", "ing")
 	if err != nil || r.Total != 5 {
 		t.Fatalf("GetRun after reopen = %+v, %v", r, err)
+	}
+}
+
+// dbSize is the database file plus its WAL: what the store takes on disk.
+func dbSize(t *testing.T, path string) int64 {
+	t.Helper()
+	var n int64
+	for _, p := range []string{path, path + "-wal"} {
+		fi, err := os.Stat(p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += fi.Size()
+	}
+	return n
+}
+
+// Deleted reports must give their space back to the file system, not leave
+// free pages inside a file that never shrinks.
+func TestDeletedBlobsShrinkTheFile(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "posture.db")
+	s, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	empty := dbSize(t, path)
+	var ids []string
+	for i := range 20 {
+		b, err := s.PutBlob(ctx, "t", io.LimitReader(rand.NewChaCha8([32]byte{byte(i)}), 3<<20))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, b.ID)
+	}
+	full := dbSize(t, path)
+	if full < 60<<20 {
+		t.Fatalf("20 blobs of 3 MiB take %d bytes on disk, want at least 60 MiB", full)
+	}
+	for _, id := range ids {
+		if err := s.DeleteBlob(ctx, "t", id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := dbSize(t, path)
+	t.Logf("empty %d bytes, with 20 blobs %d, after deleting them %d", empty, full, after)
+	if after > empty+8<<20 {
+		t.Fatalf("after deleting every blob the store takes %d bytes on disk (%d with them, %d empty)", after, full, empty)
 	}
 }

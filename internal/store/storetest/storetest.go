@@ -41,6 +41,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"BlobTenantIsolation", testBlobTenantIsolation},
 		{"BlobPutFailureKeepsNothing", testBlobPutFailure},
 		{"BlobPutCancelKeepsNothing", testBlobPutCancel},
+		{"BlobSweepIncomplete", testBlobSweepIncomplete},
 		{"RunLifecycle", testRunLifecycle},
 		{"RunStaleAttempts", testRunStaleAttempts},
 		{"RunRestartSameAttempt", testRunRestartSameAttempt},
@@ -52,6 +53,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"WriteBatchDuplicatesInBatch", testWriteBatchDuplicates},
 		{"WriteBatchStaleWritesNothing", testWriteBatchStale},
 		{"WriteBatchValidation", testWriteBatchValidation},
+		{"FailedIngestionGivesBackRewrittenFindings", testFailedIngestionAttribution},
 		{"IngestionErrors", testIngestionErrors},
 		{"ListFindings", testListFindings},
 		{"ListFindingsInvalidSort", testListFindingsInvalidSort},
@@ -271,6 +273,96 @@ func testBlobPutCancel(t *testing.T, s store.Store) {
 		t.Fatal("PutBlob succeeded although its context was cancelled")
 	}
 	expectNoBlobs(t, s, tenantA)
+}
+
+// stallingReader yields n bytes, then reports on stalled and blocks until
+// resume is closed, when it ends the stream: an upload whose client stopped
+// sending in the middle.
+type stallingReader struct {
+	r       io.Reader
+	stalled chan struct{}
+	resume  chan struct{}
+	once    sync.Once
+}
+
+func (s *stallingReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err == io.EOF {
+		s.once.Do(func() { close(s.stalled) })
+		<-s.resume
+	}
+	return n, err
+}
+
+func testBlobSweepIncomplete(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	j, ok := s.(store.Janitor)
+	if !ok {
+		t.Fatalf("%T does not implement store.Janitor", s)
+	}
+	c, ok := s.(BlobCounter)
+	if !ok {
+		t.Fatalf("%T does not implement storetest.BlobCounter", s)
+	}
+	counts := func(what string, wantBlobs, wantChunks int) {
+		t.Helper()
+		blobs, chunks, err := c.CountBlobs(ctx, tenantA)
+		must(t, err, "CountBlobs")
+		if blobs != wantBlobs || chunks != wantChunks {
+			t.Fatalf("%s: %d blobs and %d chunks, want %d and %d", what, blobs, chunks, wantBlobs, wantChunks)
+		}
+	}
+	done, err := s.PutBlob(ctx, tenantA, strings.NewReader("a complete report"))
+	must(t, err, "PutBlob complete")
+
+	// Two whole chunks are stored when the client stalls.
+	stalling := &stallingReader{r: patternReader(5, 2<<20), stalled: make(chan struct{}), resume: make(chan struct{})}
+	putErr := make(chan error, 1)
+	go func() {
+		_, err := s.PutBlob(ctx, tenantA, stalling)
+		putErr <- err
+	}()
+	select {
+	case <-stalling.stalled:
+	case err := <-putErr:
+		t.Fatalf("PutBlob returned %v before its reader stalled", err)
+	}
+	counts("while the upload stalls", 2, 3)
+
+	n, err := j.SweepIncompleteBlobs(ctx, time.Now().Add(-time.Hour))
+	must(t, err, "SweepIncompleteBlobs with an old cutoff")
+	if n != 0 {
+		t.Fatalf("a sweep of uploads idle for an hour removed %d, want 0 (the stalled one is seconds old)", n)
+	}
+	counts("after a sweep that must keep everything", 2, 3)
+
+	n, err = j.SweepIncompleteBlobs(ctx, time.Now().Add(time.Second))
+	must(t, err, "SweepIncompleteBlobs")
+	if n != 1 {
+		t.Fatalf("sweep removed %d uploads, want the 1 stalled one", n)
+	}
+	counts("after the sweep", 1, 1)
+
+	// The swept upload resumes and ends: it must fail, not complete a blob
+	// that has lost its chunks.
+	close(stalling.resume)
+	if err := <-putErr; err == nil {
+		t.Fatal("PutBlob of a swept upload succeeded")
+	}
+	counts("after the swept upload ended", 1, 1)
+
+	rc, err := s.OpenBlob(ctx, tenantA, done.ID)
+	must(t, err, "OpenBlob of the complete blob after sweeps")
+	data, _ := io.ReadAll(rc)
+	rc.Close()
+	if string(data) != "a complete report" {
+		t.Fatalf("complete blob reads %q after sweeps", data)
+	}
+	n, err = j.SweepIncompleteBlobs(ctx, time.Now().Add(time.Hour))
+	must(t, err, "SweepIncompleteBlobs again")
+	if n != 0 {
+		t.Fatalf("second sweep removed %d, want 0: complete blobs are never swept", n)
+	}
 }
 
 // --- runs ---
@@ -760,6 +852,108 @@ func testWriteBatchValidation(t *testing.T, s store.Store) {
 	}
 	expectFindings(t, s, tenantA, store.FindingQuery{}, 0)
 	must(t, s.WriteBatch(ctx, tenantA, "ing-1", 1, store.Batch{}), "empty batch")
+}
+
+// testFailedIngestionAttribution is what filter[ingestion] promises: a
+// finding belongs to the last ingestion that wrote it and did not fail.
+// Ingestion A stores 3,000 findings and completes; B rewrites them and adds
+// 3,000 of its own over three attempts (two lost, as when a worker is killed)
+// and fails. A keeps its 3,000, B has only the 3,000 it was first to write.
+func testFailedIngestionAttribution(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	const n, per = 3000, 500
+	old := make([]store.Finding, n)
+	fresh := make([]store.Finding, n)
+	for i := range n {
+		old[i] = finding("scan-1", fmt.Sprintf("old-%04d", i))
+		fresh[i] = finding("scan-1", fmt.Sprintf("new-%04d", i))
+	}
+	write := func(ing string, attempt int, fs []store.Finding) {
+		t.Helper()
+		for i := 0; i < len(fs); i += per {
+			must(t, s.WriteBatch(ctx, tenantA, ing, attempt, batchOf(fs[i:min(i+per, len(fs))]...)), fmt.Sprintf("WriteBatch %s attempt %d", ing, attempt))
+		}
+	}
+	must(t, s.StartRun(ctx, tenantA, "ing-a", 1, n), "StartRun A")
+	write("ing-a", 1, old)
+	must(t, s.FinishRun(ctx, tenantA, "ing-a", 1, store.Outcome{Status: store.RunSucceeded, Progress: store.Progress{Processed: n}}), "FinishRun A")
+	allFindings(t, s, tenantA, "ing-a", n)
+
+	// B's batches mix stored and new findings in both orders, so both the
+	// plain insert and the upsert paths of an engine carry its writes.
+	var mixed []store.Finding
+	for i := 0; i < n; i += per {
+		if i/per%2 == 0 {
+			mixed = append(mixed, old[i:i+per]...)
+			mixed = append(mixed, fresh[i:i+per]...)
+		} else {
+			mixed = append(mixed, fresh[i:i+per]...)
+			mixed = append(mixed, old[i:i+per]...)
+		}
+	}
+	for attempt := 1; attempt <= 3; attempt++ {
+		must(t, s.StartRun(ctx, tenantA, "ing-b", attempt, 2*n), fmt.Sprintf("StartRun B attempt %d", attempt))
+		// A lost attempt gets part of the way; the last gets through.
+		upto := len(mixed) * attempt / 3
+		write("ing-b", attempt, mixed[:upto])
+	}
+	// While B runs, what it has written so far is its.
+	allFindings(t, s, tenantA, "ing-b", 2*n)
+	allFindings(t, s, tenantA, "ing-a", 0)
+	must(t, s.FinishRun(ctx, tenantA, "ing-b", 3, store.Outcome{Status: store.RunFailed, Message: "the worker stopped without a result 3 times"}), "FinishRun B failed")
+
+	for _, f := range allFindings(t, s, tenantA, "ing-a", n) {
+		if !strings.HasPrefix(f.UID, "old-") {
+			t.Fatalf("finding %s attributed to ing-a, which never wrote it", f.UID)
+		}
+	}
+	for _, f := range allFindings(t, s, tenantA, "ing-b", n) {
+		if !strings.HasPrefix(f.UID, "new-") {
+			t.Fatalf("finding %s attributed to the failed ing-b, which only rewrote it", f.UID)
+		}
+	}
+	allFindings(t, s, tenantA, "", 2*n)
+
+	// A later ingestion that completes takes over what it rewrites, and a
+	// failure after it gives the findings back to it, not to A.
+	must(t, s.StartRun(ctx, tenantA, "ing-c", 1, 10), "StartRun C")
+	write("ing-c", 1, old[:10])
+	must(t, s.FinishRun(ctx, tenantA, "ing-c", 1, store.Outcome{Status: store.RunSucceeded, Progress: store.Progress{Processed: 10}}), "FinishRun C")
+	must(t, s.StartRun(ctx, tenantA, "ing-d", 1, 20), "StartRun D")
+	write("ing-d", 1, old[:20])
+	must(t, s.FinishRun(ctx, tenantA, "ing-d", 1, store.Outcome{Status: store.RunFailed, Message: "boom"}), "FinishRun D failed")
+	expectFindings(t, s, tenantA, store.FindingQuery{IngestionID: "ing-c"}, 10)
+	allFindings(t, s, tenantA, "ing-a", n-10)
+	expectFindings(t, s, tenantA, store.FindingQuery{IngestionID: "ing-d"}, 0)
+
+	// Another tenant's failure touches nothing of tenant A's.
+	must(t, s.StartRun(ctx, tenantB, "ing-a", 1, 1), "StartRun other tenant")
+	must(t, s.WriteBatch(ctx, tenantB, "ing-a", 1, batchOf(old[0])), "WriteBatch other tenant")
+	must(t, s.FinishRun(ctx, tenantB, "ing-a", 1, store.Outcome{Status: store.RunFailed, Message: "boom"}), "FinishRun other tenant")
+	expectFindings(t, s, tenantA, store.FindingQuery{IngestionID: "ing-c"}, 10)
+}
+
+// allFindings pages through the tenant's findings of one ingestion (all of
+// them for ""), checking the total on every page.
+func allFindings(t *testing.T, s store.Store, tenant, ingestion string, want int) []store.Finding {
+	t.Helper()
+	var out []store.Finding
+	for page := 1; ; page++ {
+		q := store.FindingQuery{IngestionID: ingestion, Sort: []string{"uid"}, Page: store.Page{Number: page, Size: 1000}}
+		fs, total, err := s.ListFindings(context.Background(), tenant, q)
+		must(t, err, "ListFindings")
+		if total != want {
+			t.Fatalf("findings of ingestion %q: total %d, want %d", ingestion, total, want)
+		}
+		out = append(out, fs...)
+		if len(fs) < q.Page.Size {
+			break
+		}
+	}
+	if len(out) != want {
+		t.Fatalf("findings of ingestion %q: %d rows over all pages, want %d", ingestion, len(out), want)
+	}
+	return out
 }
 
 func testIngestionErrors(t *testing.T, s store.Store) {

@@ -20,11 +20,16 @@ import (
 // chunk well below both engines' row size limits.
 const ChunkSize = 1 << 20
 
-// IncompleteBlobTTL is how old an unfinished upload must be before Open
-// deletes it. Uploads that fail are removed at once; this only catches
-// processes that died mid-upload, so it is generous enough never to race a
-// slow upload still in progress on another replica.
+// IncompleteBlobTTL is how long an unfinished upload may go without writing
+// a chunk before Open deletes it. Uploads that fail are removed at once, and
+// the manager sweeps stalled ones far sooner (store.Janitor); this only
+// catches what a process that died mid-upload left while no manager ran.
 const IncompleteBlobTTL = 24 * time.Hour
+
+// TouchInterval is how often an upload in progress refreshes its blob's
+// touched_at: often enough for a sweep measured in minutes, rarely enough to
+// cost nothing next to the chunks themselves.
+const TouchInterval = time.Minute
 
 // DefaultPageSize applies when Page.Size is 0, matching the REST API default.
 const DefaultPageSize = 10

@@ -1,0 +1,489 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/internal/testenv"
+)
+
+// The whole of make dev, as a person uses it: the real devenv binary starts
+// the real control plane, manager and MCP server; the test uploads the
+// example reports over HTTP, kill -9's the manager in the middle of an
+// ingestion, stops make dev, starts it again and resets it.
+func TestDevEnvironment(t *testing.T) {
+	assets, err := testenv.Assets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	buildBinaries(t, dir)
+	environ := append(os.Environ(),
+		"KUBEBUILDER_ASSETS="+assets,
+		"POSTURE_DEV_API_ADDR="+freeAddr(t),
+		"POSTURE_DEV_MCP_ADDR="+freeAddr(t),
+		// 300 records a second: the 1,500-record report takes 5 s per
+		// attempt, so the kill below lands in the middle of one; small
+		// batches and a short poll make the progress visible early.
+		"POSTURE_DEV_MANAGER_ARGS=--ingest-records-per-second=300 --ingest-batch-size=50 --poll-interval=200ms",
+	)
+
+	first := startDev(t, dir, environ)
+	api := first.api(t)
+	var crashed, mixed string
+
+	ok := t.Run("a manager killed mid-ingestion is restarted and the ingestion finishes exactly", func(t *testing.T) {
+		crashed = api.upload(t, "aws_1500_records.ocsf.json")
+		// Killed once part of the report is stored: the next attempt has
+		// rows to rewrite, not to add.
+		ing := api.waitIngestion(t, crashed, 30*time.Second, func(a ingestionAttrs) bool {
+			return a.Status == "processing" && a.Summary.Processed > 0
+		})
+		if ing.Summary.Processed >= 1500 {
+			t.Fatalf("the ingestion was not paced: %+v before the kill", ing)
+		}
+		pid := first.managerPID(t)
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatalf("kill -9 the manager (pid %d): %v", pid, err)
+		}
+		first.waitLog(t, "restarted manager", 30*time.Second)
+		if again := first.managerPID(t); again == pid {
+			t.Errorf(".dev/manager.pid still names the killed manager (pid %d)", pid)
+		}
+
+		ing = api.waitIngestion(t, crashed, 90*time.Second, func(a ingestionAttrs) bool {
+			return a.Status == "completed" || a.Status == "failed"
+		})
+		if ing.Status != "completed" || ing.Summary != (summary{Total: 1500, Processed: 1500, Invalid: 0}) {
+			t.Errorf("after the crash the ingestion is %+v, want completed with total = processed = 1500, invalid 0", ing)
+		}
+		if n := api.findingsCount(t); n != 1500 {
+			t.Errorf("GET /api/v1/findings counts %d findings, want exactly 1500", n)
+		}
+		if attempt := first.attempt(t, crashed); attempt < 2 {
+			t.Errorf("status.attempt = %d: the ingestion finished on the attempt that was killed, so no recovery was shown", attempt)
+		}
+	})
+	if !ok {
+		t.FailNow()
+	}
+
+	t.Run("the mixed example completes with its invalid records explained", func(t *testing.T) {
+		mixed = api.upload(t, "aws_mixed_7_records.ocsf.json")
+		ing := api.waitIngestion(t, mixed, 60*time.Second, func(a ingestionAttrs) bool {
+			return a.Status == "completed" || a.Status == "failed"
+		})
+		if ing.Status != "completed" || ing.Summary != (summary{Total: 7, Processed: 7, Invalid: 4}) {
+			t.Errorf("the mixed example is %+v, want completed with 7 records, 4 invalid (examples/README.md)", ing)
+		}
+		if n := api.errorsCount(t, mixed); n != 4 {
+			t.Errorf("GET /api/v1/ingestions/%s/errors counts %d rows, want one per invalid record: 4", mixed, n)
+		}
+	})
+
+	t.Run("make dev-reset refuses while make dev runs", func(t *testing.T) {
+		out, err := devenvCommand(dir, environ, "reset").CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "already running") {
+			t.Errorf("devenv reset while running: %v, %s; want a refusal", err, out)
+		}
+		if !exists(filepath.Join(dir, ".dev", storeName)) {
+			t.Error("devenv reset removed the store of a running make dev")
+		}
+	})
+
+	// Ctrl-C in the middle of an ingestion: the next make dev finishes it.
+	interrupted := api.upload(t, "aws_1500_records.ocsf.json")
+	api.waitIngestion(t, interrupted, 30*time.Second, func(a ingestionAttrs) bool {
+		return a.Status == "processing" && a.Summary.Processed > 0
+	})
+	first.stop(t)
+	if exists(filepath.Join(dir, ".dev", "env")) {
+		t.Error(".dev/env outlived make dev")
+	}
+
+	second := startDev(t, dir, environ)
+	t.Run("a second make dev keeps the data", func(t *testing.T) {
+		again := second.api(t)
+		ing := again.waitIngestion(t, interrupted, 90*time.Second, func(a ingestionAttrs) bool {
+			return a.Status == "completed" || a.Status == "failed"
+		})
+		if ing.Status != "completed" || ing.Summary != (summary{Total: 1500, Processed: 1500, Invalid: 0}) {
+			t.Errorf("the ingestion stopped by Ctrl-C is %+v after the restart, want completed 1500/1500/0", ing)
+		}
+		if again.key != api.key {
+			t.Error("the demo admin's API key changed between runs")
+		}
+		listed := again.listIngestions(t)
+		for id, want := range map[string]summary{crashed: {1500, 1500, 0}, mixed: {7, 7, 4}} {
+			got, ok := listed[id]
+			if !ok || got.Status != "completed" || got.Summary != want {
+				t.Errorf("ingestion %s of the first run is %+v (listed: %t), want completed %+v", id, got, ok, want)
+			}
+		}
+		// The same report again rewrites the same 1,500 findings.
+		if n := again.findingsCount(t); n != 1503 {
+			t.Errorf("GET /api/v1/findings counts %d findings, want the first run's 1500 + 3", n)
+		}
+	})
+	second.stop(t)
+
+	t.Run("make dev-reset wipes the data", func(t *testing.T) {
+		if out, err := devenvCommand(dir, environ, "reset").CombinedOutput(); err != nil {
+			t.Fatalf("devenv reset: %v\n%s", err, out)
+		}
+		for _, name := range append([]string{etcdDirName}, storeFiles...) {
+			if exists(filepath.Join(dir, ".dev", name)) {
+				t.Errorf(".dev/%s is still there after make dev-reset", name)
+			}
+		}
+	})
+}
+
+// buildBinaries builds what make dev runs into dir/bin, as make dev does.
+func buildBinaries(t *testing.T, dir string) {
+	t.Helper()
+	for _, pkg := range []string{"./cmd/manager", "./cmd/mcp-server", "./hack/devenv"} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "bin", filepath.Base(pkg)), pkg)
+		cmd.Dir = testenv.Root()
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+		}
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func devenvCommand(dir string, environ []string, args ...string) *exec.Cmd {
+	cmd := exec.Command(filepath.Join(dir, "bin", "devenv"), args...)
+	cmd.Dir = dir
+	cmd.Env = environ
+	return cmd
+}
+
+// dev is one running make dev.
+type dev struct {
+	dir  string
+	cmd  *exec.Cmd
+	done chan struct{}
+	mu   sync.Mutex
+	log  bytes.Buffer
+}
+
+// startDev runs devenv in dir, as make dev runs it in the repository, and
+// waits until it wrote .dev/env.
+func startDev(t *testing.T, dir string, environ []string) *dev {
+	t.Helper()
+	d := &dev{dir: dir, cmd: devenvCommand(dir, environ), done: make(chan struct{})}
+	// Its own process group, so that the control plane envtest starts
+	// under it can be ended with it if the test fails half-way.
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := d.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.cmd.Stderr = d.cmd.Stdout
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			d.mu.Lock()
+			d.log.WriteString(sc.Text() + "\n")
+			d.mu.Unlock()
+		}
+		_ = d.cmd.Wait()
+		close(d.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-d.done:
+		default:
+			_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGTERM)
+			select {
+			case <-d.done:
+			case <-time.After(30 * time.Second):
+				_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
+				<-d.done
+			}
+		}
+		if t.Failed() {
+			t.Logf("make dev's output:\n%s", d.output())
+		}
+	})
+	deadline := time.Now().Add(3 * time.Minute)
+	for !exists(filepath.Join(dir, ".dev", "env")) {
+		select {
+		case <-d.done:
+			t.Fatalf("make dev exited before it was up:\n%s", d.output())
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("make dev wrote no .dev/env within 3 minutes:\n%s", d.output())
+		}
+	}
+	return d
+}
+
+func (d *dev) output() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.log.String()
+}
+
+// stop is Ctrl-C: make dev must stop everything and exit 0.
+func (d *dev) stop(t *testing.T) {
+	t.Helper()
+	_ = d.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-d.done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("make dev did not stop within 60s of Ctrl-C:\n%s", d.output())
+	}
+	if code := d.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("make dev exited %d after Ctrl-C:\n%s", code, d.output())
+	}
+}
+
+func (d *dev) waitLog(t *testing.T, text string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !strings.Contains(d.output(), text) {
+		if time.Now().After(deadline) {
+			t.Fatalf("make dev did not log %q within %s", text, timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (d *dev) managerPID(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(d.dir, ".dev", "manager.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf(".dev/manager.pid: %v", err)
+	}
+	return pid
+}
+
+// attempt reads the Ingestion's status.attempt with .dev/kubeconfig, as kubectl would.
+func (d *dev) attempt(t *testing.T, id string) int32 {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(d.dir, ".dev", "kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ing posturev1.Ingestion
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: "tenant-demo", Name: id}, &ing); err != nil {
+		t.Fatal(err)
+	}
+	return ing.Status.Attempt
+}
+
+// devAPI calls the API with what .dev/env exports, as the README's curl does.
+type devAPI struct {
+	url, key string
+}
+
+func (d *dev) api(t *testing.T) devAPI {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(d.dir, ".dev", "env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		name, value, ok := strings.Cut(strings.TrimPrefix(line, "export "), "=")
+		if ok {
+			if unquoted, err := strconv.Unquote(value); err == nil {
+				value = unquoted
+			}
+			vars[name] = value
+		}
+	}
+	a := devAPI{url: vars["POSTURE_API_URL"], key: vars["POSTURE_API_KEY"]}
+	if a.url == "" || a.key == "" {
+		t.Fatalf(".dev/env lacks POSTURE_API_URL or POSTURE_API_KEY:\n%s", b)
+	}
+	return a
+}
+
+// try sends req and decodes a 2xx answer into into.
+func (a devAPI) try(req *http.Request, into any) error {
+	req.Header.Set("Authorization", "Api-Key "+a.key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", req.Method, req.URL, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s %s: %d %s", req.Method, req.URL, resp.StatusCode, body)
+	}
+	if err := json.Unmarshal(body, into); err != nil {
+		return fmt.Errorf("%s %s: %v in %s", req.Method, req.URL, err, body)
+	}
+	return nil
+}
+
+func (a devAPI) do(t *testing.T, req *http.Request, into any) {
+	t.Helper()
+	if err := a.try(req, into); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (a devAPI) get(t *testing.T, path string, into any) {
+	t.Helper()
+	a.do(t, a.getRequest(t, path), into)
+}
+
+func (a devAPI) getRequest(t *testing.T, path string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, a.url+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+// upload is the README's curl -F file=@examples/<name>.
+func (a devAPI) upload(t *testing.T, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(testenv.Root(), "examples", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	part, err := mw.CreateFormFile("file", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = part.Write(data)
+	_ = mw.Close()
+	req, err := http.NewRequest(http.MethodPost, a.url+"/api/v1/ingestions", &body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	var doc struct {
+		Data struct{ ID string } `json:"data"`
+	}
+	a.do(t, req, &doc)
+	if doc.Data.ID == "" {
+		t.Fatalf("upload of %s returned no id", name)
+	}
+	return doc.Data.ID
+}
+
+type summary struct {
+	Total     int `json:"total"`
+	Processed int `json:"processed"`
+	Invalid   int `json:"invalid"`
+}
+
+type ingestionAttrs struct {
+	Status  string  `json:"status"`
+	Summary summary `json:"summary"`
+}
+
+// waitIngestion polls the ingestion until done says so. The API may be
+// away meanwhile (the manager is restarting), so failed requests are retried.
+func (a devAPI) waitIngestion(t *testing.T, id string, timeout time.Duration, done func(ingestionAttrs) bool) ingestionAttrs {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		var doc struct {
+			Data struct {
+				Attributes ingestionAttrs `json:"attributes"`
+			} `json:"data"`
+		}
+		err := a.try(a.getRequest(t, "/api/v1/ingestions/"+id), &doc)
+		if err == nil && done(doc.Data.Attributes) {
+			return doc.Data.Attributes
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ingestion %s is still %+v after %s (last error: %v)", id, doc.Data.Attributes, timeout, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (a devAPI) listIngestions(t *testing.T) map[string]ingestionAttrs {
+	t.Helper()
+	var doc struct {
+		Data []struct {
+			ID         string         `json:"id"`
+			Attributes ingestionAttrs `json:"attributes"`
+		} `json:"data"`
+	}
+	a.get(t, "/api/v1/ingestions?page[size]=100", &doc)
+	out := map[string]ingestionAttrs{}
+	for _, d := range doc.Data {
+		out[d.ID] = d.Attributes
+	}
+	return out
+}
+
+// count reads meta.pagination.count of a list.
+func (a devAPI) count(t *testing.T, path string) int {
+	t.Helper()
+	var doc struct {
+		Meta struct {
+			Pagination struct {
+				Count *int `json:"count"`
+			} `json:"pagination"`
+		} `json:"meta"`
+	}
+	a.get(t, path, &doc)
+	if doc.Meta.Pagination.Count == nil {
+		t.Fatalf("GET %s has no meta.pagination.count", path)
+	}
+	return *doc.Meta.Pagination.Count
+}
+
+func (a devAPI) findingsCount(t *testing.T) int {
+	return a.count(t, "/api/v1/findings?page[size]=1")
+}
+
+func (a devAPI) errorsCount(t *testing.T, id string) int {
+	return a.count(t, fmt.Sprintf("/api/v1/ingestions/%s/errors?page[size]=1", id))
+}
