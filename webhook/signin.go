@@ -65,8 +65,8 @@ func init() {
 //
 //   - Failed sign-ins are counted per client address and per email, each in a
 //     token bucket; an empty bucket answers 429 with Retry-After before any
-//     password is checked. A successful sign-in costs nothing, so a user who
-//     knows their password is never throttled by their own address.
+//     password is checked, even a right one. Successful sign-ins cost
+//     nothing: only failures use up an address's or an account's allowance.
 //   - At most Concurrency passwords are checked at once; a sign-in over the
 //     cap waits up to QueueWait for a slot, then gets 429 with Retry-After,
 //     so sign-in cannot take the CPU the rest of the API needs.
@@ -125,10 +125,10 @@ func (g *SignInGuard) queueWait() time.Duration {
 	return DefaultSignInQueueWait
 }
 
-// ClientAddress is the address sign-in failures are counted against: the
+// clientAddress is the address sign-in failures are counted against: the
 // peer's IP (an IPv6 peer's /64, which one host usually holds whole), or with
 // TrustForwardedFor the last X-Forwarded-For entry.
-func (g *SignInGuard) ClientAddress(r *http.Request) string {
+func (g *SignInGuard) clientAddress(r *http.Request) string {
 	if g.TrustForwardedFor {
 		if xff := r.Header.Values("X-Forwarded-For"); len(xff) > 0 {
 			entries := strings.Split(xff[len(xff)-1], ",")

@@ -94,7 +94,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
 		return newError(400, CodeInvalid, "data.attributes.password is required").pointer("/data/attributes/password")
 	}
 	g := s.signInGuard()
-	client := g.ClientAddress(r)
+	client := g.clientAddress(r)
 	fail := func(reason string, err error) error {
 		signInFailures.WithLabelValues(reason).Inc()
 		s.Log.Info("sign-in failed", "email", logValue(a.Email), "client", client, "reason", reason)
@@ -163,7 +163,7 @@ func (s *Server) refreshToken(w http.ResponseWriter, r *http.Request) error {
 		if errors.As(err, &ae) {
 			// The reason names the user when the token was genuine; the
 			// token itself is a credential and stays out of the log.
-			s.Log.Info("refresh refused", "client", s.signInGuard().ClientAddress(r), "reason", ae.Reason)
+			s.Log.Info("refresh refused", "client", s.signInGuard().clientAddress(r), "reason", ae.Reason)
 		}
 		return s.tokenError(err)
 	}
