@@ -65,17 +65,7 @@ func (l *RateLimiter) Allow(key string) (retryAfter time.Duration, ok bool) {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.calls++
-	if l.calls%1024 == 0 {
-		l.evict(now)
-	}
-	b := l.buckets[key]
-	if b == nil {
-		b = &bucket{limiter: rate.NewLimiter(l.limit, l.burst)}
-		l.buckets[key] = b
-	}
-	b.seen = now
-	res := b.limiter.ReserveN(now, 1)
+	res := l.bucketFor(key, now).limiter.ReserveN(now, 1)
 	if d := res.DelayFrom(now); d > 0 {
 		res.CancelAt(now)
 		return d, false
@@ -167,4 +157,19 @@ func (s *Server) rateLimiter() *RateLimiter {
 		return false
 	})
 	return l
+}
+
+// bucketFor finds or makes key's bucket; l.mu is held.
+func (l *RateLimiter) bucketFor(key string, now time.Time) *bucket {
+	l.calls++
+	if l.calls%1024 == 0 {
+		l.evict(now)
+	}
+	b := l.buckets[key]
+	if b == nil {
+		b = &bucket{limiter: rate.NewLimiter(l.limit, l.burst)}
+		l.buckets[key] = b
+	}
+	b.seen = now
+	return b
 }

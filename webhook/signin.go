@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/time/rate"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/posture-dev/posture/internal/auth"
@@ -229,21 +228,6 @@ func (l *RateLimiter) charge(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.bucketFor(key, now).limiter.ReserveN(now, 1)
-}
-
-// bucketFor finds or makes key's bucket; l.mu is held.
-func (l *RateLimiter) bucketFor(key string, now time.Time) *bucket {
-	l.calls++
-	if l.calls%1024 == 0 {
-		l.evict(now)
-	}
-	b := l.buckets[key]
-	if b == nil {
-		b = &bucket{limiter: rate.NewLimiter(l.limit, l.burst)}
-		l.buckets[key] = b
-	}
-	b.seen = now
-	return b
 }
 
 // signInGuard is the server's guard, ready to use.

@@ -211,21 +211,6 @@ func startManager(t *testing.T) *runningManager {
 	return m
 }
 
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; last state: %s", what, state)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 func readyReason(conds []metav1.Condition) string {
 	if c := meta.FindStatusCondition(conds, posturev1.ConditionReady); c != nil {
 		return string(c.Status) + "/" + c.Reason + ": " + c.Message
@@ -270,7 +255,7 @@ func testNamespacedRights(t *testing.T) {
 		}
 	}
 
-	eventually(t, 60*time.Second, "Tenant acme Ready (its password Secret read through the RoleBinding)", func() (bool, string) {
+	testenv.Eventually(t, 60*time.Second, "Tenant acme Ready (its password Secret read through the RoleBinding)", func() (bool, string) {
 		var tn posturev1.Tenant
 		if err := admin.Get(ctx, client.ObjectKey{Name: "acme"}, &tn); err != nil {
 			return false, err.Error()
@@ -331,7 +316,7 @@ func testNamespacedRights(t *testing.T) {
 		})
 	}
 
-	eventually(t, 60*time.Second, "the APIKey's Secret in the tenant namespace", func() (bool, string) {
+	testenv.Eventually(t, 60*time.Second, "the APIKey's Secret in the tenant namespace", func() (bool, string) {
 		var k posturev1.APIKey
 		if err := admin.Get(ctx, client.ObjectKey{Namespace: tenantNS, Name: "ci"}, &k); err != nil {
 			return false, err.Error()
@@ -340,12 +325,12 @@ func testNamespacedRights(t *testing.T) {
 		err := admin.Get(ctx, client.ObjectKey{Namespace: tenantNS, Name: "ci-api-key"}, &s)
 		return err == nil && len(s.Data[controllers.APIKeySecretKey]) > 0, fmt.Sprintf("%s; secret: %v", readyReason(k.Status.Conditions), err)
 	})
-	eventually(t, 60*time.Second, "the MCPServer's Deployment in the tenant namespace", func() (bool, string) {
+	testenv.Eventually(t, 60*time.Second, "the MCPServer's Deployment in the tenant namespace", func() (bool, string) {
 		var d appsv1.Deployment
 		err := admin.Get(ctx, client.ObjectKey{Namespace: tenantNS, Name: "tools"}, &d)
 		return err == nil, fmt.Sprint(err)
 	})
-	eventually(t, 60*time.Second, "the MCPServer outside a tenant namespace to say the operator has no rights there", func() (bool, string) {
+	testenv.Eventually(t, 60*time.Second, "the MCPServer outside a tenant namespace to say the operator has no rights there", func() (bool, string) {
 		var ms posturev1.MCPServer
 		if err := admin.Get(ctx, client.ObjectKey{Namespace: "bystander", Name: "tools"}, &ms); err != nil {
 			return false, err.Error()
@@ -407,7 +392,7 @@ func testMetricsAuth(t *testing.T, m *runningManager) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// RBAC changes reach the API server's authorizer within moments.
-			eventually(t, 20*time.Second, fmt.Sprintf("GET /metrics as %s answering %d", tc.name, tc.want), func() (bool, string) {
+			testenv.Eventually(t, 20*time.Second, fmt.Sprintf("GET /metrics as %s answering %d", tc.name, tc.want), func() (bool, string) {
 				req, err := http.NewRequest(http.MethodGet, "https://"+m.metricsAddr+"/metrics", nil)
 				if err != nil {
 					t.Fatal(err)
@@ -437,7 +422,7 @@ func testAPITLS(t *testing.T, m *runningManager) {
 		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 		return hc.Get("https://" + m.apiAddr + "/healthz")
 	}
-	eventually(t, 20*time.Second, "the API to answer over TLS with the configured certificate", func() (bool, string) {
+	testenv.Eventually(t, 20*time.Second, "the API to answer over TLS with the configured certificate", func() (bool, string) {
 		resp, err := get(m.cert)
 		if err != nil {
 			return false, err.Error()
@@ -458,7 +443,7 @@ func testAPITLS(t *testing.T, m *runningManager) {
 	// A renewed certificate (cert-manager rewrites the Secret's files) is
 	// served without a restart.
 	renewed := writeCert(t, m.certFile, m.keyFile)
-	eventually(t, 30*time.Second, "the API to serve the renewed certificate", func() (bool, string) {
+	testenv.Eventually(t, 30*time.Second, "the API to serve the renewed certificate", func() (bool, string) {
 		resp, err := get(renewed)
 		if err != nil {
 			return false, err.Error()
