@@ -158,6 +158,11 @@ type Dialect struct {
 	ILike string
 	// Time is how a timestamp column's value is bound.
 	Time func(time.Time) any
+	// IndexedBy names the index to read with: SQLite's planner, which
+	// costs a sort of every row under a LIMIT below an index read in order
+	// when that index gives only the leading sort column, needs to be told;
+	// PostgreSQL's needs no hint (nil).
+	IndexedBy func(index string) string
 }
 
 // Postgres and SQLite are the two dialects. SQLite's "?NNN" numbered
@@ -167,7 +172,7 @@ var (
 	Postgres = Dialect{Param: func(n int) string { return "$" + strconv.Itoa(n) }, ILike: "ILIKE",
 		Time: func(t time.Time) any { return t }}
 	SQLite = Dialect{Param: func(n int) string { return "?" + strconv.Itoa(n) }, ILike: "LIKE",
-		Time: func(t time.Time) any { return t.UnixMicro() }}
+		Time: func(t time.Time) any { return t.UnixMicro() }, IndexedBy: func(index string) string { return " INDEXED BY " + index }}
 )
 
 // Args collects bind parameters while a statement is built.
@@ -235,6 +240,28 @@ func FindingWhere(a *Args, tenant string, q store.FindingQuery) string {
 func EscapeLike(s string) string {
 	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 	return r.Replace(s)
+}
+
+// orderIndexes are the indexes that read a tenant's findings in the order
+// of each sort column (forwards or backwards).
+var orderIndexes = map[string]string{
+	"event_time":  "findings_time",
+	"severity_id": "findings_default_order",
+	"inserted_at": "findings_inserted",
+	"check_id":    "findings_check_order",
+	"uid":         "findings_uid",
+}
+
+// onlyFacets reports whether q filters on findings_facets' columns alone
+// (status_code, provider_type, provider_uid, severity, region, check_id).
+func onlyFacets(q store.FindingQuery) bool {
+	return q.ScanID == "" && q.IngestionID == "" && q.Search == ""
+}
+
+// unfiltered reports whether q selects every finding of the tenant.
+func unfiltered(q store.FindingQuery) bool {
+	return onlyFacets(q) && len(q.Severity) == 0 && len(q.StatusCode) == 0 && len(q.ProviderType) == 0 &&
+		q.ProviderUID == "" && q.CheckID == "" && q.Region == ""
 }
 
 var sortColumns = map[string]string{
@@ -357,7 +384,14 @@ func FindingList(d Dialect, tenant string, q store.FindingQuery) (count, page St
 		where += " AND (" + a.keyset(parts, *q.After) + ")"
 		offset = 0
 	}
-	sql := `SELECT ` + FindingColumns + ` FROM findings WHERE ` + where + ` ORDER BY ` + strings.Join(order, ", ") +
+	from := "findings"
+	if d.IndexedBy != nil && unfiltered(q) {
+		// Filters leave the choice to the planner: reading an ordered
+		// index and skipping what does not match is only right when most
+		// rows match.
+		from += d.IndexedBy(orderIndexes[parts[0].col])
+	}
+	sql := `SELECT ` + FindingColumns + ` FROM ` + from + ` WHERE ` + where + ` ORDER BY ` + strings.Join(order, ", ") +
 		` LIMIT ` + a.Add(limit)
 	if offset > 0 {
 		sql += ` OFFSET ` + a.Add(offset)
@@ -384,7 +418,14 @@ func FindingCounts(d Dialect, tenant string, q store.FindingQuery, by []string) 
 	a := NewArgs(d)
 	where := FindingWhere(a, tenant, q)
 	cols := strings.Join(by, ", ")
-	return Statement{SQL: `SELECT ` + cols + `, count(*) FROM findings WHERE ` + where + ` GROUP BY ` + cols + ` ORDER BY ` + cols,
+	from := "findings"
+	if d.IndexedBy != nil && onlyFacets(q) {
+		// The grouped and filtered columns are all in findings_facets, so
+		// counting reads that index alone; SQLite prefers an index in
+		// GROUP BY order that makes it read every row.
+		from += d.IndexedBy("findings_facets")
+	}
+	return Statement{SQL: `SELECT ` + cols + `, count(*) FROM ` + from + ` WHERE ` + where + ` GROUP BY ` + cols + ` ORDER BY ` + cols,
 		Args: a.Vals}, nil
 }
 
