@@ -156,6 +156,45 @@ func TestOverviewAndCatalogueRequests(t *testing.T) {
 		})
 	}
 
+	t.Run("search continues by cursor", func(t *testing.T) {
+		type page struct {
+			Items []struct {
+				UID string `json:"uid"`
+			} `json:"items"`
+			Page       int    `json:"page"`
+			NextPage   *int   `json:"next_page"`
+			NextCursor string `json:"next_cursor"`
+		}
+		seen := map[string]bool{}
+		args := map[string]any{"page_size": 60, "status_code": []string{"FAIL"}}
+		var p page
+		for i := 0; ; i++ {
+			call(t, "search_findings", args, &p)
+			for _, it := range p.Items {
+				seen[it.UID] = true
+			}
+			if i > 0 && (p.Page != 0 || p.NextPage != nil) {
+				t.Fatalf("a cursor page claims page %d, next page %v", p.Page, p.NextPage)
+			}
+			if p.NextCursor == "" || i > 10 {
+				break
+			}
+			args = map[string]any{"page_size": 60, "status_code": []string{"FAIL"}, "cursor": p.NextCursor}
+		}
+		want := 0
+		for _, f := range fs {
+			if f.StatusCode == "FAIL" {
+				want++
+				if !seen[f.UID] {
+					t.Errorf("%s was never listed", f.UID)
+				}
+			}
+		}
+		if len(seen) != want {
+			t.Errorf("listed %d failing findings, want %d", len(seen), want)
+		}
+	})
+
 	t.Run("check catalogue", func(t *testing.T) {
 		var got struct {
 			Checks []struct {

@@ -36,6 +36,9 @@ type listOutput struct {
 	Pages    int              `json:"pages"`
 	Count    int              `json:"count"`
 	NextPage *int             `json:"next_page"`
+	// NextCursor continues a findings search past the depth page numbers
+	// reach (the API refuses to skip more than 10,000 findings).
+	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 // flatten turns a JSON:API resource into one flat object: id first, then
@@ -69,11 +72,17 @@ func listFrom(doc *document) (listOutput, error) {
 	}
 	if p := doc.Meta.Pagination; p != nil {
 		out.Page, out.Pages, out.Count = p.Page, p.Pages, p.Count
-		if p.Page < p.Pages {
+		// A page reached by cursor has no number (0), so no next number.
+		if p.Page > 0 && p.Page < p.Pages {
 			out.NextPage = ptr(p.Page + 1)
 		}
 	} else {
 		out.Page, out.Pages, out.Count = 1, 1, len(rs)
+	}
+	if doc.Links != nil && doc.Links.Next != nil {
+		if u, err := url.Parse(*doc.Links.Next); err == nil {
+			out.NextCursor = u.Query().Get("page[cursor]")
+		}
 	}
 	return out, nil
 }
@@ -199,6 +208,7 @@ type searchFindingsIn struct {
 	IncludeRecord bool     `json:"include_record,omitempty" jsonschema:"also return each finding's full OCSF record (large)"`
 	Page          int      `json:"page,omitempty" jsonschema:"page number, from 1"`
 	PageSize      int      `json:"page_size,omitempty" jsonschema:"results per page, 1 to 100"`
+	Cursor        string   `json:"cursor,omitempty" jsonschema:"next_cursor of the previous answer, to continue with the same filters and sort; page is then ignored"`
 }
 
 type getFindingIn struct {
@@ -342,6 +352,12 @@ func (s *Server) registerPlatformTools() {
 		q.set("sort", in.Sort)
 		if in.IncludeRecord {
 			url.Values(q).Set("fields[findings]", strings.Join(append([]string{"record"}, findingAttrs...), ","))
+		}
+		if in.Cursor != "" {
+			// page has a default, so it cannot tell a caller's choice; the
+			// cursor is the more specific ask.
+			url.Values(q).Set("page[cursor]", in.Cursor)
+			in.Page = 0
 		}
 		q.page(in.Page, in.PageSize)
 		return c.list(ctx, "/findings", url.Values(q))
