@@ -26,9 +26,11 @@ func (s QueryShape) FirstSortColumn() string {
 // Wrong is whatever reads every finding, of the table or of the tenant:
 //   - a full scan of findings (SQLite "SCAN findings", with or without an
 //     index; PostgreSQL "Seq Scan on findings");
-//   - for a listing without filters, sorting its rows (SQLite "USE TEMP
-//     B-TREE FOR ORDER BY", PostgreSQL a "Sort" node; a sort of the right
-//     part of the order, within equal leading values, is fine);
+//   - for a listing, sorting every row of the tenant (SQLite "USE TEMP
+//     B-TREE FOR ORDER BY", PostgreSQL a "Sort" node, when the rows are
+//     found by the tenant alone or there is no filter; a sort of the right
+//     part of the order, within equal leading values, is fine, and so is
+//     sorting the rows an index found by a selective filter);
 //   - for grouped counts without a text search, reading the rows rather
 //     than an index that covers the grouped and filtered columns;
 //   - for a cursor page, not seeking the index to the cursor (no bound on
@@ -39,7 +41,9 @@ func PlanProblems(s QueryShape, page bool, plan []string) []string {
 	if regexp.MustCompile(`(?m)^\s*(->\s*)?(SCAN findings\b|Seq Scan on findings\b|Parallel Seq Scan on findings\b)`).MatchString(text) {
 		problems = append(problems, "reads every row of findings (full scan)")
 	}
-	if s.Ordered && page && regexp.MustCompile(`(?m)^\s*(->\s*)?(USE TEMP B-TREE FOR ORDER BY|Sort\s+\()`).MatchString(text) {
+	sorts := regexp.MustCompile(`(?m)^\s*(->\s*)?(USE TEMP B-TREE FOR ORDER BY|Sort\s+\()`).MatchString(text)
+	tenantOnly := regexp.MustCompile(`(?m)(SEARCH findings USING (COVERING )?INDEX \w+ \(tenant=\?\)$|Index Cond: \(tenant = '[^']*'::text\)$)`).MatchString(text)
+	if page && sorts && (s.Ordered || tenantOnly) {
 		problems = append(problems, "sorts every finding of the tenant instead of reading an index in order")
 	}
 	if s.By != nil && s.Query.Search == "" &&

@@ -258,10 +258,13 @@ func onlyFacets(q store.FindingQuery) bool {
 	return q.ScanID == "" && q.IngestionID == "" && q.Search == ""
 }
 
-// unfiltered reports whether q selects every finding of the tenant.
-func unfiltered(q store.FindingQuery) bool {
-	return onlyFacets(q) && len(q.Severity) == 0 && len(q.StatusCode) == 0 && len(q.ProviderType) == 0 &&
-		q.ProviderUID == "" && q.CheckID == "" && q.Region == ""
+// bounded reports whether q names a scan, an ingestion or a check: each
+// has an index that finds exactly its findings, a bounded set worth
+// sorting. Any other filter matches a share of the whole tenant (a
+// severity, a region, a text), so the ordered index read until the page
+// is full is the better plan.
+func bounded(q store.FindingQuery) bool {
+	return q.ScanID != "" || q.IngestionID != "" || q.CheckID != ""
 }
 
 var sortColumns = map[string]string{
@@ -385,10 +388,11 @@ func FindingList(d Dialect, tenant string, q store.FindingQuery) (count, page St
 		offset = 0
 	}
 	from := "findings"
-	if d.IndexedBy != nil && unfiltered(q) {
-		// Filters leave the choice to the planner: reading an ordered
-		// index and skipping what does not match is only right when most
-		// rows match.
+	if d.IndexedBy != nil && !bounded(q) {
+		// Without statistics on how selective a value is, SQLite sorts
+		// every finding of the tenant; reading in order stops at the
+		// page. A rare value makes that walk long, but never longer than
+		// the sort would have read.
 		from += d.IndexedBy(orderIndexes[parts[0].col])
 	}
 	sql := `SELECT ` + FindingColumns + ` FROM ` + from + ` WHERE ` + where + ` ORDER BY ` + strings.Join(order, ", ") +
