@@ -36,6 +36,7 @@ var findingList = listSpec{
 	sortKeys:    set("time", "severity_id", "inserted_at", "check_id", "uid"),
 	defaultSort: []string{"-inserted_at"},
 	fields:      findingFields,
+	cursor:      true,
 }
 
 // Severities are OCSF's severity labels, what the store keeps (lower-case).
@@ -43,6 +44,7 @@ var severities = set("unknown", "informational", "low", "medium", "high", "criti
 
 func (s *Server) findingRoutes(mux *http.ServeMux) {
 	mux.Handle("/api/v1/findings", s.methods(map[string]handlerFunc{http.MethodGet: s.listFindings}))
+	mux.Handle("/api/v1/findings/counts", s.methods(map[string]handlerFunc{http.MethodGet: s.countFindings}))
 	mux.Handle("/api/v1/findings/{id}", s.methods(map[string]handlerFunc{http.MethodGet: s.getFinding}))
 }
 
@@ -59,6 +61,20 @@ func (s *Server) listFindings(w http.ResponseWriter, r *http.Request) error {
 	if aerr != nil {
 		return aerr
 	}
+	binding := cursorBinding(q)
+	if q.cursor != "" {
+		k, aerr := decodeCursor(q.cursor, binding)
+		if aerr != nil {
+			return aerr
+		}
+		fq.After = &k
+		// One row more than the page tells whether a next page exists
+		// without knowing where this page is.
+		fq.Page = store.Page{Size: q.size + 1}
+	} else if offset := (q.page - 1) * q.size; offset > MaxPageOffset {
+		return errorf(400, CodeInvalid, "page[number]=%d with page[size]=%d skips %d findings; at most %d can be skipped: "+
+			"follow links.next, which carries page[cursor], to read further", q.page, q.size, offset, MaxPageOffset).parameter("page[number]")
+	}
 	rows, count, err := s.Store.ListFindings(r.Context(), p.Tenant, fq)
 	if errors.Is(err, store.ErrInvalidArgument) {
 		return errorf(400, CodeInvalid, "%v", err).parameter("sort")
@@ -66,9 +82,34 @@ func (s *Server) listFindings(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	pg, links, aerr := pageOf(r, q, count)
-	if aerr != nil {
-		return aerr
+	var (
+		pg    pagination
+		links *listLink
+		more  bool
+	)
+	if q.cursor != "" {
+		more = len(rows) > q.size
+		rows = rows[:min(len(rows), q.size)]
+		pg = pagination{Pages: max(1, (count+q.size-1)/q.size), Count: count}
+		links = &listLink{First: pageLink(r, 1)}
+	} else {
+		pg, links, aerr = pageOf(r, q, count)
+		if aerr != nil {
+			return aerr
+		}
+		more = q.page < pg.Pages
+	}
+	// page[number] stops at the depth limit; a link must never lead there.
+	if (pg.Pages-1)*q.size > MaxPageOffset {
+		links.Last = nil
+	} else if links.Last == nil {
+		l := pageLink(r, pg.Pages)
+		links.Last = &l
+	}
+	links.Next = nil
+	if more && len(rows) > 0 {
+		next := cursorLink(r, encodeCursor(store.KeyOf(&rows[len(rows)-1]), binding))
+		links.Next = &next
 	}
 	fields := q.fields
 	if fields == nil {

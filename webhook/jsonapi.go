@@ -36,10 +36,16 @@ const (
 type meta struct {
 	Version    string      `json:"version"`
 	Pagination *pagination `json:"pagination,omitempty"`
+	// Total and GroupBy are the counts endpoint's: the findings counted and
+	// the dimensions of each group.
+	Total   *int     `json:"total,omitempty"`
+	GroupBy []string `json:"group_by,omitempty"`
 }
 
+// pagination is meta.pagination. Page is 0, and left out, on a page reached
+// by page[cursor]: its position is not counted.
 type pagination struct {
-	Page  int `json:"page"`
+	Page  int `json:"page,omitempty"`
 	Pages int `json:"pages"`
 	Count int `json:"count"`
 }
@@ -179,7 +185,7 @@ type document struct {
 
 type listLink struct {
 	First string  `json:"first"`
-	Last  string  `json:"last"`
+	Last  *string `json:"last"`
 	Next  *string `json:"next"`
 	Prev  *string `json:"prev"`
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -110,7 +111,13 @@ func TestOpenAPI(t *testing.T) {
 	if status != "completed" {
 		t.Fatalf("setup ingestion %s", status)
 	}
-	finding := a.list("/api/v1/findings", "page[size]=1").Data[0].ID
+	first := a.list("/api/v1/findings", "page[size]=1")
+	finding := first.Data[0].ID
+	next, err := url.Parse(*first.Links.Next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cursor := url.QueryEscape(next.Query().Get("page[cursor]"))
 	prov := &posturev1.Provider{ObjectMeta: metav1.ObjectMeta{Name: "aws-123456789012", Namespace: env.Namespace},
 		Spec: posturev1.ProviderSpec{Type: "aws", UID: "123456789012", Origin: posturev1.ProviderImported}}
 	if err := env.Client.Create(context.Background(), prov); err != nil && !strings.Contains(err.Error(), "already exists") {
@@ -232,6 +239,9 @@ func TestOpenAPI(t *testing.T) {
 		for _, path := range doc.Paths.InMatchingOrder() {
 			for method := range doc.Paths.Value(path).Operations() {
 				target := fill(path, ids)
+				if path == "/api/v1/findings/counts" {
+					target += "?group_by=severity" // required
+				}
 				var body []byte
 				hdr := http.Header{}
 				switch {
@@ -270,6 +280,12 @@ func TestOpenAPI(t *testing.T) {
 			{"GET", "/api/v1/findings?sort=nope"},
 			{"GET", "/api/v1/findings/" + finding + "?fields[findings]=record"},
 			{"GET", "/api/v1/findings/nope"},
+			{"GET", "/api/v1/findings/counts?group_by=severity,status_code,provider_type,provider_uid,check_id,region"},
+			{"GET", "/api/v1/findings/counts?group_by=check_id&filter[status_code__in]=FAIL,PASS&filter[search]=a"},
+			{"GET", "/api/v1/findings/counts?group_by=title"},
+			{"GET", "/api/v1/findings?page[size]=1&page[number]=10002"},
+			{"GET", "/api/v1/findings?page[size]=1&page[cursor]=" + cursor},
+			{"GET", "/api/v1/findings?page[size]=1&page[cursor]=forged"},
 			{"GET", "/api/v1/scans?fields[scans]=finding_count"},
 			{"GET", "/api/v1/providers?filter[origin]=imported"},
 			{"GET", "/api/v1/providers/" + prov.Name},

@@ -24,6 +24,12 @@ const (
 	MaxInItems      = 100 // items of one filter[x__in]
 )
 
+// MaxPageOffset is how many findings page[number] may skip. An offset is
+// read and thrown away row by row, so deeper pages cost more the deeper
+// they are; page[cursor] (links.next) reaches any depth at the cost of the
+// first page.
+const MaxPageOffset = 10000
+
 // listQuery is a parsed, checked list request.
 type listQuery struct {
 	filters map[string]string
@@ -31,6 +37,7 @@ type listQuery struct {
 	fields  map[string]bool // nil: all
 	page    int
 	size    int
+	cursor  string // page[cursor], if the spec takes it and it was given
 }
 
 // listSpec says what a list endpoint accepts; anything else is a 400.
@@ -40,11 +47,19 @@ type listSpec struct {
 	sortKeys     map[string]bool
 	defaultSort  []string
 	fields       map[string]bool
+	cursor       bool // page[cursor] is accepted
 }
 
 func parseList(r *http.Request, spec listSpec) (listQuery, *apiError) {
+	return parseListValues(r.URL.Query(), spec)
+}
+
+func parseListValues(values url.Values, spec listSpec) (listQuery, *apiError) {
 	q := listQuery{filters: map[string]string{}, page: 1, size: DefaultPageSize, sort: spec.defaultSort}
-	for name, values := range r.URL.Query() {
+	if spec.cursor && values.Has("page[cursor]") && values.Has("page[number]") {
+		return q, errorf(400, CodeInvalid, "use either page[cursor] or page[number], not both").parameter("page[cursor]")
+	}
+	for name, values := range values {
 		value := values[len(values)-1]
 		switch {
 		case strings.HasPrefix(name, "filter[") && strings.HasSuffix(name, "]"):
@@ -83,6 +98,11 @@ func parseList(r *http.Request, spec listSpec) (listQuery, *apiError) {
 				return q, errorf(400, CodeInvalid, "page[number] must be a whole number of at least 1, got %q", value).parameter(name)
 			}
 			q.page = n
+		case name == "page[cursor]" && spec.cursor:
+			if value == "" {
+				return q, errorf(400, CodeInvalid, "page[cursor] must not be empty; links.next carries the cursor of the next page").parameter(name)
+			}
+			q.cursor = value
 		case name == "page[size]":
 			n, err := strconv.Atoi(value)
 			if err != nil || n < 1 || n > MaxPageSize {
@@ -129,7 +149,8 @@ func pageOf(r *http.Request, q listQuery, count int) (pagination, *listLink, *ap
 		u.RawQuery = v.Encode()
 		return absoluteURL(r, &u)
 	}
-	l := &listLink{First: link(1), Last: link(pages)}
+	last := link(pages)
+	l := &listLink{First: link(1), Last: &last}
 	if q.page < pages {
 		s := link(q.page + 1)
 		l.Next = &s

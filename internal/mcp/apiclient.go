@@ -32,7 +32,10 @@ type apiClient struct {
 
 // document is a JSON:API response body.
 type document struct {
-	Data   json.RawMessage  `json:"data"`
+	Data  json.RawMessage `json:"data"`
+	Links *struct {
+		Next *string `json:"next"`
+	} `json:"links,omitempty"`
 	Meta   documentMeta     `json:"meta"`
 	Errors []apiErrorObject `json:"errors,omitempty"`
 }

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -37,6 +36,9 @@ type listOutput struct {
 	Pages    int              `json:"pages"`
 	Count    int              `json:"count"`
 	NextPage *int             `json:"next_page"`
+	// NextCursor continues a findings search past the depth page numbers
+	// reach (the API refuses to skip more than 10,000 findings).
+	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 // flatten turns a JSON:API resource into one flat object: id first, then
@@ -70,11 +72,17 @@ func listFrom(doc *document) (listOutput, error) {
 	}
 	if p := doc.Meta.Pagination; p != nil {
 		out.Page, out.Pages, out.Count = p.Page, p.Pages, p.Count
-		if p.Page < p.Pages {
+		// A page reached by cursor has no number (0), so no next number.
+		if p.Page > 0 && p.Page < p.Pages {
 			out.NextPage = ptr(p.Page + 1)
 		}
 	} else {
 		out.Page, out.Pages, out.Count = 1, 1, len(rs)
+	}
+	if doc.Links != nil && doc.Links.Next != nil {
+		if u, err := url.Parse(*doc.Links.Next); err == nil {
+			out.NextCursor = u.Query().Get("page[cursor]")
+		}
 	}
 	return out, nil
 }
@@ -200,6 +208,7 @@ type searchFindingsIn struct {
 	IncludeRecord bool     `json:"include_record,omitempty" jsonschema:"also return each finding's full OCSF record (large)"`
 	Page          int      `json:"page,omitempty" jsonschema:"page number, from 1"`
 	PageSize      int      `json:"page_size,omitempty" jsonschema:"results per page, 1 to 100"`
+	Cursor        string   `json:"cursor,omitempty" jsonschema:"next_cursor of the previous answer, to continue with the same filters and sort; page is then ignored"`
 }
 
 type getFindingIn struct {
@@ -237,7 +246,6 @@ type listCheckIDsIn struct {
 	ProviderType string `json:"provider_type,omitempty" jsonschema:"only checks seen for this provider type"`
 	Scan         string `json:"scan,omitempty" jsonschema:"only checks seen in this scan"`
 	Search       string `json:"search,omitempty" jsonschema:"substring of the check id, title, finding uid or resource uid"`
-	MaxFindings  int    `json:"max_findings,omitempty" jsonschema:"most findings to read while building the catalogue (default 2000, at most 20000)"`
 }
 
 func (s *Server) registerPlatformTools() {
@@ -345,6 +353,12 @@ func (s *Server) registerPlatformTools() {
 		if in.IncludeRecord {
 			url.Values(q).Set("fields[findings]", strings.Join(append([]string{"record"}, findingAttrs...), ","))
 		}
+		if in.Cursor != "" {
+			// page has a default, so it cannot tell a caller's choice; the
+			// cursor is the more specific ask.
+			url.Values(q).Set("page[cursor]", in.Cursor)
+			in.Page = 0
+		}
 		q.page(in.Page, in.PageSize)
 		return c.list(ctx, "/findings", url.Values(q))
 	})
@@ -419,11 +433,9 @@ func (s *Server) registerPlatformTools() {
 	addTool(s, &mcpsdk.Tool{
 		Name:  "list_check_ids",
 		Title: "Catalogue of checks seen",
-		Description: "Lists the check ids (metadata.event_code) seen in the tenant's findings, with title, severity and how many findings " +
-			"and failing findings each has. Built by reading findings in check id order, up to max_findings; complete tells whether all were read.",
-		InputSchema: inputSchema[listCheckIDsIn](func(p map[string]*jsonschema.Schema) {
-			bounded(p["max_findings"], 1, 20000, 2000)
-		}),
+		Description: "Lists the check ids (metadata.event_code) seen in the tenant's findings, with severity and how many findings " +
+			"and failing findings each has, counted over all matching findings. search_findings with check_id gives a check's title and findings.",
+		InputSchema: inputSchema[listCheckIDsIn](nil),
 	}, true, func(ctx context.Context, c *caller, in listCheckIDsIn) (any, error) {
 		return c.checkCatalogue(ctx, in)
 	})
@@ -536,23 +548,42 @@ func (s *Server) uploadReport(ctx context.Context, c *caller, in uploadReportIn)
 	return ing, nil
 }
 
-// count is the number of findings matching q (meta.pagination.count of a
-// one-item page: the API has no separate count endpoint).
-func (c *caller) count(ctx context.Context, q url.Values) (int, error) {
+// findingCounts asks the API for the findings matching q grouped by the
+// dimensions by, in one request; each group is its values, in by's order,
+// and its count.
+func (c *caller) findingCounts(ctx context.Context, q url.Values, by ...string) ([]findingGroup, error) {
 	q2 := url.Values{}
 	for k, v := range q {
 		q2[k] = v
 	}
-	q2.Set("page[size]", "1")
-	q2.Set("fields[findings]", "severity")
-	doc, err := c.s.api.get(ctx, c.authz, "/findings", q2)
+	q2.Set("group_by", strings.Join(by, ","))
+	doc, err := c.s.api.get(ctx, c.authz, "/findings/counts", q2)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	if doc.Meta.Pagination == nil {
-		return 0, fmt.Errorf("the API's findings list carries no meta.pagination.count")
+	rs, err := doc.resources()
+	if err != nil {
+		return nil, err
 	}
-	return doc.Meta.Pagination.Count, nil
+	out := make([]findingGroup, 0, len(rs))
+	for _, r := range rs {
+		g := findingGroup{values: map[string]string{}}
+		for _, d := range by {
+			g.values[d], _ = r.Attributes[d].(string)
+		}
+		n, ok := r.Attributes["count"].(float64)
+		if !ok {
+			return nil, fmt.Errorf("the API's finding counts carry no count in group %q", r.ID)
+		}
+		g.count = int(n)
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+type findingGroup struct {
+	values map[string]string
+	count  int
 }
 
 type providerCount struct {
@@ -563,9 +594,12 @@ type providerCount struct {
 	Failing      int    `json:"failing"`
 }
 
-// overviewProviderLimit bounds the accounts counted one by one.
+// overviewProviderLimit bounds the accounts listed, most findings first.
 const overviewProviderLimit = 50
 
+// overview is built from one grouped count (every number in it) and, for
+// the aliases, one page of providers: two API requests whatever the size
+// of the tenant, where it once took one count per number.
 func (c *caller) overview(ctx context.Context, in overviewIn) (any, error) {
 	base := query{}
 	base.set("filter[provider_type]", strings.ToLower(in.ProviderType))
@@ -573,212 +607,146 @@ func (c *caller) overview(ctx context.Context, in overviewIn) (any, error) {
 	base.set("filter[scan]", in.Scan)
 	base.set("filter[region]", in.Region)
 	base.set("filter[check_id]", in.CheckID)
-	with := func(extra ...string) url.Values {
-		q := url.Values{}
-		for k, v := range base {
-			q[k] = v
-		}
-		for i := 0; i+1 < len(extra); i += 2 {
-			q.Set(extra[i], extra[i+1])
-		}
-		return q
-	}
 
-	// The counts are independent reads; a few at a time keeps the answer
-	// quick without hammering the API.
-	var (
-		mu       sync.Mutex
-		firstErr error
-		wg       sync.WaitGroup
-		sem      = make(chan struct{}, 6)
-	)
-	run := func(q url.Values, into *int) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			n, err := c.count(ctx, q)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				if firstErr == nil {
-					firstErr = err
-				}
-				return
-			}
-			*into = n
-		}()
-	}
-
-	// A 401/402 fails fast here instead of once per count.
-	total, err := c.count(ctx, with())
+	groups, err := c.findingCounts(ctx, url.Values(base), "severity", "status_code", "provider_type", "provider_uid")
 	if err != nil {
 		return nil, err
 	}
-	bySeverity := make([]int, len(severities))
-	failBySeverity := make([]int, len(severities))
-	for i, sev := range severities {
-		run(with("filter[severity]", sev), &bySeverity[i])
-		run(with("filter[severity]", sev, "filter[status_code]", "FAIL"), &failBySeverity[i])
+	total := 0
+	sevMap := map[string]int{}
+	failMap := map[string]int{}
+	statusMap := map[string]int{}
+	for _, sc := range statusCodes {
+		statusMap[sc] = 0
 	}
-	byStatus := make([]int, len(statusCodes))
-	for i, sc := range statusCodes {
-		run(with("filter[status_code]", sc), &byStatus[i])
+	type account struct{ typ, uid string }
+	byAccount := map[account]*providerCount{}
+	var providers []*providerCount
+	for _, g := range groups {
+		total += g.count
+		sev, sc := g.values["severity"], g.values["status_code"]
+		sevMap[sev] += g.count
+		if slices.Contains(statusCodes, sc) {
+			statusMap[sc] += g.count
+		} else {
+			statusMap["other"] += g.count
+		}
+		key := account{g.values["provider_type"], g.values["provider_uid"]}
+		p := byAccount[key]
+		if p == nil {
+			p = &providerCount{ProviderType: key.typ, ProviderUID: key.uid}
+			byAccount[key] = p
+			providers = append(providers, p)
+		}
+		p.Findings += g.count
+		if sc == "FAIL" {
+			failMap[sev] += g.count
+			p.Failing += g.count
+		}
 	}
 
-	var providers []providerCount
 	providersTotal := 0
 	if in.ProviderUID == "" {
 		pq := query{}
 		pq.set("filter[type]", strings.ToLower(in.ProviderType))
-		pq.page(1, overviewProviderLimit)
+		pq.page(1, maxPageSize)
 		pl, err := c.list(ctx, "/providers", url.Values(pq))
 		if err != nil {
 			return nil, err
 		}
 		providersTotal = pl.Count
-		for _, p := range pl.Items {
-			t, _ := p["type"].(string)
-			u, _ := p["uid"].(string)
-			a, _ := p["alias"].(string)
-			providers = append(providers, providerCount{ProviderType: t, ProviderUID: u, Alias: a})
-		}
-	} else {
-		providers = []providerCount{{ProviderType: strings.ToLower(in.ProviderType), ProviderUID: in.ProviderUID}}
-	}
-	for i := range providers {
-		p := &providers[i]
-		pf := []string{"filter[provider_uid]", p.ProviderUID}
-		if p.ProviderType != "" {
-			pf = append(pf, "filter[provider_type]", p.ProviderType)
-		}
-		run(with(pf...), &p.Findings)
-		run(with(append(pf, "filter[status_code]", "FAIL")...), &p.Failing)
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
-	}
-
-	sevMap := map[string]int{}
-	failMap := map[string]int{}
-	for i, sev := range severities {
-		if bySeverity[i] > 0 {
-			sevMap[sev] = bySeverity[i]
-		}
-		if failBySeverity[i] > 0 {
-			failMap[sev] = failBySeverity[i]
+		for _, item := range pl.Items {
+			t, _ := item["type"].(string)
+			u, _ := item["uid"].(string)
+			a, _ := item["alias"].(string)
+			if p := byAccount[account{t, u}]; p != nil {
+				p.Alias = a
+			}
 		}
 	}
-	statusMap := map[string]int{}
-	counted := 0
-	for i, sc := range statusCodes {
-		statusMap[sc] = byStatus[i]
-		counted += byStatus[i]
+	slices.SortStableFunc(providers, func(a, b *providerCount) int {
+		if a.Findings != b.Findings {
+			return b.Findings - a.Findings
+		}
+		return strings.Compare(a.ProviderType+"/"+a.ProviderUID, b.ProviderType+"/"+b.ProviderUID)
+	})
+	listed := make([]providerCount, 0, min(len(providers), overviewProviderLimit))
+	for _, p := range providers[:min(len(providers), overviewProviderLimit)] {
+		listed = append(listed, *p)
 	}
-	if other := total - counted; other > 0 {
-		statusMap["other"] = other
-	}
-	slices.SortStableFunc(providers, func(a, b providerCount) int { return b.Findings - a.Findings })
 	out := map[string]any{
 		"total_findings":          total,
 		"by_severity":             sevMap,
 		"by_status_code":          statusMap,
 		"failing_by_severity":     failMap,
-		"by_provider":             providers,
+		"by_provider":             listed,
 		"filters":                 url.Values(base),
+		"providers_with_findings": len(providers),
 		"providers_in_tenant":     providersTotal,
-		"providers_counted_limit": overviewProviderLimit,
+		"providers_listed_limit":  overviewProviderLimit,
 	}
 	if in.ProviderUID != "" {
 		delete(out, "providers_in_tenant")
-		delete(out, "providers_counted_limit")
+		delete(out, "providers_listed_limit")
 	}
 	return out, nil
 }
 
 type checkEntry struct {
 	CheckID  string `json:"check_id"`
-	Title    string `json:"title,omitempty"`
 	Severity string `json:"severity,omitempty"`
 	Findings int    `json:"findings"`
 	Failing  int    `json:"failing"`
 }
 
+// checkCatalogue is one grouped count: every check of the matching
+// findings with its findings and failing findings, whatever their number.
 func (c *caller) checkCatalogue(ctx context.Context, in listCheckIDsIn) (any, error) {
-	budget := in.MaxFindings
-	if budget <= 0 {
-		budget = 2000
-	}
 	q := query{}
 	q.set("filter[provider_type]", strings.ToLower(in.ProviderType))
 	q.set("filter[scan]", in.Scan)
 	q.set("filter[search]", in.Search)
-	url.Values(q).Set("sort", "check_id,uid")
-	url.Values(q).Set("fields[findings]", "check_id,title,severity,status_code")
-	// One page size throughout, so that page numbers address consecutive
-	// slices of the same ordering.
-	size := min(maxPageSize, budget)
+	groups, err := c.findingCounts(ctx, url.Values(q), "check_id", "severity", "status_code")
+	if err != nil {
+		return nil, err
+	}
 	var (
-		checks []checkEntry
+		checks = []checkEntry{}
 		index  = map[string]int{}
-		read   int
 		total  int
 	)
-	for pageNum := 1; read < budget; pageNum++ {
-		q.page(pageNum, size)
-		doc, err := c.s.api.get(ctx, c.authz, "/findings", url.Values(q))
-		if err != nil {
-			return nil, err
+	// Groups come ordered by check id, then severity: the first severity
+	// seen is the lowest label in byte order, so the most frequent one is
+	// tracked instead, which is the check's own for a consistent scanner.
+	sevCount := map[string]map[string]int{}
+	for _, g := range groups {
+		id := g.values["check_id"]
+		if id == "" {
+			id = "(none)"
 		}
-		rs, err := doc.resources()
-		if err != nil {
-			return nil, err
+		i, ok := index[id]
+		if !ok {
+			i = len(checks)
+			index[id] = i
+			checks = append(checks, checkEntry{CheckID: id})
+			sevCount[id] = map[string]int{}
 		}
-		if doc.Meta.Pagination == nil {
-			return nil, fmt.Errorf("the API's findings list carries no meta.pagination")
+		checks[i].Findings += g.count
+		if g.values["status_code"] == "FAIL" {
+			checks[i].Failing += g.count
 		}
-		total = doc.Meta.Pagination.Count
-		if len(rs) > budget-read {
-			rs = rs[:budget-read]
+		sev := g.values["severity"]
+		sevCount[id][sev] += g.count
+		if best := checks[i].Severity; best == "" || sevCount[id][sev] > sevCount[id][best] {
+			checks[i].Severity = sev
 		}
-		for _, r := range rs {
-			id, _ := r.Attributes["check_id"].(string)
-			if id == "" {
-				id = "(none)"
-			}
-			i, ok := index[id]
-			if !ok {
-				title, _ := r.Attributes["title"].(string)
-				sev, _ := r.Attributes["severity"].(string)
-				i = len(checks)
-				index[id] = i
-				checks = append(checks, checkEntry{CheckID: id, Title: title, Severity: sev})
-			}
-			checks[i].Findings++
-			if sc, _ := r.Attributes["status_code"].(string); strings.EqualFold(sc, "FAIL") {
-				checks[i].Failing++
-			}
-		}
-		read += len(rs)
-		if len(rs) == 0 || pageNum >= doc.Meta.Pagination.Pages {
-			break
-		}
+		total += g.count
 	}
-	complete := read >= total
-	out := map[string]any{
+	return map[string]any{
 		"checks":           checks,
 		"distinct_checks":  len(checks),
-		"findings_read":    read,
 		"findings_matched": total,
-		"complete":         complete,
-	}
-	if checks == nil {
-		out["checks"] = []checkEntry{}
-	}
-	if !complete {
-		out["note"] = fmt.Sprintf("read %d of %d findings in check id order; raise max_findings (up to 20000) or narrow with provider_type, scan or search for the rest", read, total)
-	}
-	return out, nil
+		"complete":         true,
+		"next":             "search_findings with check_id gives a check's findings, title and resources",
+	}, nil
 }

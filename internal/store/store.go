@@ -72,14 +72,19 @@ type Store interface {
 	ListIngestionErrors(ctx context.Context, tenant, ingestionID string, page Page) ([]IngestionError, int, error)
 
 	// ListFindings returns one page and the number of matching findings; an
-	// unknown sort key is ErrInvalidArgument.
+	// unknown sort key is ErrInvalidArgument. With q.After set, the page is
+	// the q.Page.Size findings that follow that key in the sort order
+	// (keyset pagination: no row before it is read) and q.Page.Number is
+	// ignored.
 	ListFindings(ctx context.Context, tenant string, q FindingQuery) ([]Finding, int, error)
 	GetFinding(ctx context.Context, tenant, id string) (Finding, error)
 	// ListScans lists newest first (inserted_at descending).
 	ListScans(ctx context.Context, tenant string, q ScanQuery) ([]Scan, int, error)
-	// FindingCounts groups the tenant's findings by one column: "severity",
-	// "status_code" or "provider_type" (else ErrInvalidArgument).
-	FindingCounts(ctx context.Context, tenant, by string) (map[string]int, error)
+	// FindingCounts counts the findings matching q (its filters; sort and
+	// page are ignored) grouped by one or more of the CountDimensions, and
+	// returns the groups ordered by their values. An unknown or repeated
+	// dimension, or none, is ErrInvalidArgument.
+	FindingCounts(ctx context.Context, tenant string, q FindingQuery, by []string) ([]FindingGroup, error)
 
 	Close() error
 }
@@ -216,6 +221,35 @@ type FindingQuery struct {
 	Search       string   // substring of uid, title, check id or resource uid (case-insensitive)
 	Sort         []string // column names, "-" prefix for descending: time, severity_id, inserted_at, check_id, uid; default -severity_id, uid
 	Page         Page     // Number from 1; Size 0 means 10
+	// After continues a listing after this position (see ListFindings).
+	After *FindingKey
+}
+
+// FindingKey is a finding's position in any sort order ListFindings
+// supports: its sort columns and its id, which breaks every tie.
+type FindingKey struct {
+	Time       time.Time
+	InsertedAt time.Time
+	SeverityID int
+	CheckID    string
+	UID        string
+	ID         string
+}
+
+// KeyOf is the position of f.
+func KeyOf(f *Finding) FindingKey {
+	return FindingKey{Time: f.Time, InsertedAt: f.InsertedAt, SeverityID: f.SeverityID, CheckID: f.CheckID, UID: f.UID, ID: f.ID}
+}
+
+// CountDimensions are the columns FindingCounts can group by: the
+// low-cardinality ones an index covers.
+var CountDimensions = []string{"severity", "status_code", "provider_type", "provider_uid", "check_id", "region"}
+
+// FindingGroup is one group of FindingCounts: Values holds the group's value
+// of each requested dimension, in the order requested.
+type FindingGroup struct {
+	Values []string
+	Count  int
 }
 
 // ScanQuery filters scans.

@@ -316,19 +316,15 @@ func scanFinding(row pgx.Row) (store.Finding, error) {
 
 // ListFindings implements store.Store.
 func (s *Store) ListFindings(ctx context.Context, tenant string, q store.FindingQuery) ([]store.Finding, int, error) {
-	order, err := engine.FindingOrder(q.Sort)
+	count, page, err := engine.FindingList(engine.Postgres, tenant, q)
 	if err != nil {
 		return nil, 0, err
 	}
-	a := engine.NewArgs(engine.Postgres)
-	where := engine.FindingWhere(a, tenant, q)
 	var total int
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM findings WHERE `+where, a.Vals...).Scan(&total); err != nil {
+	if err := s.pool.QueryRow(ctx, count.SQL, count.Args...).Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("postgres: count findings: %w", err)
 	}
-	limit, offset := engine.Limit(q.Page)
-	rows, err := s.pool.Query(ctx, `SELECT `+engine.FindingColumns+` FROM findings WHERE `+where+
-		` ORDER BY `+order+` LIMIT `+a.Add(limit)+` OFFSET `+a.Add(offset), a.Vals...)
+	rows, err := s.pool.Query(ctx, page.SQL, page.Args...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("postgres: list findings: %w", err)
 	}
@@ -398,19 +394,29 @@ LIMIT `+a.Add(limit)+` OFFSET `+a.Add(offset), a.Vals...)
 }
 
 // FindingCounts implements store.Store.
-func (s *Store) FindingCounts(ctx context.Context, tenant, by string) (map[string]int, error) {
-	col, err := engine.CountColumn(by)
+func (s *Store) FindingCounts(ctx context.Context, tenant string, q store.FindingQuery, by []string) ([]store.FindingGroup, error) {
+	st, err := engine.FindingCounts(engine.Postgres, tenant, q, by)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+col+`, count(*) FROM findings WHERE tenant = $1 GROUP BY `+col, tenant)
+	rows, err := s.pool.Query(ctx, st.SQL, st.Args...)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: count findings: %w", err)
 	}
-	out := map[string]int{}
-	var k string
-	var n int
-	if _, err := pgx.ForEachRow(rows, []any{&k, &n}, func() error { out[k] = n; return nil }); err != nil {
+	defer rows.Close()
+	out := []store.FindingGroup{}
+	for rows.Next() {
+		g := store.FindingGroup{Values: make([]string, len(by))}
+		dest := make([]any, 0, len(by)+1)
+		for i := range g.Values {
+			dest = append(dest, &g.Values[i])
+		}
+		if err := rows.Scan(append(dest, &g.Count)...); err != nil {
+			return nil, fmt.Errorf("postgres: count findings: %w", err)
+		}
+		out = append(out, g)
+	}
+	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("postgres: count findings: %w", err)
 	}
 	return out, nil

@@ -10,3 +10,8 @@ import (
 func BenchmarkWriteBatch(b *testing.B) {
 	storetest.BenchWriteBatch(b, openTemp(b))
 }
+
+// go test -run '^$' -bench Reads -benchtime 20x ./internal/store/sqlite/
+func BenchmarkReads(b *testing.B) {
+	storetest.BenchReads(b, openTemp(b), 100_000, nil)
+}

@@ -123,20 +123,15 @@ func scanFinding(row scanner) (store.Finding, error) {
 
 // ListFindings implements store.Store.
 func (s *Store) ListFindings(ctx context.Context, tenant string, q store.FindingQuery) ([]store.Finding, int, error) {
-	order, err := engine.FindingOrder(q.Sort)
+	count, page, err := engine.FindingList(engine.SQLite, tenant, q)
 	if err != nil {
 		return nil, 0, err
 	}
-	a := engine.NewArgs(engine.SQLite)
-	where := engine.FindingWhere(a, tenant, q)
 	var total int
-	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM findings WHERE `+where, a.Vals...).Scan(&total); err != nil {
+	if err := s.r.QueryRowContext(ctx, count.SQL, count.Args...).Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("sqlite: count findings: %w", err)
 	}
-	limit, offset := engine.Limit(q.Page)
-	query := `SELECT ` + engine.FindingColumns + ` FROM findings WHERE ` + where +
-		` ORDER BY ` + order + ` LIMIT ` + a.Add(limit) + ` OFFSET ` + a.Add(offset)
-	rows, err := s.r.QueryContext(ctx, query, a.Vals...)
+	rows, err := s.r.QueryContext(ctx, page.SQL, page.Args...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("sqlite: list findings: %w", err)
 	}
@@ -205,24 +200,27 @@ LIMIT `+a.Add(limit)+` OFFSET `+a.Add(offset), a.Vals...)
 }
 
 // FindingCounts implements store.Store.
-func (s *Store) FindingCounts(ctx context.Context, tenant, by string) (map[string]int, error) {
-	col, err := engine.CountColumn(by)
+func (s *Store) FindingCounts(ctx context.Context, tenant string, q store.FindingQuery, by []string) ([]store.FindingGroup, error) {
+	st, err := engine.FindingCounts(engine.SQLite, tenant, q, by)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT `+col+`, count(*) FROM findings WHERE tenant = ?1 GROUP BY `+col, tenant)
+	rows, err := s.r.QueryContext(ctx, st.SQL, st.Args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: count findings: %w", err)
 	}
 	defer rows.Close()
-	out := map[string]int{}
+	out := []store.FindingGroup{}
 	for rows.Next() {
-		var k string
-		var n int
-		if err := rows.Scan(&k, &n); err != nil {
+		g := store.FindingGroup{Values: make([]string, len(by))}
+		dest := make([]any, 0, len(by)+1)
+		for i := range g.Values {
+			dest = append(dest, &g.Values[i])
+		}
+		if err := rows.Scan(append(dest, &g.Count)...); err != nil {
 			return nil, fmt.Errorf("sqlite: count findings: %w", err)
 		}
-		out[k] = n
+		out = append(out, g)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlite: count findings: %w", err)

@@ -57,6 +57,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"IngestionErrors", testIngestionErrors},
 		{"ListFindings", testListFindings},
 		{"ListFindingsInvalidSort", testListFindingsInvalidSort},
+		{"ListFindingsAfterKey", testListFindingsAfterKey},
 		{"GetFinding", testGetFinding},
 		{"ListScans", testListScans},
 		{"FindingCounts", testFindingCounts},
@@ -1273,6 +1274,58 @@ func testListFindings(t *testing.T, s store.Store) {
 	}
 }
 
+// testListFindingsAfterKey walks every sort with keyset pages of a few
+// rows: the pages must partition the sorted list exactly as offsets do,
+// including across equal sort values (inserted_at is shared by a whole
+// batch, severity_id by a fifth of the rows).
+func testListFindingsAfterKey(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	fs := fixture(t, s)
+	inserted := map[string]time.Time{}
+	stored, _, err := s.ListFindings(ctx, tenantA, store.FindingQuery{Page: store.Page{Size: 100}})
+	must(t, err, "ListFindings")
+	for _, f := range stored {
+		inserted[f.ID] = f.InsertedAt
+	}
+	for _, q := range []store.FindingQuery{
+		{},
+		{Sort: []string{"time"}},
+		{Sort: []string{"-time"}},
+		{Sort: []string{"severity_id"}},
+		{Sort: []string{"-severity_id"}},
+		{Sort: []string{"inserted_at"}},
+		{Sort: []string{"-inserted_at"}},
+		{Sort: []string{"check_id", "-time"}},
+		{Sort: []string{"-check_id"}},
+		{Sort: []string{"uid"}},
+		{Sort: []string{"-uid"}},
+		{Sort: []string{"-time", "severity_id"}, StatusCode: []string{"FAIL"}},
+		{Sort: []string{"-inserted_at"}, Region: "eu-west-1", Search: "uid"},
+	} {
+		want := reference(fs, inserted, q)
+		var got []store.Finding
+		q.Page = store.Page{Size: 4}
+		for range 20 {
+			page, total, err := s.ListFindings(ctx, tenantA, q)
+			must(t, err, fmt.Sprintf("ListFindings(%+v)", q))
+			if total != len(want) {
+				t.Fatalf("ListFindings(%+v): total %d, want %d", q, total, len(want))
+			}
+			got = append(got, page...)
+			if len(page) < q.Page.Size {
+				break
+			}
+			k := store.KeyOf(&page[len(page)-1])
+			q.After = &k
+			// A page number must not shift a keyset page.
+			q.Page.Number = 3
+		}
+		if !slices.Equal(uids(got), uids(want)) {
+			t.Errorf("keyset pages of sort %v:\n got %v\nwant %v", q.Sort, uids(got), uids(want))
+		}
+	}
+}
+
 func testListFindingsInvalidSort(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	for _, sort := range [][]string{{"title"}, {"-raw"}, {"time", "severity"}, {"uid; DROP TABLE findings"}, {""}, {"-"}} {
@@ -1373,40 +1426,77 @@ func testListScans(t *testing.T, s store.Store) {
 func testFindingCounts(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	fs := fixture(t, s)
-	for _, by := range []string{"severity", "status_code", "provider_type"} {
-		want := map[string]int{}
-		for _, f := range fs {
-			switch by {
-			case "severity":
-				want[f.Severity]++
-			case "status_code":
-				want[f.StatusCode]++
-			case "provider_type":
-				want[f.ProviderType]++
-			}
+	value := func(f store.Finding, dim string) string {
+		switch dim {
+		case "severity":
+			return f.Severity
+		case "status_code":
+			return f.StatusCode
+		case "provider_type":
+			return f.ProviderType
+		case "provider_uid":
+			return f.ProviderUID
+		case "check_id":
+			return f.CheckID
+		case "region":
+			return f.Region
 		}
-		got, err := s.FindingCounts(ctx, tenantA, by)
-		must(t, err, "FindingCounts "+by)
+		t.Fatalf("no dimension %q", dim)
+		return ""
+	}
+	for _, tc := range []struct {
+		by []string
+		q  store.FindingQuery
+	}{
+		{by: []string{"severity"}},
+		{by: []string{"status_code"}},
+		{by: []string{"provider_type"}},
+		{by: []string{"region"}},
+		{by: []string{"check_id", "status_code"}},
+		{by: []string{"severity", "status_code", "provider_type", "provider_uid", "check_id", "region"}},
+		{by: []string{"severity"}, q: store.FindingQuery{StatusCode: []string{"fail"}}},
+		{by: []string{"provider_uid", "status_code"}, q: store.FindingQuery{Region: "eu-west-1", ScanID: "scan-1"}},
+		{by: []string{"check_id"}, q: store.FindingQuery{Search: "bucket", Severity: []string{"LOW", "high"}}},
+		{by: []string{"region"}, q: store.FindingQuery{CheckID: "none-such"}},
+	} {
+		counts := map[string]int{}
+		for _, f := range reference(fs, nil, tc.q) {
+			var vals []string
+			for _, d := range tc.by {
+				vals = append(vals, value(f, d))
+			}
+			counts[strings.Join(vals, "|")]++
+		}
+		var want []store.FindingGroup
+		for k, n := range counts {
+			want = append(want, store.FindingGroup{Values: strings.Split(k, "|"), Count: n})
+		}
+		slices.SortFunc(want, func(a, b store.FindingGroup) int { return slices.Compare(a.Values, b.Values) })
+		if want == nil {
+			want = []store.FindingGroup{}
+		}
+		got, err := s.FindingCounts(ctx, tenantA, tc.q, tc.by)
+		must(t, err, fmt.Sprintf("FindingCounts(%v, %+v)", tc.by, tc.q))
 		if !reflect.DeepEqual(got, want) {
-			t.Errorf("FindingCounts(%s) = %v, want %v", by, got, want)
+			t.Errorf("FindingCounts(%v, %+v):\n got %v\nwant %v", tc.by, tc.q, got, want)
 		}
 	}
-	got, err := s.FindingCounts(ctx, tenantB, "severity")
+	got, err := s.FindingCounts(ctx, tenantB, store.FindingQuery{}, []string{"severity"})
 	must(t, err, "FindingCounts B")
 	total := 0
-	for _, n := range got {
-		total += n
+	for _, g := range got {
+		total += g.Count
 	}
 	if total != 3 {
 		t.Fatalf("tenant B counts %v", got)
 	}
-	got, err = s.FindingCounts(ctx, "tenant-none", "severity")
+	got, err = s.FindingCounts(ctx, "tenant-none", store.FindingQuery{}, []string{"severity"})
 	must(t, err, "FindingCounts unknown tenant")
 	if len(got) != 0 {
 		t.Fatalf("unknown tenant counts %v", got)
 	}
-	for _, by := range []string{"", "region", "severity; --", "raw"} {
-		_, err := s.FindingCounts(ctx, tenantA, by)
+	for _, by := range [][]string{nil, {""}, {"title"}, {"severity; --"}, {"raw"}, {"severity", "severity"}} {
+		_, err := s.FindingCounts(ctx, tenantA, store.FindingQuery{}, by)
 		wantErr(t, err, store.ErrInvalidArgument, fmt.Sprintf("FindingCounts(%q)", by))
 	}
 }

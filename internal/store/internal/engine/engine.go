@@ -156,14 +156,23 @@ type Dialect struct {
 	Param func(n int) string
 	// ILike is the case-insensitive LIKE operator.
 	ILike string
+	// Time is how a timestamp column's value is bound.
+	Time func(time.Time) any
+	// IndexedBy names the index to read with: SQLite's planner, which
+	// costs a sort of every row under a LIMIT below an index read in order
+	// when that index gives only the leading sort column, needs to be told;
+	// PostgreSQL's needs no hint (nil).
+	IndexedBy func(index string) string
 }
 
 // Postgres and SQLite are the two dialects. SQLite's "?NNN" numbered
 // parameters let both share one builder; its LIKE is case-insensitive for
 // ASCII only, which is what Search promises there.
 var (
-	Postgres = Dialect{Param: func(n int) string { return "$" + strconv.Itoa(n) }, ILike: "ILIKE"}
-	SQLite   = Dialect{Param: func(n int) string { return "?" + strconv.Itoa(n) }, ILike: "LIKE"}
+	Postgres = Dialect{Param: func(n int) string { return "$" + strconv.Itoa(n) }, ILike: "ILIKE",
+		Time: func(t time.Time) any { return t }}
+	SQLite = Dialect{Param: func(n int) string { return "?" + strconv.Itoa(n) }, ILike: "LIKE",
+		Time: func(t time.Time) any { return t.UnixMicro() }, IndexedBy: func(index string) string { return " INDEXED BY " + index }}
 )
 
 // Args collects bind parameters while a statement is built.
@@ -233,6 +242,31 @@ func EscapeLike(s string) string {
 	return r.Replace(s)
 }
 
+// orderIndexes are the indexes that read a tenant's findings in the order
+// of each sort column (forwards or backwards).
+var orderIndexes = map[string]string{
+	"event_time":  "findings_time",
+	"severity_id": "findings_default_order",
+	"inserted_at": "findings_inserted",
+	"check_id":    "findings_check_order",
+	"uid":         "findings_uid",
+}
+
+// onlyFacets reports whether q filters on findings_facets' columns alone
+// (status_code, provider_type, provider_uid, severity, region, check_id).
+func onlyFacets(q store.FindingQuery) bool {
+	return q.ScanID == "" && q.IngestionID == "" && q.Search == ""
+}
+
+// bounded reports whether q names a scan, an ingestion or a check: each
+// has an index that finds exactly its findings, a bounded set worth
+// sorting. Any other filter matches a share of the whole tenant (a
+// severity, a region, a text), so the ordered index read until the page
+// is full is the better plan.
+func bounded(q store.FindingQuery) bool {
+	return q.ScanID != "" || q.IngestionID != "" || q.CheckID != ""
+}
+
 var sortColumns = map[string]string{
 	"time":        "event_time",
 	"severity_id": "severity_id",
@@ -241,45 +275,162 @@ var sortColumns = map[string]string{
 	"uid":         "uid",
 }
 
-// FindingOrder renders the ORDER BY list for sort keys. uid and id are always
-// appended as tie-breakers so that pages never overlap or skip rows.
-func FindingOrder(keys []string) (string, error) {
+// orderPart is one column of an ORDER BY.
+type orderPart struct {
+	col  string
+	desc bool
+}
+
+func (o orderPart) String() string {
+	if o.desc {
+		return o.col + " DESC"
+	}
+	return o.col + " ASC"
+}
+
+// findingOrder resolves sort keys to columns. uid and id are always appended
+// as tie-breakers so that pages never overlap or skip rows, and so that a
+// position in the order (a FindingKey) is unique.
+func findingOrder(keys []string) ([]orderPart, error) {
 	if len(keys) == 0 {
 		keys = []string{"-severity_id", "uid"}
 	}
-	var parts []string
+	var parts []orderPart
 	used := map[string]bool{}
 	for _, k := range keys {
-		dir := "ASC"
-		name := k
-		if strings.HasPrefix(k, "-") {
-			dir, name = "DESC", k[1:]
-		}
+		name, desc := strings.CutPrefix(k, "-")
 		col, ok := sortColumns[name]
 		if !ok {
-			return "", Invalid("unknown sort key %q", k)
+			return nil, Invalid("unknown sort key %q", k)
 		}
 		if used[col] {
 			continue
 		}
 		used[col] = true
-		parts = append(parts, col+" "+dir)
+		parts = append(parts, orderPart{col: col, desc: desc})
 	}
 	for _, col := range []string{"uid", "id"} {
 		if !used[col] {
-			parts = append(parts, col+" ASC")
+			parts = append(parts, orderPart{col: col})
 		}
 	}
-	return strings.Join(parts, ", "), nil
+	return parts, nil
 }
 
-// CountColumn maps FindingCounts' by to its column.
-func CountColumn(by string) (string, error) {
-	switch by {
-	case "severity", "status_code", "provider_type":
-		return by, nil
+// keyset renders "the row comes after k in this order". The expanded form
+// (c1 > v1 OR (c1 = v1 AND (c2 > v2 OR ...))) handles mixed directions,
+// which a row-value comparison cannot; the leading bound on c1 repeats
+// what it implies so that both planners seek the ordered index to k
+// instead of walking it from the start.
+func (a *Args) keyset(parts []orderPart, k store.FindingKey) string {
+	ps := make([]string, len(parts))
+	for i, p := range parts {
+		var v any
+		switch p.col {
+		case "event_time":
+			v = a.d.Time(Time(k.Time))
+		case "inserted_at":
+			v = a.d.Time(Time(k.InsertedAt))
+		case "severity_id":
+			v = k.SeverityID
+		case "check_id":
+			v = k.CheckID
+		case "uid":
+			v = k.UID
+		case "id":
+			v = k.ID
+		}
+		ps[i] = a.Add(v)
 	}
-	return "", Invalid("cannot count findings by %q: want severity, status_code or provider_type", by)
+	op := func(p orderPart, strict bool) string {
+		o := ">"
+		if p.desc {
+			o = "<"
+		}
+		if !strict {
+			o += "="
+		}
+		return o
+	}
+	last := len(parts) - 1
+	expr := parts[last].col + " " + op(parts[last], true) + " " + ps[last]
+	for i := last - 1; i >= 0; i-- {
+		c := parts[i].col
+		expr = c + " " + op(parts[i], true) + " " + ps[i] + " OR (" + c + " = " + ps[i] + " AND (" + expr + "))"
+	}
+	return parts[0].col + " " + op(parts[0], false) + " " + ps[0] + " AND (" + expr + ")"
+}
+
+// Statement is SQL text with its bind parameters.
+type Statement struct {
+	SQL  string
+	Args []any
+}
+
+// FindingList renders the two statements of ListFindings: the count of
+// matching findings and the page. Both engines issue exactly these, and the
+// query plan tests explain exactly these.
+func FindingList(d Dialect, tenant string, q store.FindingQuery) (count, page Statement, err error) {
+	parts, err := findingOrder(q.Sort)
+	if err != nil {
+		return Statement{}, Statement{}, err
+	}
+	a := NewArgs(d)
+	where := FindingWhere(a, tenant, q)
+	count = Statement{SQL: `SELECT count(*) FROM findings WHERE ` + where, Args: slices.Clone(a.Vals)}
+	order := make([]string, len(parts))
+	for i, p := range parts {
+		order[i] = p.String()
+	}
+	limit, offset := Limit(q.Page)
+	if q.After != nil {
+		where += " AND (" + a.keyset(parts, *q.After) + ")"
+		offset = 0
+	}
+	from := "findings"
+	if d.IndexedBy != nil && !bounded(q) {
+		// Without statistics on how selective a value is, SQLite sorts
+		// every finding of the tenant; reading in order stops at the
+		// page. A rare value makes that walk long, but never longer than
+		// the sort would have read.
+		from += d.IndexedBy(orderIndexes[parts[0].col])
+	}
+	sql := `SELECT ` + FindingColumns + ` FROM ` + from + ` WHERE ` + where + ` ORDER BY ` + strings.Join(order, ", ") +
+		` LIMIT ` + a.Add(limit)
+	if offset > 0 {
+		sql += ` OFFSET ` + a.Add(offset)
+	}
+	return count, Statement{SQL: sql, Args: a.Vals}, nil
+}
+
+// FindingCounts renders FindingCounts' statement: one GROUP BY over columns
+// the findings_facets index covers, so that it reads the index, not the rows.
+func FindingCounts(d Dialect, tenant string, q store.FindingQuery, by []string) (Statement, error) {
+	if len(by) == 0 {
+		return Statement{}, Invalid("count findings by what? want one or more of %s", strings.Join(store.CountDimensions, ", "))
+	}
+	seen := map[string]bool{}
+	for _, b := range by {
+		if !slices.Contains(store.CountDimensions, b) {
+			return Statement{}, Invalid("cannot count findings by %q: want one or more of %s", b, strings.Join(store.CountDimensions, ", "))
+		}
+		if seen[b] {
+			return Statement{}, Invalid("%q is given twice to count findings by", b)
+		}
+		seen[b] = true
+	}
+	a := NewArgs(d)
+	where := FindingWhere(a, tenant, q)
+	cols := strings.Join(by, ", ")
+	from := "findings"
+	if d.IndexedBy != nil && onlyFacets(q) {
+		// The grouped and filtered columns are all in findings_facets, so
+		// counting reads that index alone; SQLite prefers an index in
+		// GROUP BY order that makes it read every row.
+		from += d.IndexedBy("findings_facets")
+	}
+	return Statement{SQL: `SELECT ` + cols + `, count(*) FROM ` + from + ` WHERE ` + where + ` GROUP BY ` + cols + ` ORDER BY ` + cols,
+		Args: a.Vals}, nil
 }
 
 // Limit turns a page into LIMIT and OFFSET.

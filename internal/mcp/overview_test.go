@@ -1,0 +1,237 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/posture-dev/posture/internal/apitest"
+	"github.com/posture-dev/posture/internal/store"
+)
+
+// TestOverviewAndCatalogueRequests runs the overview and check catalogue
+// tools against a real API behind a proxy that counts the requests they
+// make: whatever the number of findings, severities and accounts, an
+// overview costs at most 3 API requests and a catalogue 1, and both answer
+// the exact counts.
+func TestOverviewAndCatalogueRequests(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	ctx := context.Background()
+
+	// 400 findings over 4 accounts, 5 severities, 3 results, 7 checks.
+	sevs := []string{"critical", "high", "medium", "low", "informational"}
+	codes := []string{"FAIL", "PASS", "MANUAL"}
+	accounts := [][2]string{{"aws", "111111111111"}, {"aws", "222222222222"}, {"gcp", "project-x"}, {"azure", "sub-1"}}
+	var fs []store.Finding
+	for i := range 400 {
+		acct := accounts[i%4]
+		fs = append(fs, store.Finding{UID: fmt.Sprintf("f-%d", i), ScanID: "scan-" + acct[1], CheckID: fmt.Sprintf("check_%d", i%7),
+			Severity: sevs[i%5], SeverityID: 5 - i%5, StatusCode: codes[i%3], ProviderType: acct[0], ProviderUID: acct[1],
+			Time: time.Now(), Raw: []byte(`{}`)})
+	}
+	if err := env.Store.StartRun(ctx, env.Tenant, "seed", 1, len(fs)); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Store.WriteBatch(ctx, env.Tenant, "seed", 1, store.Batch{Findings: fs}); err != nil {
+		t.Fatal(err)
+	}
+
+	var requests atomic.Int64
+	target, err := url.Parse(env.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	counted := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		proxy.ServeHTTP(w, r)
+	}))
+	defer counted.Close()
+
+	s, err := New(Config{APIBaseURL: counted.URL + "/api/v1", DefaultToken: env.APIKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct, st := mcpsdk.NewInMemoryTransports()
+	ss, err := s.SDK().Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	cs, err := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+
+	call := func(t *testing.T, name string, args map[string]any, out any) int64 {
+		t.Helper()
+		before := requests.Load()
+		res, err := cs.CallTool(ctx, &mcpsdk.CallToolParams{Name: name, Arguments: args})
+		if err != nil || res.IsError {
+			t.Fatalf("%s: %v %+v", name, err, res)
+		}
+		if err := json.Unmarshal([]byte(res.Content[0].(*mcpsdk.TextContent).Text), out); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return requests.Load() - before
+	}
+
+	type account struct {
+		ProviderType string `json:"provider_type"`
+		ProviderUID  string `json:"provider_uid"`
+		Findings     int    `json:"findings"`
+		Failing      int    `json:"failing"`
+	}
+	type overview struct {
+		Total      int            `json:"total_findings"`
+		BySeverity map[string]int `json:"by_severity"`
+		ByStatus   map[string]int `json:"by_status_code"`
+		Failing    map[string]int `json:"failing_by_severity"`
+		Providers  []account      `json:"by_provider"`
+	}
+	want := func(keep func(store.Finding) bool) overview {
+		o := overview{BySeverity: map[string]int{}, ByStatus: map[string]int{"FAIL": 0, "PASS": 0, "MANUAL": 0}, Failing: map[string]int{}}
+		idx := map[string]int{}
+		for _, f := range fs {
+			if !keep(f) {
+				continue
+			}
+			o.Total++
+			o.BySeverity[f.Severity]++
+			o.ByStatus[f.StatusCode]++
+			k := f.ProviderType + "/" + f.ProviderUID
+			if _, ok := idx[k]; !ok {
+				idx[k] = len(o.Providers)
+				o.Providers = append(o.Providers, account{ProviderType: f.ProviderType, ProviderUID: f.ProviderUID})
+			}
+			o.Providers[idx[k]].Findings++
+			if f.StatusCode == "FAIL" {
+				o.Failing[f.Severity]++
+				o.Providers[idx[k]].Failing++
+			}
+		}
+		return o
+	}
+	byKey := func(ps []account) map[string]account {
+		m := map[string]account{}
+		for _, p := range ps {
+			m[p.ProviderType+"/"+p.ProviderUID] = p
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name string
+		args map[string]any
+		keep func(store.Finding) bool
+	}{
+		{"whole tenant", nil, func(store.Finding) bool { return true }},
+		{"one provider type", map[string]any{"provider_type": "AWS"}, func(f store.Finding) bool { return f.ProviderType == "aws" }},
+		{"one account", map[string]any{"provider_uid": "project-x"}, func(f store.Finding) bool { return f.ProviderUID == "project-x" }},
+		{"one check", map[string]any{"check_id": "check_3"}, func(f store.Finding) bool { return f.CheckID == "check_3" }},
+	} {
+		t.Run("overview of "+tc.name, func(t *testing.T) {
+			var got overview
+			n := call(t, "get_findings_overview", tc.args, &got)
+			t.Logf("%d API requests", n)
+			if n > 3 {
+				t.Errorf("the overview made %d API requests; at most 3 are allowed", n)
+			}
+			w := want(tc.keep)
+			if got.Total != w.Total || !reflect.DeepEqual(got.BySeverity, w.BySeverity) || !reflect.DeepEqual(got.ByStatus, w.ByStatus) ||
+				!reflect.DeepEqual(got.Failing, w.Failing) || !reflect.DeepEqual(byKey(got.Providers), byKey(w.Providers)) {
+				t.Errorf("overview:\n got %+v\nwant %+v", got, w)
+			}
+		})
+	}
+
+	t.Run("search continues by cursor", func(t *testing.T) {
+		type page struct {
+			Items []struct {
+				UID string `json:"uid"`
+			} `json:"items"`
+			Page       int    `json:"page"`
+			NextPage   *int   `json:"next_page"`
+			NextCursor string `json:"next_cursor"`
+		}
+		seen := map[string]bool{}
+		args := map[string]any{"page_size": 60, "status_code": []string{"FAIL"}}
+		var p page
+		for i := 0; ; i++ {
+			call(t, "search_findings", args, &p)
+			for _, it := range p.Items {
+				seen[it.UID] = true
+			}
+			if i > 0 && (p.Page != 0 || p.NextPage != nil) {
+				t.Fatalf("a cursor page claims page %d, next page %v", p.Page, p.NextPage)
+			}
+			if p.NextCursor == "" || i > 10 {
+				break
+			}
+			args = map[string]any{"page_size": 60, "status_code": []string{"FAIL"}, "cursor": p.NextCursor}
+		}
+		want := 0
+		for _, f := range fs {
+			if f.StatusCode == "FAIL" {
+				want++
+				if !seen[f.UID] {
+					t.Errorf("%s was never listed", f.UID)
+				}
+			}
+		}
+		if len(seen) != want {
+			t.Errorf("listed %d failing findings, want %d", len(seen), want)
+		}
+	})
+
+	t.Run("check catalogue", func(t *testing.T) {
+		var got struct {
+			Checks []struct {
+				CheckID  string `json:"check_id"`
+				Findings int    `json:"findings"`
+				Failing  int    `json:"failing"`
+			} `json:"checks"`
+			Matched  int  `json:"findings_matched"`
+			Complete bool `json:"complete"`
+		}
+		n := call(t, "list_check_ids", map[string]any{"provider_type": "aws"}, &got)
+		if n > 1 {
+			t.Errorf("the catalogue made %d API requests; want 1", n)
+		}
+		want := map[string][2]int{}
+		total := 0
+		for _, f := range fs {
+			if f.ProviderType != "aws" {
+				continue
+			}
+			c := want[f.CheckID]
+			c[0]++
+			if f.StatusCode == "FAIL" {
+				c[1]++
+			}
+			want[f.CheckID] = c
+			total++
+		}
+		gotMap := map[string][2]int{}
+		for _, c := range got.Checks {
+			gotMap[c.CheckID] = [2]int{c.Findings, c.Failing}
+		}
+		if !reflect.DeepEqual(gotMap, want) || got.Matched != total || !got.Complete {
+			t.Errorf("catalogue %+v; want %v of %d findings, complete", got, want, total)
+		}
+		if !strings.HasPrefix(got.Checks[0].CheckID, "check_") {
+			t.Errorf("first check %q", got.Checks[0].CheckID)
+		}
+	})
+}

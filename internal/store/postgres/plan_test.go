@@ -1,0 +1,106 @@
+package postgres
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/store/internal/engine"
+	"github.com/posture-dev/posture/internal/store/pgtest"
+	"github.com/posture-dev/posture/internal/store/storetest"
+)
+
+// TestQueryPlans asks PostgreSQL for the plan of every statement the store
+// issues for each documented findings query shape, and fails when one
+// reads every finding (see storetest.PlanProblems).
+//
+// The table holds two tenants' findings, analysed. On a table this small
+// reading the whole heap is honestly the cheapest plan, where at a million
+// rows it is the slowest, so the session sets enable_seqscan and
+// enable_bitmapscan off: the planner then reads through an index whenever
+// one can serve the query, and a "Seq Scan on findings" left in the plan
+// means none can. (A bitmap scan on the tenant alone is the same full read
+// of the tenant's rows, cheap only because the table is small.) Sorting
+// stays enabled, so a Sort node in an unfiltered listing means no index
+// gives its order; an Incremental Sort, within equal leading values, is
+// fine.
+func TestQueryPlans(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, pgtest.FreshDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	fs := storetest.PlanFindings(3000)
+	for _, tenant := range []string{"tenant-a", "tenant-b"} {
+		if err := s.StartRun(ctx, tenant, "ing-1", 1, len(fs)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.WriteBatch(ctx, tenant, "ing-1", 1, store.Batch{Findings: fs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	for _, q := range []string{"VACUUM ANALYZE findings", "SET enable_seqscan = off", "SET enable_bitmapscan = off"} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	explain := func(t *testing.T, st engine.Statement) []string {
+		t.Helper()
+		rows, err := conn.Query(ctx, "EXPLAIN "+st.SQL, st.Args...)
+		if err != nil {
+			t.Fatalf("explain %s: %v", st.SQL, err)
+		}
+		defer rows.Close()
+		var plan []string
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, line)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return plan
+	}
+	type stmt struct {
+		st   engine.Statement
+		page bool
+	}
+	for _, shape := range storetest.QueryShapes() {
+		t.Run(shape.Name, func(t *testing.T) {
+			shape, err := shape.Placed(ctx, s, "tenant-a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stmts []stmt
+			if shape.By != nil {
+				st, err := engine.FindingCounts(engine.Postgres, "tenant-a", shape.Query, shape.By)
+				if err != nil {
+					t.Fatal(err)
+				}
+				stmts = append(stmts, stmt{st, false})
+			} else {
+				count, page, err := engine.FindingList(engine.Postgres, "tenant-a", shape.Query)
+				if err != nil {
+					t.Fatal(err)
+				}
+				stmts = append(stmts, stmt{count, false}, stmt{page, true})
+			}
+			for _, x := range stmts {
+				plan := explain(t, x.st)
+				if p := storetest.PlanProblems(shape, x.page, plan); len(p) > 0 {
+					t.Errorf("%s\n%s\nplan:\n  %s", strings.Join(p, "; "), x.st.SQL, strings.Join(plan, "\n  "))
+				}
+			}
+		})
+	}
+}

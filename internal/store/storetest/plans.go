@@ -1,0 +1,60 @@
+package storetest
+
+import (
+	"regexp"
+	"strings"
+)
+
+// sortColumns maps sort keys to the column a keyset page must seek on.
+var sortColumns = map[string]string{"time": "event_time", "severity_id": "severity_id", "inserted_at": "inserted_at",
+	"check_id": "check_id", "uid": "uid"}
+
+// FirstSortColumn is the column a cursor page of s seeks on: its first
+// sort key's (the store's default order starts with severity_id).
+func (s QueryShape) FirstSortColumn() string {
+	if len(s.Query.Sort) == 0 {
+		return "severity_id"
+	}
+	return sortColumns[strings.TrimPrefix(s.Query.Sort[0], "-")]
+}
+
+// PlanProblems judges one statement's plan, as EXPLAIN QUERY PLAN
+// (SQLite: its detail column, one line per node) or EXPLAIN (PostgreSQL:
+// its text lines) gives it. page says whether the statement is the page of
+// a listing (not its count). It returns what is wrong, or nothing.
+//
+// Wrong is whatever reads every finding, of the table or of the tenant:
+//   - a full scan of findings (SQLite "SCAN findings", with or without an
+//     index; PostgreSQL "Seq Scan on findings");
+//   - for a listing, sorting every row of the tenant (SQLite "USE TEMP
+//     B-TREE FOR ORDER BY", PostgreSQL a "Sort" node, when the rows are
+//     found by the tenant alone or there is no filter; a sort of the right
+//     part of the order, within equal leading values, is fine, and so is
+//     sorting the rows an index found by a selective filter);
+//   - for grouped counts without a text search, reading the rows rather
+//     than an index that covers the grouped and filtered columns;
+//   - for a cursor page, not seeking the index to the cursor (no bound on
+//     the first sort column in the index condition).
+func PlanProblems(s QueryShape, page bool, plan []string) []string {
+	var problems []string
+	text := strings.Join(plan, "\n")
+	if regexp.MustCompile(`(?m)^\s*(->\s*)?(SCAN findings\b|Seq Scan on findings\b|Parallel Seq Scan on findings\b)`).MatchString(text) {
+		problems = append(problems, "reads every row of findings (full scan)")
+	}
+	sorts := regexp.MustCompile(`(?m)^\s*(->\s*)?(USE TEMP B-TREE FOR ORDER BY|Sort\s+\()`).MatchString(text)
+	tenantOnly := regexp.MustCompile(`(?m)(SEARCH findings USING (COVERING )?INDEX \w+ \(tenant=\?\)$|Index Cond: \(tenant = '[^']*'::text\)$)`).MatchString(text)
+	if page && sorts && (s.Ordered || tenantOnly) {
+		problems = append(problems, "sorts every finding of the tenant instead of reading an index in order")
+	}
+	if s.By != nil && s.Query.Search == "" &&
+		!regexp.MustCompile(`(?m)(SEARCH findings USING COVERING INDEX|Index Only Scan using \w+ on findings)`).MatchString(text) {
+		problems = append(problems, "counts from the rows, not from an index covering the grouped columns")
+	}
+	if s.Query.After != nil && page {
+		col := regexp.QuoteMeta(s.FirstSortColumn())
+		if !regexp.MustCompile(`(SEARCH findings USING (COVERING )?INDEX \w+ \(tenant=\? AND ` + col + `[<>]\?\))|Index Cond: .*\(?` + col + ` [<>]=? `).MatchString(text) {
+			problems = append(problems, "does not seek the index to the cursor (no bound on "+s.FirstSortColumn()+" in the index condition)")
+		}
+	}
+	return problems
+}

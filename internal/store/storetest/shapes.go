@@ -1,0 +1,123 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/posture-dev/posture/internal/store"
+)
+
+// QueryShape is one documented way of reading findings: a page of
+// ListFindings, or a FindingCounts when By is set.
+type QueryShape struct {
+	Name  string
+	Query store.FindingQuery
+	By    []string
+	// Ordered marks a shape without filters: its order must come from an
+	// index, since sorting would read every finding of the tenant.
+	Ordered bool
+}
+
+// apiDefaultSort is the REST API's default order of findings (newest
+// first), which is what a listing without sort= asks the store for.
+var apiDefaultSort = []string{"-inserted_at"}
+
+// QueryShapes lists every findings query shape docs/api.md documents, as
+// the API hands it to the store: the default list, each filter alone and
+// two combined, each sort (first, middle and cursor page), search and the
+// grouped counts. The query plan tests of both engines explain each.
+func QueryShapes() []QueryShape {
+	// A placeholder: Placed puts each cursor in the middle of real rows.
+	after := &store.FindingKey{}
+	shapes := []QueryShape{
+		{Name: "default list", Query: store.FindingQuery{Sort: apiDefaultSort}, Ordered: true},
+		{Name: "store default order", Query: store.FindingQuery{}, Ordered: true},
+		{Name: "middle page", Query: store.FindingQuery{Sort: apiDefaultSort, Page: store.Page{Number: 50, Size: 10}}, Ordered: true},
+		{Name: "search", Query: store.FindingQuery{Sort: apiDefaultSort, Search: "bucket"}},
+		{Name: "region and provider type", Query: store.FindingQuery{Sort: apiDefaultSort, Region: "eu-west-1", ProviderType: []string{"aws"}}},
+		{Name: "severity, status and account", Query: store.FindingQuery{Sort: apiDefaultSort, Severity: []string{"critical", "high"},
+			StatusCode: []string{"FAIL"}, ProviderUID: "111111111111"}},
+	}
+	for _, f := range []struct {
+		name string
+		q    store.FindingQuery
+	}{
+		{"severity", store.FindingQuery{Severity: []string{"critical"}}},
+		{"severity__in", store.FindingQuery{Severity: []string{"critical", "high"}}},
+		{"status_code", store.FindingQuery{StatusCode: []string{"FAIL"}}},
+		{"provider_type", store.FindingQuery{ProviderType: []string{"gcp"}}},
+		{"provider_uid", store.FindingQuery{ProviderUID: "111111111111"}},
+		{"check_id", store.FindingQuery{CheckID: "check_3"}},
+		{"region", store.FindingQuery{Region: "eu-west-1"}},
+		{"scan", store.FindingQuery{ScanID: "scan-1"}},
+		{"ingestion", store.FindingQuery{IngestionID: "ing-1"}},
+	} {
+		q := f.q
+		q.Sort = apiDefaultSort
+		shapes = append(shapes, QueryShape{Name: "filter " + f.name, Query: q})
+	}
+	for _, key := range []string{"time", "severity_id", "inserted_at", "check_id", "uid"} {
+		for _, k := range []string{key, "-" + key} {
+			sort := []string{k}
+			shapes = append(shapes,
+				QueryShape{Name: "sort " + k, Query: store.FindingQuery{Sort: sort}, Ordered: true},
+				QueryShape{Name: "sort " + k + ", middle page", Query: store.FindingQuery{Sort: sort, Page: store.Page{Number: 50}}, Ordered: true},
+				QueryShape{Name: "sort " + k + ", cursor page", Query: store.FindingQuery{Sort: sort, After: after}, Ordered: true},
+			)
+		}
+	}
+	shapes = append(shapes, QueryShape{Name: "default list, cursor page", Query: store.FindingQuery{Sort: apiDefaultSort, After: after}, Ordered: true})
+	for _, d := range store.CountDimensions {
+		shapes = append(shapes, QueryShape{Name: "counts by " + d, By: []string{d}})
+	}
+	shapes = append(shapes,
+		QueryShape{Name: "counts by every dimension", By: store.CountDimensions},
+		QueryShape{Name: "overview counts", By: []string{"severity", "status_code", "provider_type", "provider_uid"}},
+		QueryShape{Name: "counts by check, one provider type", By: []string{"check_id", "severity", "status_code"},
+			Query: store.FindingQuery{ProviderType: []string{"aws"}}},
+		QueryShape{Name: "counts by severity, failing in one region", By: []string{"severity"},
+			Query: store.FindingQuery{StatusCode: []string{"FAIL"}, Region: "eu-west-1"}},
+	)
+	return shapes
+}
+
+// Placed returns s with its cursor, if it has one, at the middle finding
+// of tenant in s's order, so that the plan is the one of a page in the
+// middle of a listing rather than at either end.
+func (s QueryShape) Placed(ctx context.Context, st store.Store, tenant string) (QueryShape, error) {
+	if s.Query.After == nil {
+		return s, nil
+	}
+	_, total, err := st.ListFindings(ctx, tenant, store.FindingQuery{Sort: s.Query.Sort, Page: store.Page{Size: 1}})
+	if err != nil {
+		return s, err
+	}
+	mid, _, err := st.ListFindings(ctx, tenant, store.FindingQuery{Sort: s.Query.Sort, Page: store.Page{Number: total/2 + 1, Size: 1}})
+	if err != nil || len(mid) != 1 {
+		return s, fmt.Errorf("middle finding of %d in order %v: %d rows, %v", total, s.Query.Sort, len(mid), err)
+	}
+	k := store.KeyOf(&mid[0])
+	s.Query.After = &k
+	return s, nil
+}
+
+// PlanFindings are rows for the query plan tests: enough of them, and
+// varied enough, that the planner's choice between an index and a full
+// scan is the one it makes on a real table.
+func PlanFindings(n int) []store.Finding {
+	sevs := []string{"critical", "high", "medium", "low", "informational"}
+	fs := make([]store.Finding, n)
+	for i := range fs {
+		fs[i] = store.Finding{
+			UID: fmt.Sprintf("uid-%05d", i), ScanID: fmt.Sprintf("scan-%d", i%20), CheckID: fmt.Sprintf("check_%d", i%150),
+			Title: fmt.Sprintf("Finding %d about a bucket", i), Severity: sevs[i%5], SeverityID: 5 - i%5,
+			StatusCode: []string{"FAIL", "PASS", "MANUAL"}[i%3], Status: "New",
+			Region:       []string{"eu-west-1", "us-east-1", "ap-south-1", "us-west-2"}[i%4],
+			ProviderType: []string{"aws", "gcp", "azure"}[i%3], ProviderUID: fmt.Sprintf("%012d", 111111111111*(i%7+1)),
+			ResourceUID: fmt.Sprintf("arn:aws:s3:::bucket-%d", i), Time: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Minute),
+			Raw: []byte(`{"class_uid":2004}`),
+		}
+	}
+	return fs
+}
