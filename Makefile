@@ -23,8 +23,8 @@ $(CONTROLLER_GEN):
 manifests: $(CONTROLLER_GEN) ## CRDs and RBAC from kubebuilder markers.
 	$(CONTROLLER_GEN) rbac:roleName=posture-manager crd paths="./api/..." paths="./controllers/..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
-	# The Helm chart carries copies: its CRDs and the rules its RBAC templates read.
-	rm -f charts/posture/crds/*.yaml && cp config/crd/bases/*.yaml charts/posture/crds/
+	# The Helm chart carries copies: its CRDs (rendered by templates/crds.yaml, so helm upgrade upgrades them) and the rules its RBAC templates read.
+	rm -rf charts/posture/files/crds && mkdir -p charts/posture/files/crds && cp config/crd/bases/*.yaml charts/posture/files/crds/
 	cp config/rbac/role.yaml charts/posture/files/role.yaml
 	rm -rf charts/posture/files/admission && mkdir -p charts/posture/files/admission
 	cp $$(ls config/admission/*.yaml | grep -v /kustomization.yaml) charts/posture/files/admission/
