@@ -59,6 +59,8 @@ control-plane: ## Builds kube-apiserver and etcd from Go modules (cached, first 
 test: verify ## Unit, store conformance (SQLite + throwaway PostgreSQL), envtest and HTTP tests.
 	hack/test-deps.sh
 	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh)" go test $(GO_TEST_FLAGS) ./...
+	# The chart's rendering and schema tests live in test/helm's own module (Helm's dependencies).
+	cd test/helm && go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: fuzz
 fuzz: ## Runs every fuzz target for FUZZTIME each.

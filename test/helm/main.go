@@ -32,50 +32,55 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: go run . [-set k=v] CHART_DIR")
 		os.Exit(2)
 	}
-	if err := render(flag.Arg(0), *release, *namespace, overrides); err != nil {
+	out, err := render(flag.Arg(0), *release, *namespace, overrides)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
-	}
-}
-
-func render(dir, release, namespace string, overrides []string) error {
-	chrt, err := loader.Load(dir)
-	if err != nil {
-		return err
-	}
-	vals := map[string]any{}
-	for _, s := range overrides {
-		if err := strvals.ParseInto(s, vals); err != nil {
-			return fmt.Errorf("--set %s: %w", s, err)
-		}
-	}
-	if err := chartutil.ProcessDependenciesWithMerge(chrt, vals); err != nil {
-		return err
-	}
-	opts := chartutil.ReleaseOptions{Name: release, Namespace: namespace, IsInstall: true, Revision: 1}
-	caps := chartutil.DefaultCapabilities.Copy()
-	caps.KubeVersion = chartutil.KubeVersion{Version: "v1.36.3", Major: "1", Minor: "36"}
-	rv, err := chartutil.ToRenderValues(chrt, vals, opts, caps)
-	if err != nil {
-		return err
-	}
-	out, err := engine.Render(chrt, rv)
-	if err != nil {
-		return err
 	}
 	names := make([]string, 0, len(out))
 	for name := range out {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	for _, crd := range chrt.CRDObjects() {
-		fmt.Printf("---\n# Source: %s\n%s\n", crd.Filename, crd.File.Data)
-	}
 	for _, name := range names {
 		if strings.HasSuffix(name, "NOTES.txt") || strings.TrimSpace(out[name]) == "" {
 			continue
 		}
 		fmt.Printf("---\n# Source: %s\n%s\n", name, out[name])
 	}
-	return nil
+}
+
+// render returns every file the chart renders, by name (NOTES.txt included),
+// after checking the values against values.schema.json as helm install does.
+func render(dir, release, namespace string, overrides []string) (map[string]string, error) {
+	chrt, err := loader.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	vals := map[string]any{}
+	for _, s := range overrides {
+		if err := strvals.ParseInto(s, vals); err != nil {
+			return nil, fmt.Errorf("--set %s: %w", s, err)
+		}
+	}
+	if err := chartutil.ProcessDependenciesWithMerge(chrt, vals); err != nil {
+		return nil, err
+	}
+	opts := chartutil.ReleaseOptions{Name: release, Namespace: namespace, IsInstall: true, Revision: 1}
+	caps := chartutil.DefaultCapabilities.Copy()
+	caps.KubeVersion = chartutil.KubeVersion{Version: "v1.36.3", Major: "1", Minor: "36"}
+	rv, err := chartutil.ToRenderValues(chrt, vals, opts, caps)
+	if err != nil {
+		return nil, err
+	}
+	out, err := engine.Render(chrt, rv)
+	if err != nil {
+		return nil, err
+	}
+	// Files under crds/ are never templated; the chart keeps none (its CRDs
+	// are templates), and one appearing there would go unrendered.
+	for _, crd := range chrt.CRDObjects() {
+		out[crd.Filename] = string(crd.File.Data)
+	}
+	return out, nil
 }
