@@ -131,11 +131,18 @@ func TestSamplesAreAdmitted(t *testing.T) {
 // engine (the test/helm module) and the given --set values.
 func renderChart(t *testing.T, release string, sets ...string) []*unstructured.Unstructured {
 	t.Helper()
-	args := []string{"run", ".", "-namespace=posture-system", "-name=" + release}
+	return renderChartDir(t, filepath.Join(testenv.Root(), "charts", "posture"), release, false, sets...)
+}
+
+// renderChartDir is renderChart for a chart in dir; upgrade renders what helm
+// upgrade applies (which leaves out files under crds/).
+func renderChartDir(t *testing.T, dir, release string, upgrade bool, sets ...string) []*unstructured.Unstructured {
+	t.Helper()
+	args := []string{"run", ".", "-namespace=posture-system", "-name=" + release, fmt.Sprintf("-upgrade=%t", upgrade)}
 	for _, s := range sets {
 		args = append(args, "-set="+s)
 	}
-	cmd := exec.Command("go", append(args, filepath.Join(testenv.Root(), "charts", "posture"))...)
+	cmd := exec.Command("go", append(args, dir)...)
 	cmd.Dir = filepath.Join(testenv.Root(), "test", "helm")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -162,6 +169,14 @@ func TestHelmChartIsAdmitted(t *testing.T) {
 			"networkPolicy.enabled=true", "networkPolicy.mcp.namespaces={tenant-acme}",
 			"api.tls.enabled=true", "api.tls.certManager.enabled=true", "api.tls.certManager.issuerRef.name=ca", "api.tls.certManager.issuerRef.kind=ClusterIssuer",
 		}, []string{"tenant-acme"}, []string{"NetworkPolicy", "Certificate"}},
+		{"Ingress, PDB, aggregated roles, extras", []string{
+			"ingress.enabled=true", "ingress.className=nginx", "ingress.hosts={posture.example.com}", "ingress.certManager.clusterIssuer=letsencrypt",
+			"podDisruptionBudget.maxUnavailable=1", "serviceAccount.annotations.example\\.com/role=posture", "commonLabels.team=platform",
+			"extraEnv[0].name=HTTPS_PROXY", "extraEnv[0].value=http://proxy:3128",
+			"extraVolumes[0].name=db-ca", "extraVolumes[0].configMap.name=db-ca", "extraVolumeMounts[0].name=db-ca", "extraVolumeMounts[0].mountPath=/etc/db-ca",
+		}, nil, []string{"Ingress", "PodDisruptionBudget"}},
+		{"SQLite on a PVC", []string{"executor=inprocess", "store.driver=sqlite", "replicaCount=1", "persistence.enabled=true", "persistence.size=2Gi",
+			"podDisruptionBudget.enabled=true"}, nil, []string{"PersistentVolumeClaim", "PodDisruptionBudget"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			objs := renderChart(t, "posture", tc.sets...)
@@ -191,7 +206,7 @@ func TestHelmChartIsAdmitted(t *testing.T) {
 				}
 				// cert-manager's CRDs are not installed here; its Certificate is
 				// checked by TestHelmChartTLSAndNetworkPolicies.
-				if o.GetKind() != "Certificate" {
+				if o.GetKind() != "Certificate" && o.GetKind() != "HTTPRoute" {
 					admitted = append(admitted, o)
 				}
 			}

@@ -80,7 +80,7 @@ func (r rendered) manager(t *testing.T) (deployment, container object) {
 
 func renderSet(t *testing.T, sets ...string) rendered {
 	t.Helper()
-	out, err := render(chartDir, "posture", "posture-system", sets)
+	out, err := render(chartDir, "posture", "posture-system", sets, false)
 	if err != nil {
 		t.Fatalf("render with %v: %v", sets, err)
 	}
@@ -349,7 +349,7 @@ func TestSchemaRejects(t *testing.T) {
 		{"persistence.size=lots", "at '/persistence/size'"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
-			_, err := render(chartDir, "posture", "posture-system", []string{tc.set})
+			_, err := render(chartDir, "posture", "posture-system", []string{tc.set}, false)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("--set %s: error %v, want one containing %q", tc.set, err, tc.want)
 			}
@@ -372,7 +372,7 @@ func TestTemplateRefusals(t *testing.T) {
 		{[]string{"podDisruptionBudget.minAvailable=1", "podDisruptionBudget.maxUnavailable=1"}, "not both"},
 	} {
 		t.Run(strings.Join(tc.sets, ","), func(t *testing.T) {
-			_, err := render(chartDir, "posture", "posture-system", tc.sets)
+			_, err := render(chartDir, "posture", "posture-system", tc.sets, false)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want one containing %q", err, tc.want)
 			}

@@ -27,12 +27,13 @@ func main() {
 	flag.Var(&overrides, "set", "value override, as helm --set")
 	namespace := flag.String("namespace", "posture-system", "release namespace")
 	release := flag.String("name", "posture", "release name")
+	upgrade := flag.Bool("upgrade", false, "render as helm upgrade does (revision 2; files under crds/ are not applied)")
 	flag.Parse()
 	if flag.NArg() != 1 {
 		fmt.Fprintln(os.Stderr, "usage: go run . [-set k=v] CHART_DIR")
 		os.Exit(2)
 	}
-	out, err := render(flag.Arg(0), *release, *namespace, overrides)
+	out, err := render(flag.Arg(0), *release, *namespace, overrides, *upgrade)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -52,7 +53,8 @@ func main() {
 
 // render returns every file the chart renders, by name (NOTES.txt included),
 // after checking the values against values.schema.json as helm install does.
-func render(dir, release, namespace string, overrides []string) (map[string]string, error) {
+// upgrade renders as helm upgrade does.
+func render(dir, release, namespace string, overrides []string, upgrade bool) (map[string]string, error) {
 	chrt, err := loader.Load(dir)
 	if err != nil {
 		return nil, err
@@ -66,7 +68,10 @@ func render(dir, release, namespace string, overrides []string) (map[string]stri
 	if err := chartutil.ProcessDependenciesWithMerge(chrt, vals); err != nil {
 		return nil, err
 	}
-	opts := chartutil.ReleaseOptions{Name: release, Namespace: namespace, IsInstall: true, Revision: 1}
+	opts := chartutil.ReleaseOptions{Name: release, Namespace: namespace, IsInstall: !upgrade, IsUpgrade: upgrade, Revision: 1}
+	if upgrade {
+		opts.Revision = 2
+	}
 	caps := chartutil.DefaultCapabilities.Copy()
 	caps.KubeVersion = chartutil.KubeVersion{Version: "v1.36.3", Major: "1", Minor: "36"}
 	rv, err := chartutil.ToRenderValues(chrt, vals, opts, caps)
@@ -77,8 +82,11 @@ func render(dir, release, namespace string, overrides []string) (map[string]stri
 	if err != nil {
 		return nil, err
 	}
-	// Files under crds/ are never templated; the chart keeps none (its CRDs
-	// are templates), and one appearing there would go unrendered.
+	// helm install applies files under crds/ as they are, helm upgrade never
+	// does: that is why the chart's CRDs are templates instead.
+	if upgrade {
+		return out, nil
+	}
 	for _, crd := range chrt.CRDObjects() {
 		out[crd.Filename] = string(crd.File.Data)
 	}
