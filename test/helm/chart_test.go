@@ -1,11 +1,14 @@
 package main
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"helm.sh/helm/v3/pkg/chart/loader"
 	"sigs.k8s.io/yaml"
 )
 
@@ -421,4 +424,58 @@ func args(c object) []string {
 		out = append(out, a.(string))
 	}
 	return out
+}
+
+// TestCloudNativePGExample: examples/cloudnativepg's values pass the schema
+// and point the manager and worker Jobs at the app Secret CloudNativePG
+// writes for the example's Cluster, in the release namespace.
+func TestCloudNativePGExample(t *testing.T) {
+	dir := filepath.Join("..", "..", "examples", "cloudnativepg")
+	read := func(name string) map[string]any {
+		raw, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := yaml.Unmarshal(raw, &m); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return m
+	}
+	cluster, vals := read("cluster.yaml"), read("values.yaml")
+	if dig(cluster, "kind") != "Cluster" || dig(cluster, "apiVersion") != "postgresql.cnpg.io/v1" {
+		t.Fatalf("cluster.yaml is a %v %v, want a CloudNativePG Cluster", dig(cluster, "apiVersion"), dig(cluster, "kind"))
+	}
+	const namespace = "posture-system"
+	if ns := dig(cluster, "metadata", "namespace"); ns != namespace {
+		t.Errorf("the Cluster is in %v; its Secret must be in the release namespace %s", ns, namespace)
+	}
+	appSecret := fmt.Sprint(dig(cluster, "metadata", "name")) + "-app"
+
+	chrt, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := renderValues(chrt, "posture", namespace, vals, nil, false)
+	if err != nil {
+		t.Fatalf("render with examples/cloudnativepg/values.yaml: %v", err)
+	}
+	var dep object
+	for name, body := range out {
+		if strings.HasSuffix(name, "deployment.yaml") {
+			if err := yaml.Unmarshal([]byte(body), &dep); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	c, _ := dig(dep, "spec", "template", "spec", "containers", 0).(map[string]any)
+	ref := dig(env(c, "POSTURE_STORE_DSN"), "secretKeyRef")
+	if dig(ref, "name") != appSecret || dig(ref, "key") != "uri" {
+		t.Errorf("the manager reads its DSN from %v; want key uri of %s", ref, appSecret)
+	}
+	for _, want := range []string{"--job-store-secret=" + appSecret, "--job-store-secret-key=uri", "--store-driver=postgres"} {
+		if !slices.Contains(args(c), want) {
+			t.Errorf("manager args %v lack %s (worker Jobs would not find the DSN)", args(c), want)
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
@@ -59,7 +60,11 @@ func render(dir, release, namespace string, overrides []string, upgrade bool) (m
 	if err != nil {
 		return nil, err
 	}
-	vals := map[string]any{}
+	return renderValues(chrt, release, namespace, map[string]any{}, overrides, upgrade)
+}
+
+// renderValues renders chrt with vals (as from -f files) and overrides on top.
+func renderValues(chrt *chart.Chart, release, namespace string, vals map[string]any, overrides []string, upgrade bool) (map[string]string, error) {
 	for _, s := range overrides {
 		if err := strvals.ParseInto(s, vals); err != nil {
 			return nil, fmt.Errorf("--set %s: %w", s, err)
