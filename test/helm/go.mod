@@ -2,7 +2,10 @@ module github.com/posture-dev/posture/test/helm
 
 go 1.26.0
 
-require helm.sh/helm/v3 v3.22.0
+require (
+	helm.sh/helm/v3 v3.22.0
+	sigs.k8s.io/yaml v1.6.0
+)
 
 require (
 	dario.cat/mergo v1.0.1 // indirect
@@ -65,5 +68,4 @@ require (
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
-	sigs.k8s.io/yaml v1.6.0 // indirect
 )
