@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -135,6 +136,18 @@ func TestRender(t *testing.T) {
 				}
 				if dig(c, "metadata", "labels", "app.kubernetes.io/instance") != "posture" {
 					t.Errorf("CRD %s lacks the release labels: %v", c.name(), dig(c, "metadata", "labels"))
+				}
+				// fromYaml/toYaml must carry the generated CRD over unchanged.
+				raw, err := os.ReadFile(filepath.Join("..", "..", "config", "crd", "bases", fmt.Sprintf("%s_%s.yaml", dig(c, "spec", "group"), dig(c, "spec", "names", "plural"))))
+				if err != nil {
+					t.Fatalf("CRD %s: %v", c.name(), err)
+				}
+				var src object
+				if err := yaml.Unmarshal(raw, &src); err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(src["spec"], c["spec"]) {
+					t.Errorf("CRD %s: the rendered spec differs from config/crd/bases", c.name())
 				}
 			}
 		}},
