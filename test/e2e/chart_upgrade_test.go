@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/posture-dev/posture/internal/testenv"
@@ -68,14 +71,16 @@ func copyChart(t *testing.T) string {
 	return dst
 }
 
-// TestHelmUpgradeChangesCRD is what helm upgrade does to the chart's CRDs,
-// now that they are templates: revision 1 (an install) renders a CRD put in
-// files/crds, revision 2 (an upgrade, which never applies crds/) renders it
-// with a new printer column, and once applied the API server serves that
-// column. Helm's action package is not used (it would bring Helm's
-// dependencies into the operator's module): the rendered objects are applied
-// as helm applies a release, ending in the rendered object, here by
-// server-side apply with force under one field manager.
+// TestHelmUpgradeChangesCRD runs Helm's own install, upgrade and uninstall
+// (its action package, in the test/helm module) against the API server: a
+// release whose chart holds a CRD in files/crds is installed, then upgraded
+// with that CRD given a printer column, and the API server serves the column
+// afterwards, which a CRD under crds/ would never get. Uninstalling leaves the
+// CRD (crds.keep) and removes the rest.
+//
+// The chart is a copy whose only CRD is one of a group no other test uses
+// (the posture.dev CRDs are installed by testenv, outside any release), and
+// the admission policies, which have fixed cluster-wide names, are left out.
 func TestHelmUpgradeChangesCRD(t *testing.T) {
 	ctx := context.Background()
 	c, err := client.New(cfg, client.Options{})
@@ -83,17 +88,46 @@ func TestHelmUpgradeChangesCRD(t *testing.T) {
 		t.Fatal(err)
 	}
 	chart := copyChart(t)
-	crdFile := filepath.Join(chart, "files", "crds", "chartupgrade.posture.dev_widgets.yaml")
-	const name = "widgets.chartupgrade.posture.dev"
+	crds := filepath.Join(chart, "files", "crds")
+	if err := os.RemoveAll(crds); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(crds, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := writeKubeconfig(t)
+	const (
+		name      = "widgets.chartupgrade.posture.dev"
+		release   = "chartupgrade"
+		namespace = "chart-upgrade"
+	)
+	ns := &unstructured.Unstructured{}
+	ns.SetAPIVersion("v1")
+	ns.SetKind("Namespace")
+	ns.SetName(namespace)
+	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	crd := &unstructured.Unstructured{}
+	crd.SetAPIVersion("apiextensions.k8s.io/v1")
+	crd.SetKind("CustomResourceDefinition")
+	crd.SetName(name)
 	t.Cleanup(func() {
-		crd := &unstructured.Unstructured{}
-		crd.SetAPIVersion("apiextensions.k8s.io/v1")
-		crd.SetKind("CustomResourceDefinition")
-		crd.SetName(name)
 		if err := c.Delete(context.Background(), crd); err != nil && !apierrors.IsNotFound(err) {
 			t.Errorf("delete CRD %s: %v", name, err)
 		}
 	})
+	helm := func(args ...string) string {
+		t.Helper()
+		args = append([]string{"run", ".", "-kubeconfig=" + kubeconfig, "-name=" + release, "-namespace=" + namespace}, args...)
+		cmd := exec.Command("go", args...)
+		cmd.Dir = filepath.Join(testenv.Root(), "test", "helm")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("go %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
 
 	for rev, tc := range []struct {
 		columns []string
@@ -103,25 +137,14 @@ func TestHelmUpgradeChangesCRD(t *testing.T) {
 		// Custom columns replace the default Age column.
 		{[]string{"Color:.spec.color"}, []string{"Name", "Color"}},
 	} {
-		if err := os.WriteFile(crdFile, []byte(widgetCRD(tc.columns...)), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(crds, "chartupgrade.posture.dev_widgets.yaml"), []byte(widgetCRD(tc.columns...)), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		var crd *unstructured.Unstructured
-		for _, o := range renderChartDir(t, chart, "posture", rev > 0) {
-			if o.GetKind() == "CustomResourceDefinition" && o.GetName() == name {
-				crd = o
-			}
+		out := helm("-install", "-set=admissionPolicies.enabled=false", chart)
+		if want := fmt.Sprintf("revision %d", rev+1); !strings.Contains(out, want) {
+			t.Fatalf("helm upgrade --install printed %q, want %s", out, want)
 		}
-		if crd == nil {
-			t.Fatalf("release %d: the chart does not render CRD %s from files/crds", rev+1, name)
-		}
-		if crd.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
-			t.Errorf("release %d: CRD annotations %v lack helm.sh/resource-policy: keep", rev+1, crd.GetAnnotations())
-		}
-		if err := c.Patch(ctx, crd, client.Apply, client.FieldOwner("helm"), client.ForceOwnership); err != nil {
-			t.Fatalf("release %d: apply CRD %s: %v", rev+1, name, err)
-		}
-		testenv.Eventually(t, 30*time.Second, fmt.Sprintf("release %d: the API server lists widgets with columns %v", rev+1, tc.want), func() (bool, string) {
+		testenv.Eventually(t, 30*time.Second, fmt.Sprintf("revision %d: the API server lists widgets with columns %v", rev+1, tc.want), func() (bool, string) {
 			got, err := tableColumns(schema.GroupVersionResource{Group: "chartupgrade.posture.dev", Version: "v1", Resource: "widgets"})
 			if err != nil {
 				return false, err.Error()
@@ -129,6 +152,36 @@ func TestHelmUpgradeChangesCRD(t *testing.T) {
 			return strings.Join(got, ",") == strings.Join(tc.want, ","), fmt.Sprintf("columns %v", got)
 		})
 	}
+
+	helm("-uninstall")
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+		t.Fatalf("after helm uninstall, CRD %s: %v; want it kept (crds.keep)", name, err)
+	}
+	if crd.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
+		t.Errorf("CRD annotations %v lack helm.sh/resource-policy: keep", crd.GetAnnotations())
+	}
+	dep := &unstructured.Unstructured{}
+	dep.SetAPIVersion("apps/v1")
+	dep.SetKind("Deployment")
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: release + "-posture"}, dep); !apierrors.IsNotFound(err) {
+		t.Errorf("after helm uninstall, Deployment %s/%s-posture: %v; want it gone", namespace, release, err)
+	}
+}
+
+// writeKubeconfig writes the test API server's address and credentials as a
+// kubeconfig for Helm.
+func writeKubeconfig(t *testing.T) string {
+	t.Helper()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["envtest"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "envtest"}
+	kc.CurrentContext = "envtest"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // tableColumns asks the API server for a resource list as kubectl get does (a

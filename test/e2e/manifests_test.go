@@ -131,18 +131,11 @@ func TestSamplesAreAdmitted(t *testing.T) {
 // engine (the test/helm module) and the given --set values.
 func renderChart(t *testing.T, release string, sets ...string) []*unstructured.Unstructured {
 	t.Helper()
-	return renderChartDir(t, filepath.Join(testenv.Root(), "charts", "posture"), release, false, sets...)
-}
-
-// renderChartDir is renderChart for a chart in dir; upgrade renders what helm
-// upgrade applies (which leaves out files under crds/).
-func renderChartDir(t *testing.T, dir, release string, upgrade bool, sets ...string) []*unstructured.Unstructured {
-	t.Helper()
-	args := []string{"run", ".", "-namespace=posture-system", "-name=" + release, fmt.Sprintf("-upgrade=%t", upgrade)}
+	args := []string{"run", ".", "-namespace=posture-system", "-name=" + release}
 	for _, s := range sets {
 		args = append(args, "-set="+s)
 	}
-	cmd := exec.Command("go", append(args, dir)...)
+	cmd := exec.Command("go", append(args, filepath.Join(testenv.Root(), "charts", "posture"))...)
 	cmd.Dir = filepath.Join(testenv.Root(), "test", "helm")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -206,7 +199,7 @@ func TestHelmChartIsAdmitted(t *testing.T) {
 				}
 				// cert-manager's CRDs are not installed here; its Certificate is
 				// checked by TestHelmChartTLSAndNetworkPolicies.
-				if o.GetKind() != "Certificate" && o.GetKind() != "HTTPRoute" {
+				if o.GetKind() != "Certificate" {
 					admitted = append(admitted, o)
 				}
 			}

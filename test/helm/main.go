@@ -29,10 +29,28 @@ func main() {
 	namespace := flag.String("namespace", "posture-system", "release namespace")
 	release := flag.String("name", "posture", "release name")
 	upgrade := flag.Bool("upgrade", false, "render as helm upgrade does (revision 2; files under crds/ are not applied)")
+	kubeconfig := flag.String("kubeconfig", "", "with -install or -uninstall: the cluster")
+	install := flag.Bool("install", false, "install or upgrade the release in the cluster (helm upgrade --install) instead of rendering")
+	uninstall := flag.Bool("uninstall", false, "uninstall the release from the cluster")
 	flag.Parse()
-	if flag.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: go run . [-set k=v] CHART_DIR")
+	switch {
+	case *uninstall:
+		if err := uninstallRelease(*kubeconfig, *release, *namespace); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	case flag.NArg() != 1:
+		fmt.Fprintln(os.Stderr, "usage: go run . [-set k=v] [-upgrade | -install -kubeconfig FILE] CHART_DIR | -uninstall -kubeconfig FILE")
 		os.Exit(2)
+	case *install:
+		rev, err := applyRelease(*kubeconfig, flag.Arg(0), *release, *namespace, overrides)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Printf("revision %d\n", rev)
+		return
 	}
 	out, err := render(flag.Arg(0), *release, *namespace, overrides, *upgrade)
 	if err != nil {
@@ -61,6 +79,17 @@ func render(dir, release, namespace string, overrides []string, upgrade bool) (m
 		return nil, err
 	}
 	return renderValues(chrt, release, namespace, map[string]any{}, overrides, upgrade)
+}
+
+// parseSets reads --set style overrides.
+func parseSets(overrides []string) (map[string]any, error) {
+	vals := map[string]any{}
+	for _, s := range overrides {
+		if err := strvals.ParseInto(s, vals); err != nil {
+			return nil, fmt.Errorf("--set %s: %w", s, err)
+		}
+	}
+	return vals, nil
 }
 
 // renderValues renders chrt with vals (as from -f files) and overrides on top.
