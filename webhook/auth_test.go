@@ -58,7 +58,8 @@ type tenancyEnv struct {
 }
 
 type tenancyOpts struct {
-	rate *webhook.RateLimiter
+	rate      *webhook.RateLimiter
+	maxUpload int64 // the server's default when zero
 }
 
 func randomSuffix() string {
@@ -104,6 +105,7 @@ func startTenancy(t *testing.T, opts tenancyOpts) *tenancyEnv {
 			return (&controllers.APIKeyReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 				Recorder: mgr.GetEventRecorder("posture-apikey")}).SetupWithManager(ctx, mgr)
 		},
+		MaxUploadBytes: opts.maxUpload,
 		Server: func(s *webhook.Server) {
 			if opts.rate != nil {
 				s.Auth = opts.rate.Wrap(s.Auth)
