@@ -145,14 +145,15 @@ func (p *page) eval(js string) any {
 // waitJS waits until the JavaScript expression is true.
 func (p *page) waitJS(what, js string) {
 	p.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if v, _ := p.eval(js).(bool); v {
 			return
 		}
 		if time.Now().After(deadline) {
-			p.t.Fatalf("%s: not within 60s (%s)\nimport state: %v\nimport error: %v", what, js,
-				p.eval(`document.querySelector('#import-state').textContent`), p.eval(`document.querySelector('#import-error').textContent`))
+			p.t.Fatalf("%s: not within 30s (%s)\nimport state: %v\nimport error: %v\npage: %v", what, js,
+				p.eval(`document.querySelector('#import-state').textContent`), p.eval(`document.querySelector('#import-error').textContent`),
+				p.eval(`document.querySelector('main').innerText.slice(0, 1500)`))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -237,7 +238,7 @@ func example(t *testing.T, name string) []byte {
 
 // hostileReport is the mixed example plus one record whose severity_id is
 // markup: invalid, so the job page shows its value.
-const hostileValue = `<img src=x onerror="window.pwned=1">`
+const hostileValue = `<img src=x onerror=window.pwned=1>`
 
 func hostileReport(t *testing.T) []byte {
 	t.Helper()
@@ -249,8 +250,14 @@ func hostileReport(t *testing.T) []byte {
 	b, _ := json.Marshal(records[0])
 	_ = json.Unmarshal(b, &bad)
 	bad["severity_id"] = hostileValue
-	out, _ := json.Marshal(append(records, bad))
-	return out
+	// Unescaped, so the markup reaches the server as markup.
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(append(records, bad)); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
 }
 
 func TestWebUI(t *testing.T) {
@@ -334,6 +341,7 @@ func TestWebUI(t *testing.T) {
 		p.choose(writeFile(t, "aws_1500_records.ocsf.json", big))
 		p.click("import-start")
 		p.waitText("#import-state", "Import completed")
+		p.waitText("#import-state", "Import completed: 1500 records, 1500 processed, 0 invalid")
 		for sel, want := range map[string]string{"#count-total": "1500", "#count-processed": "1500", "#count-invalid": "0"} {
 			if got := p.text(sel); got != want {
 				t.Errorf("%s = %q, want %s", sel, got, want)
@@ -422,7 +430,7 @@ func TestWebUI(t *testing.T) {
 					p.click("import-other")
 					p.choose(writeFile(t, "smaller.ocsf.json", example(t, "aws_mixed_7_records.ocsf.json")))
 					p.click("import-start")
-					p.waitText("#import-state", "Import completed: 3 of 7 records processed, 4 invalid")
+					p.waitText("#import-state", "Import completed: 7 records, 7 processed, 4 invalid")
 				}
 			})
 		}
@@ -442,7 +450,7 @@ func TestWebUI(t *testing.T) {
 		p.screenshot("dialog-status-failed")
 		p.failStatus.Store(false)
 		p.click("import-retry-status")
-		p.waitText("#import-state", "Import completed: 3 of 7 records processed, 4 invalid")
+		p.waitText("#import-state", "Import completed: 7 records, 7 processed, 4 invalid")
 		if n := p.sent(http.MethodPost, "/api/v1/ingestions"); n != 1 {
 			t.Errorf("%d uploads, want 1: Retry status must not upload again", n)
 		}

@@ -443,28 +443,31 @@ async function track() {
   showCounts(s);
   const bar = $('import-progress');
   bar.hidden = false;
-  bar.value = s.total ? Math.round(((s.processed + s.invalid) / s.total) * 100) : 0;
+  bar.value = s.total ? Math.round((s.processed / s.total) * 100) : 0;
   if (job.status === 'pending' || job.status === 'processing') {
-    setState('Job ' + imp.jobId + ' is ' + job.status + ': ' + (s.processed + s.invalid) + ' of ' + s.total + ' records read.');
+    setState('Job ' + imp.jobId + ' is ' + job.status + ': ' + s.processed + ' of ' + s.total + ' records processed.');
     imp.timer = setTimeout(track, POLL_MS);
     return;
   }
   if (job.status === 'completed') {
     imp.state = 'completed';
-    setState('Import completed: ' + s.processed + ' of ' + s.total + ' records processed, ' + s.invalid + ' invalid.');
+    setState('Import completed: ' + s.total + ' records, ' + s.processed + ' processed, ' + s.invalid + ' invalid.');
     $('import-errors-link').hidden = !(s.invalid > 0);
     setButtons({ other: true });
     finished('Import of ' + imp.file.name + ' completed: ' + s.processed + ' processed, ' + s.invalid + ' invalid.');
   } else {
     imp.state = 'failed';
     const reason = await failureReason(imp.jobId);
-    setState('The job failed after ' + (s.processed + s.invalid) + ' of ' + s.total + ' records.');
+    setState('The job failed after processing ' + s.processed + ' of ' + s.total + ' records (' + s.invalid + ' invalid).');
     setError('Import failed: ' + reason);
     $('import-errors-link').hidden = false;
     setButtons({ retry: true, other: true });
     finished('Import of ' + imp.file.name + ' failed: ' + reason);
   }
-  if (!$('scans-view').hidden) loadJobs();
+  if (!$('scans-view').hidden) {
+    loadJobs();
+    loadScans();
+  }
 }
 
 async function failureReason(id) {
