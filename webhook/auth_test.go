@@ -60,6 +60,9 @@ type tenancyEnv struct {
 type tenancyOpts struct {
 	rate      *webhook.RateLimiter
 	maxUpload int64 // the server's default when zero
+	// serverClock makes the server (and so the UI session) tell time by
+	// the test clock, as the token service does.
+	serverClock bool
 }
 
 func randomSuffix() string {
@@ -107,6 +110,9 @@ func startTenancy(t *testing.T, opts tenancyOpts) *tenancyEnv {
 		},
 		MaxUploadBytes: opts.maxUpload,
 		Server: func(s *webhook.Server) {
+			if opts.serverClock {
+				s.Now = te.clock.Now
+			}
 			if opts.rate != nil {
 				s.Auth = opts.rate.Wrap(s.Auth)
 			}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -531,6 +533,72 @@ func TestWebUIHeaders(t *testing.T) {
 			if res.StatusCode != api.status {
 				t.Errorf("GET /api/v1/tenant with %s = %d, want %d", api.name, res.StatusCode, api.status)
 			}
+		}
+	}
+}
+
+// TestWebUISessionRenewal follows one session through its tokens' lives:
+// renewed before the access token expires, renewed again after it expired
+// while the refresh token lives, and ended (cookie cleared, 401) once both
+// have expired.
+func TestWebUISessionRenewal(t *testing.T) {
+	te := startTenancy(t, tenancyOpts{serverClock: true})
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Jar: jar}
+	email := te.emails["demo-viewer"]
+	req, _ := http.NewRequest(http.MethodPost, te.env.URL+"/ui/session", tokensBody("tokens", map[string]string{"email": email, "password": te.pw[email]}))
+	req.Header.Set("Content-Type", "application/vnd.api+json")
+	req.Header.Set("X-Posture-UI", "1")
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusNoContent {
+		t.Fatalf("sign-in = %d", res.StatusCode)
+	}
+	base, _ := url.Parse(te.env.URL)
+	cookie := func() string {
+		for _, ck := range jar.Cookies(base) {
+			if ck.Name == "posture_session" {
+				return ck.Value
+			}
+		}
+		return ""
+	}
+	for _, step := range []struct {
+		name    string
+		advance time.Duration
+		status  int
+		cookie  string // "same", "new" or "gone"
+	}{
+		{"fresh", time.Minute, 200, "same"},
+		{"26 minutes old: renewed ahead of expiry", 25 * time.Minute, 200, "new"},
+		{"just renewed", time.Minute, 200, "same"},
+		// No request for 40 minutes: the access token expired, the refresh
+		// token still lives.
+		{"access expired, refresh valid", 40 * time.Minute, 200, "new"},
+		{"both expired", 25 * time.Hour, 401, "gone"},
+	} {
+		before := cookie()
+		te.clock.Advance(step.advance)
+		req, _ := http.NewRequest(http.MethodGet, te.env.URL+"/api/v1/tenant", nil)
+		req.Header.Set("X-Posture-UI", "1")
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		after := cookie()
+		got := map[bool]string{true: "same", false: "new"}[after == before]
+		if after == "" {
+			got = "gone"
+		}
+		if res.StatusCode != step.status || got != step.cookie {
+			t.Errorf("%s: GET /api/v1/tenant = %d with the cookie %s, want %d and %s", step.name, res.StatusCode, got, step.status, step.cookie)
 		}
 	}
 }

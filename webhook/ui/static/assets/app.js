@@ -172,7 +172,10 @@ async function loadJobs() {
   tbody.replaceChildren(...doc.data.map((j) => {
     const a = j.attributes;
     const tr = el('tr');
-    const link = el('a', j.id);
+    // The first block of the UUID is enough to tell jobs apart on screen.
+    const link = el('a', j.id.split('-')[0]);
+    link.title = j.id;
+    link.setAttribute('aria-label', 'Job ' + j.id);
     link.href = '#/ingestions/' + encodeURIComponent(j.id);
     const idCell = el('td');
     idCell.append(link);
@@ -213,7 +216,8 @@ async function loadScans() {
     src.append(el('span', a.trigger === 'imported' ? 'Imported' : a.trigger, 'badge imported'));
     const job = el('td');
     if (a.ingestion_id) {
-      const link = el('a', a.ingestion_id);
+      const link = el('a', a.ingestion_id.split('-')[0]);
+      link.title = a.ingestion_id;
       link.href = '#/ingestions/' + encodeURIComponent(a.ingestion_id);
       job.append(link);
     }
