@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -242,6 +243,8 @@ func example(t *testing.T, name string) []byte {
 // markup: invalid, so the job page shows its value.
 const hostileValue = `<img src=x onerror=window.pwned=1>`
 
+const hostileTitle = `<img src=x onerror=window.pwned=2>Markup title`
+
 func hostileReport(t *testing.T) []byte {
 	t.Helper()
 	var records []map[string]any
@@ -252,6 +255,13 @@ func hostileReport(t *testing.T) []byte {
 	b, _ := json.Marshal(records[0])
 	_ = json.Unmarshal(b, &bad)
 	bad["severity_id"] = hostileValue
+	// And a valid record whose title is markup.
+	var titled map[string]any
+	_ = json.Unmarshal(b, &titled)
+	info := titled["finding_info"].(map[string]any)
+	info["uid"] = "hostile-title-finding"
+	info["title"] = hostileTitle
+	records = append(records, titled)
 	// Unescaped, so the markup reaches the server as markup.
 	var out bytes.Buffer
 	enc := json.NewEncoder(&out)
@@ -382,6 +392,55 @@ func TestWebUI(t *testing.T) {
 		p.screenshot("job")
 		if v := p.eval(`document.querySelectorAll('main img, dialog img').length === 0 && window.pwned === undefined`); v != true {
 			t.Error("markup from a file name or a record became an element or ran")
+		}
+	})
+
+	t.Run("Findings filters, and a markup title shown as text", func(t *testing.T) {
+		p := b.page(t)
+		p.signIn(admin, te.pw[admin])
+		p.do(chromedp.Navigate(b.base+"/#/findings"), chromedp.WaitVisible(chromedp.ID("findings-view")))
+		direct := te.as(t, te.key("demo-admin"))
+		for _, tc := range []struct {
+			severity, status, search string
+		}{
+			{"critical", "FAIL", ""},
+			{"", "PASS", ""},
+			{"", "", "onerror"},
+		} {
+			var kv []string
+			for k, v := range map[string]string{"filter[severity]": tc.severity, "filter[status_code]": tc.status, "filter[search]": tc.search} {
+				if v != "" {
+					kv = append(kv, k, v)
+				}
+			}
+			want := direct.list("/api/v1/findings", queryOf(kv...)).Meta.Pagination.Count
+			if want == 0 {
+				t.Fatalf("no finding matches %+v: the test would prove nothing", tc)
+			}
+			p.eval(fmt.Sprintf(`(() => { const f = document.querySelector('#findings-filters').elements;
+				f.severity.value = %q; f.status_code.value = %q; f.search.value = %q; return true })()`, tc.severity, tc.status, tc.search))
+			p.click("findings-apply")
+			p.waitJS(fmt.Sprintf("%d findings for %+v", want, tc), fmt.Sprintf(`document.querySelector('#findings-message').textContent === %q`, fmt.Sprintf("%d finding", want)+map[bool]string{true: "", false: "s"}[want == 1]))
+			rows := fmt.Sprintf(`[...document.querySelectorAll('#findings-table tbody tr')].every(r => (%q === '' || r.cells[0].textContent === %q) && (%q === '' || r.cells[1].textContent === %q))`,
+				tc.severity, tc.severity, tc.status, tc.status)
+			if v := p.eval(rows); v != true {
+				t.Errorf("a listed finding does not match %+v", tc)
+			}
+			if tc.severity == "critical" {
+				p.screenshot("findings")
+			}
+		}
+		if got := p.text("#findings-table tbody a"); got != hostileTitle {
+			t.Errorf("the markup title is shown as %q, want the literal text %q", got, hostileTitle)
+		}
+		p.do(chromedp.Click(chromedp.CSS("#findings-table tbody a")), chromedp.WaitVisible(chromedp.ID("finding-view")))
+		p.waitText("#finding-record", "hostile-title-finding")
+		p.screenshot("finding")
+		if got := p.text("#finding-title"); got != hostileTitle {
+			t.Errorf("the finding page's title is %q, want %q", got, hostileTitle)
+		}
+		if v := p.eval(`document.querySelectorAll('main img').length === 0 && window.pwned === undefined`); v != true {
+			t.Error("a finding title became an element or ran")
 		}
 	})
 

@@ -12,6 +12,7 @@ const listState = {
   jobs: { page: 1, pages: 1 },
   scans: { page: 1, pages: 1 },
   errors: { page: 1, pages: 1 },
+  findings: { page: 1, pages: 1 },
 };
 
 class APIError extends Error {
@@ -61,7 +62,7 @@ function when(ts) {
 }
 
 function show(view) {
-  for (const id of ['signin-view', 'scans-view', 'job-view']) $(id).hidden = id !== view;
+  for (const id of ['signin-view', 'scans-view', 'job-view', 'findings-view', 'finding-view']) $(id).hidden = id !== view;
 }
 
 // ---- session --------------------------------------------------------------
@@ -121,9 +122,15 @@ function route() {
   clearTimeout(viewTimer);
   if (!me.email) return;
   const m = location.hash.match(/^#\/ingestions\/([^/]+)$/);
+  const f = location.hash.match(/^#\/findings\/([^/]+)$/);
   if (m) {
     listState.errors.page = 1;
     showJob(decodeURIComponent(m[1]));
+  } else if (f) {
+    showFinding(decodeURIComponent(f[1]));
+  } else if (location.hash === '#/findings') {
+    show('findings-view');
+    loadFindings();
   } else {
     showScans();
   }
@@ -272,6 +279,73 @@ async function loadErrors(id) {
     return tr;
   }));
   pager('errors-pager', listState.errors, doc.meta.pagination ? doc.meta.pagination.pages : 1, () => loadErrors(id));
+}
+
+// ---- findings --------------------------------------------------------------
+
+async function loadFindings() {
+  const form = $('findings-filters');
+  const q = new URLSearchParams({ 'page[number]': listState.findings.page, 'page[size]': 20, sort: form.elements.sort.value });
+  for (const name of ['severity', 'status_code', 'provider_type', 'check_id', 'region', 'scan', 'ingestion', 'search']) {
+    const v = form.elements[name].value.trim();
+    if (v) q.set('filter[' + name + ']', v);
+  }
+  const tbody = $('findings-table').tBodies[0];
+  let doc;
+  try {
+    doc = await api('/api/v1/findings?' + q);
+  } catch (e) {
+    tbody.replaceChildren();
+    $('findings-message').textContent = 'Could not list findings: ' + e.message;
+    pager('findings-pager', listState.findings, 1, loadFindings);
+    return;
+  }
+  const count = doc.meta.pagination ? doc.meta.pagination.count : doc.data.length;
+  $('findings-message').textContent = count + (count === 1 ? ' finding' : ' findings');
+  tbody.replaceChildren(...doc.data.map((f) => {
+    const a = f.attributes;
+    const title = el('td');
+    const link = el('a', a.title || a.uid);
+    link.href = '#/findings/' + encodeURIComponent(f.id);
+    title.append(link);
+    const sev = el('td');
+    sev.append(el('span', a.severity, 'badge sev-' + a.severity));
+    const tr = el('tr');
+    tr.append(sev, el('td', a.status_code), el('td', a.check_id), title, el('td', a.region), el('td', a.resource_uid), el('td', when(a.time)));
+    return tr;
+  }));
+  pager('findings-pager', listState.findings, doc.meta.pagination ? doc.meta.pagination.pages : 1, loadFindings);
+}
+
+$('findings-filters').addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  listState.findings.page = 1;
+  loadFindings();
+});
+$('findings-filters').addEventListener('change', (ev) => {
+  if (ev.target.tagName === 'SELECT') {
+    listState.findings.page = 1;
+    loadFindings();
+  }
+});
+
+async function showFinding(id) {
+  show('finding-view');
+  $('finding-title').textContent = '';
+  $('finding-record').textContent = '';
+  let a;
+  try {
+    a = (await api('/api/v1/findings/' + encodeURIComponent(id) + '?fields[findings]=' + encodeURIComponent('uid,title,severity,status_code,check_id,region,provider_type,provider_uid,resource_uid,scan_id,ingestion_id,time,record'))).data.attributes;
+  } catch (e) {
+    $('finding-title').textContent = 'Could not read the finding: ' + e.message;
+    return;
+  }
+  $('finding-title').textContent = a.title || a.uid;
+  const rows = [['Severity', a.severity], ['Status', a.status_code], ['Check', a.check_id], ['Provider', a.provider_type + ' ' + a.provider_uid],
+    ['Region', a.region], ['Resource', a.resource_uid], ['Time', when(a.time)], ['Ingestion', a.ingestion_id], ['UID', a.uid]];
+  $('finding-summary').replaceChildren(...rows.flatMap(([k, v]) => [el('dt', k), el('dd', v)]));
+  // The record (descriptions are Markdown) is shown as text, not rendered.
+  $('finding-record').textContent = JSON.stringify(a.record, null, 2);
 }
 
 // ---- Import Findings dialog ----------------------------------------------
