@@ -400,6 +400,18 @@ func TestWebUI(t *testing.T) {
 		p.signIn(admin, te.pw[admin])
 		p.do(chromedp.Navigate(b.base+"/#/findings"), chromedp.WaitVisible(chromedp.ID("findings-view")))
 		direct := te.as(t, te.key("demo-admin"))
+		// The overview's counts are the API's.
+		for filter, values := range map[string][]string{"severity": {"critical", "high", "medium", "low", "informational"}, "status_code": {"FAIL", "PASS", "MANUAL"}} {
+			chart := map[string]string{"severity": "#by-severity", "status_code": "#by-status"}[filter]
+			for _, v := range values {
+				want := direct.list("/api/v1/findings", queryOf("filter["+filter+"]", v)).Meta.Pagination.Count
+				p.waitText(chart+" [data-value="+v+"] .bar-count", strconv.Itoa(want))
+				if got := p.text(chart + " [data-value=" + v + "] .bar-count"); got != strconv.Itoa(want) {
+					t.Errorf("overview: %s %s = %s, want %d", filter, v, got, want)
+				}
+			}
+		}
+		p.waitText("#providers-usage", "of 5 providers on your plan")
 		for _, tc := range []struct {
 			severity, status, search string
 		}{

@@ -130,6 +130,7 @@ function route() {
     showFinding(decodeURIComponent(f[1]));
   } else if (location.hash === '#/findings') {
     show('findings-view');
+    loadOverview();
     loadFindings();
   } else {
     showScans();
@@ -315,6 +316,47 @@ async function loadFindings() {
     return tr;
   }));
   pager('findings-pager', listState.findings, doc.meta.pagination ? doc.meta.pagination.pages : 1, loadFindings);
+}
+
+// loadOverview draws counts as bars; each count is one list request of
+// page size 1 that reads meta.pagination.count.
+async function loadOverview() {
+  const count = async (filter, value) => {
+    const q = new URLSearchParams({ 'page[size]': 1, ['filter[' + filter + ']']: value });
+    const doc = await api('/api/v1/findings?' + q);
+    return doc.meta.pagination ? doc.meta.pagination.count : doc.data.length;
+  };
+  const draw = async (id, filter, values) => {
+    let counts;
+    try {
+      counts = await Promise.all(values.map((v) => count(filter, v)));
+    } catch (e) {
+      $(id).replaceChildren(el('p', 'Could not count findings: ' + e.message, 'error'));
+      return;
+    }
+    const top = Math.max(1, ...counts);
+    $(id).replaceChildren(...values.map((v, i) => {
+      const row = el('div', null, 'bar-row');
+      row.dataset.value = v;
+      const bar = el('span', null, 'bar ' + filter + '-' + v);
+      bar.style.width = Math.round((counts[i] / top) * 100) + '%';
+      const track = el('span', null, 'track');
+      track.append(bar);
+      row.append(el('span', v, 'bar-label'), track, el('span', counts[i], 'bar-count'));
+      return row;
+    }));
+  };
+  draw('by-severity', 'severity', ['critical', 'high', 'medium', 'low', 'informational']);
+  draw('by-status', 'status_code', ['FAIL', 'PASS', 'MANUAL']);
+  try {
+    const p = (await api('/api/v1/tenant')).data.attributes.providers;
+    $('providers-usage').textContent = p.limit ? p.count + ' of ' + p.limit + ' providers on your plan' : p.count + ' providers (no limit on your plan)';
+    $('providers-bar').hidden = !p.limit;
+    $('providers-bar').max = p.limit || 1;
+    $('providers-bar').value = p.count;
+  } catch (e) {
+    $('providers-usage').textContent = 'Could not read provider usage: ' + e.message;
+  }
 }
 
 $('findings-filters').addEventListener('submit', (ev) => {
