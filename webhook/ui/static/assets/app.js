@@ -338,7 +338,7 @@ async function loadOverview() {
     $(id).replaceChildren(...values.map((v, i) => {
       const row = el('div', null, 'bar-row');
       row.dataset.value = v;
-      const bar = el('span', null, 'bar ' + filter + '-' + v);
+      const bar = el('span', null, 'meter ' + filter + '-' + v);
       bar.style.width = Math.round((counts[i] / top) * 100) + '%';
       const track = el('span', null, 'track');
       track.append(bar);
