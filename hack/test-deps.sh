@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs the test-only dependencies that are not Go modules: the real MCP
-# clients pinned in test/package.json (MCP Inspector CLI, mcp-remote) that the
-# acceptance tests in test/mcp drive. `make test` runs it first; it is cheap
+# Installs the test-only dependencies that are not Go modules: Debian's
+# chromium, which the web UI's browser tests (webhook/ui_browser_test.go)
+# drive, and the real MCP clients pinned in test/package.json (MCP Inspector
+# CLI, mcp-remote) that the acceptance tests in test/mcp drive. `make test` runs it first; it is cheap
 # when nothing changed (a stamp records which package-lock.json was installed).
 set -euo pipefail
 
@@ -9,6 +10,20 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dir="$root/test"
 lock="$dir/package-lock.json"
 stamp="$dir/node_modules/.posture-lock.sha256"
+
+# The browser comes from the distribution's packages, never from a download
+# by a test tool.
+if ! command -v chromium >/dev/null 2>&1; then
+	if [[ "$(id -u)" != 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+		echo "hack/test-deps.sh: chromium is not installed; the web UI tests need it (Debian: apt-get install -y chromium)" >&2
+		exit 1
+	fi
+	echo "==> installing chromium (apt-get install -y chromium)" >&2
+	if ! apt-get install -y --no-install-recommends chromium >&2; then
+		apt-get update >&2
+		apt-get install -y --no-install-recommends chromium >&2
+	fi
+fi
 
 for tool in node npm; do
 	if ! command -v "$tool" >/dev/null 2>&1; then

@@ -58,7 +58,11 @@ type tenancyEnv struct {
 }
 
 type tenancyOpts struct {
-	rate *webhook.RateLimiter
+	rate      *webhook.RateLimiter
+	maxUpload int64 // the server's default when zero
+	// serverClock makes the server (and so the UI session) tell time by
+	// the test clock, as the token service does.
+	serverClock bool
 	// server adjusts the API server before it serves (sign-in guard, log).
 	server func(*webhook.Server)
 }
@@ -106,7 +110,11 @@ func startTenancy(t *testing.T, opts tenancyOpts) *tenancyEnv {
 			return (&controllers.APIKeyReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 				Recorder: mgr.GetEventRecorder("posture-apikey")}).SetupWithManager(ctx, mgr)
 		},
+		MaxUploadBytes: opts.maxUpload,
 		Server: func(s *webhook.Server) {
+			if opts.serverClock {
+				s.Now = te.clock.Now
+			}
 			if opts.rate != nil {
 				s.Auth = opts.rate.Wrap(s.Auth)
 			}

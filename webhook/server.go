@@ -23,12 +23,13 @@ import (
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/internal/auth"
 	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/webhook/ui"
 )
 
 // DefaultMaxUploadBytes bounds one uploaded report (413 past it).
 const DefaultMaxUploadBytes int64 = 1 << 30
 
-// Server serves the REST API.
+// Server serves the REST API and the web UI.
 type Server struct {
 	// Client reads from the manager's cache and writes to the API server.
 	Client client.Client
@@ -99,7 +100,8 @@ func (s *Server) Handler() http.Handler {
 			register(mux)
 		}
 		mux.Handle("/api/", s.methods(nil))
-		s.handler = s.recoverer(mux)
+		// The web UI shares the API's origin, so it needs no CORS.
+		s.handler = s.recoverer(ui.Wrap(mux, s.Now))
 	}
 	return s.handler
 }

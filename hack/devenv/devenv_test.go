@@ -102,6 +102,36 @@ func TestDevEnvironment(t *testing.T) {
 		}
 	})
 
+	t.Run("the web UI is at POSTURE_UI_URL and both seeded users sign in there", func(t *testing.T) {
+		res, err := http.Get(api.vars["POSTURE_UI_URL"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != 200 || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") {
+			t.Errorf("GET POSTURE_UI_URL (%s) = %d %s, want the UI's page", api.vars["POSTURE_UI_URL"], res.StatusCode, res.Header.Get("Content-Type"))
+		}
+		for _, user := range []string{"POSTURE_ADMIN", "POSTURE_VIEWER"} {
+			email, password := api.vars[user+"_EMAIL"], api.vars[user+"_PASSWORD"]
+			if email == "" || password == "" {
+				t.Errorf(".dev/env lacks %s_EMAIL or %s_PASSWORD", user, user)
+				continue
+			}
+			body, _ := json.Marshal(map[string]any{"data": map[string]any{"type": "tokens", "attributes": map[string]string{"email": email, "password": password}}})
+			req, _ := http.NewRequest(http.MethodPost, strings.TrimSuffix(api.vars["POSTURE_UI_URL"], "/")+"/ui/session", bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/vnd.api+json")
+			req.Header.Set("X-Posture-UI", "1")
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != http.StatusNoContent {
+				t.Errorf("sign-in to the UI as %s (%s) = %d, want 204", user, email, res.StatusCode)
+			}
+		}
+	})
+
 	t.Run("make dev-reset refuses while make dev runs", func(t *testing.T) {
 		out, err := devenvCommand(dir, environ, "reset").CombinedOutput()
 		if err == nil || !strings.Contains(string(out), "already running") {
@@ -320,6 +350,7 @@ func (d *dev) attempt(t *testing.T, id string) int32 {
 // devAPI calls the API with what .dev/env exports, as the README's curl does.
 type devAPI struct {
 	url, key string
+	vars     map[string]string // all of .dev/env
 }
 
 func (d *dev) api(t *testing.T) devAPI {
@@ -338,7 +369,7 @@ func (d *dev) api(t *testing.T) devAPI {
 			vars[name] = value
 		}
 	}
-	a := devAPI{url: vars["POSTURE_API_URL"], key: vars["POSTURE_API_KEY"]}
+	a := devAPI{url: vars["POSTURE_API_URL"], key: vars["POSTURE_API_KEY"], vars: vars}
 	if a.url == "" || a.key == "" {
 		t.Fatalf(".dev/env lacks POSTURE_API_URL or POSTURE_API_KEY:\n%s", b)
 	}

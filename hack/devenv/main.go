@@ -160,8 +160,8 @@ func run(ctx context.Context, s settings) error {
 	vars := []string{
 		"KUBECONFIG=" + kubeconfig,
 		"POSTURE_API_URL=" + apiURL,
-		// The web UI is served by the API server once it exists; no UI is built yet.
-		"POSTURE_UI_URL=" + apiURL,
+		// The manager serves the web UI at / on the API's address.
+		"POSTURE_UI_URL=" + apiURL + "/",
 		"POSTURE_TENANT_NAMESPACE=" + seed.namespace,
 	}
 	if mcpURL != "" {
@@ -197,6 +197,10 @@ Posture is running locally. In another shell, in ` + root + `:
        "$POSTURE_API_URL/api/v1/ingestions"
   kubectl get ingestions -n "$POSTURE_TENANT_NAMESPACE"
   kubectl get events -n "$POSTURE_TENANT_NAMESPACE"
+
+The web UI is at $POSTURE_UI_URL: sign in with $POSTURE_ADMIN_EMAIL and
+$POSTURE_ADMIN_PASSWORD, or as the viewer ($POSTURE_VIEWER_EMAIL,
+$POSTURE_VIEWER_PASSWORD), who cannot import.
 
 examples/README.md lists more reports. To watch crash recovery, kill the manager
 during an ingestion (kill -9 $(cat .dev/manager.pid)): make dev restarts it and

@@ -68,8 +68,15 @@ func seedTenants(ctx context.Context, c client.Client) (seedResult, error) {
 		}},
 	}
 
+	// Users who sign in (the web UI, POST /api/v1/tokens) get their email and
+	// password in .dev/env under this prefix.
+	signIn := map[string]string{"POSTURE_API_KEY": "POSTURE_ADMIN", "POSTURE_VIEWER_API_KEY": "POSTURE_VIEWER"}
+	type passwordVar struct {
+		name   string
+		secret types.NamespacedName
+	}
+	var passwords []passwordVar
 	res := seedResult{namespace: "tenant-demo"}
-	var adminPassword types.NamespacedName
 	objs := []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "posture-system"}}}
 	for _, tn := range tenants {
 		ns := "tenant-" + tn.name
@@ -97,9 +104,9 @@ func seedTenants(ctx context.Context, c client.Client) (seedResult, error) {
 				Email: u.email, Role: u.role, PasswordSecretRef: &posturev1.SecretKeyRef{Name: secretName, Key: "password"},
 			})
 			res.apiKeys = append(res.apiKeys, seedKey{namespace: ns, name: u.keyName, envVar: u.envVar})
-			if u.envVar == "POSTURE_API_KEY" {
-				res.envVars = append(res.envVars, "POSTURE_ADMIN_EMAIL="+u.email)
-				adminPassword = types.NamespacedName{Namespace: ns, Name: secretName}
+			if prefix, ok := signIn[u.envVar]; ok {
+				res.envVars = append(res.envVars, prefix+"_EMAIL="+u.email)
+				passwords = append(passwords, passwordVar{prefix + "_PASSWORD", types.NamespacedName{Namespace: ns, Name: secretName}})
 			}
 		}
 		objs = append(objs, tenant)
@@ -119,17 +126,19 @@ func seedTenants(ctx context.Context, c client.Client) (seedResult, error) {
 	if kept > 0 {
 		step(fmt.Sprintf("%d of the %d demo objects were kept from the last run", kept, len(objs)))
 	}
-	// The password is read back, not remembered: a kept Secret holds the one
+	// A password is read back, not remembered: a kept Secret holds the one
 	// the last run generated.
-	var sec corev1.Secret
-	if err := c.Get(ctx, adminPassword, &sec); err != nil {
-		return seedResult{}, fmt.Errorf("read Secret %s: %w", adminPassword, err)
+	for _, pw := range passwords {
+		var sec corev1.Secret
+		if err := c.Get(ctx, pw.secret, &sec); err != nil {
+			return seedResult{}, fmt.Errorf("read Secret %s: %w", pw.secret, err)
+		}
+		password := string(sec.Data["password"])
+		if password == "" {
+			return seedResult{}, fmt.Errorf("the Secret %s has no password key: restore it, or run make dev-reset to start over", pw.secret)
+		}
+		res.envVars = append(res.envVars, pw.name+"="+password)
 	}
-	password := string(sec.Data["password"])
-	if password == "" {
-		return seedResult{}, fmt.Errorf("the Secret %s has no password key: restore it, or run make dev-reset to start over", adminPassword)
-	}
-	res.envVars = append(res.envVars, "POSTURE_ADMIN_PASSWORD="+password)
 	return res, nil
 }
 

@@ -1,0 +1,620 @@
+// The Posture web UI. Plain ES module, no build step, no dependencies.
+// Rule: every string from the API or the user reaches the page through
+// textContent or a form control's value, never through innerHTML.
+
+const MEDIA = 'application/vnd.api+json';
+const SUFFIX = '.ocsf.json';
+const POLL_MS = 1000;
+
+const $ = (id) => document.getElementById(id);
+const me = { email: '', permissions: [] };
+const listState = {
+  jobs: { page: 1, pages: 1 },
+  scans: { page: 1, pages: 1 },
+  errors: { page: 1, pages: 1 },
+  findings: { page: 1, pages: 1 },
+};
+
+class APIError extends Error {
+  constructor(status, detail) {
+    super(detail);
+    this.status = status;
+  }
+}
+
+// api calls the REST API with the session cookie. The custom header is the
+// session's CSRF defence: the server refuses cookie requests without it.
+async function api(path, opts = {}) {
+  let res;
+  try {
+    res = await fetch(path, {
+      ...opts,
+      credentials: 'same-origin',
+      headers: { Accept: MEDIA, 'X-Posture-UI': '1', ...(opts.headers || {}) },
+    });
+  } catch (e) {
+    throw new APIError(0, 'the server could not be reached (' + e.message + ')');
+  }
+  const body = res.status === 204 ? null : await res.json().catch(() => null);
+  if (res.status === 401 && !path.startsWith('/ui/session')) {
+    signedOut('Your session ended; sign in again.');
+  }
+  if (!res.ok) throw new APIError(res.status, errorDetail(body, res));
+  return body;
+}
+
+function errorDetail(body, res) {
+  const e = body && body.errors && body.errors[0];
+  return (e && (e.detail || e.title)) || res.statusText || 'HTTP ' + res.status;
+}
+
+function el(tag, text, cls) {
+  const n = document.createElement(tag);
+  if (text !== undefined && text !== null) n.textContent = String(text);
+  if (cls) n.className = cls;
+  return n;
+}
+
+function when(ts) {
+  if (!ts) return '—';
+  const d = new Date(ts);
+  return isNaN(d) ? String(ts) : d.toLocaleString();
+}
+
+function show(view) {
+  for (const id of ['signin-view', 'scans-view', 'job-view', 'findings-view', 'finding-view']) $(id).hidden = id !== view;
+}
+
+// ---- session --------------------------------------------------------------
+
+function signedOut(message) {
+  me.email = '';
+  me.permissions = [];
+  $('who').textContent = '';
+  $('signout').hidden = true;
+  $('nav').hidden = true;
+  $('signin-error').textContent = message || '';
+  show('signin-view');
+}
+
+async function loadMe() {
+  try {
+    const doc = await api('/api/v1/tenant');
+    const user = doc.data.attributes.user || {};
+    me.email = user.email || '';
+    me.permissions = user.permissions || [];
+    $('who').textContent = me.email;
+    $('signout').hidden = false;
+    $('nav').hidden = false;
+    return true;
+  } catch (e) {
+    if (e.status !== 401) signedOut('Could not load your account: ' + e.message);
+    return false;
+  }
+}
+
+const can = (perm) => me.permissions.includes(perm);
+
+$('signin-form').addEventListener('submit', async (ev) => {
+  ev.preventDefault();
+  $('signin-error').textContent = '';
+  const body = JSON.stringify({ data: { type: 'tokens', attributes: { email: $('email').value, password: $('password').value } } });
+  try {
+    await api('/ui/session', { method: 'POST', body, headers: { 'Content-Type': MEDIA } });
+  } catch (e) {
+    $('signin-error').textContent = 'Sign-in failed: ' + e.message;
+    return;
+  }
+  $('password').value = '';
+  if (await loadMe()) route();
+});
+
+$('signout').addEventListener('click', async () => {
+  await api('/ui/session', { method: 'DELETE' }).catch(() => {});
+  signedOut('You are signed out.');
+});
+
+// ---- routing --------------------------------------------------------------
+
+let viewTimer = null;
+
+function route() {
+  clearTimeout(viewTimer);
+  if (!me.email) return;
+  const m = location.hash.match(/^#\/ingestions\/([^/]+)$/);
+  const f = location.hash.match(/^#\/findings\/([^/]+)$/);
+  if (m) {
+    listState.errors.page = 1;
+    showJob(decodeURIComponent(m[1]));
+  } else if (f) {
+    showFinding(decodeURIComponent(f[1]));
+  } else if (location.hash === '#/findings') {
+    show('findings-view');
+    loadOverview();
+    loadFindings();
+  } else {
+    showScans();
+  }
+}
+window.addEventListener('hashchange', route);
+
+// ---- scans page -----------------------------------------------------------
+
+function showScans() {
+  show('scans-view');
+  $('import-open').hidden = !can('manage_ingestions');
+  loadJobs();
+  loadScans();
+}
+
+function pager(id, state, total, reload) {
+  const p = $(id);
+  state.pages = Math.max(1, total);
+  p.querySelector('span').textContent = 'Page ' + state.page + ' of ' + state.pages;
+  p.querySelector('[data-step="-1"]').disabled = state.page <= 1;
+  p.querySelector('[data-step="1"]').disabled = state.page >= state.pages;
+  p.onclick = (ev) => {
+    const step = Number(ev.target.dataset && ev.target.dataset.step);
+    if (!step) return;
+    state.page = Math.min(state.pages, Math.max(1, state.page + step));
+    reload();
+  };
+}
+
+async function loadJobs() {
+  const q = new URLSearchParams({ 'page[number]': listState.jobs.page, 'page[size]': 10, sort: $('jobs-sort').value });
+  if ($('jobs-status').value) q.set('filter[status]', $('jobs-status').value);
+  const tbody = $('jobs-table').tBodies[0];
+  let doc;
+  try {
+    doc = await api('/api/v1/ingestions?' + q);
+  } catch (e) {
+    tbody.replaceChildren();
+    $('jobs-message').textContent = e.status === 403
+      ? 'Ingestion jobs are visible to roles with the Manage Ingestions permission.'
+      : 'Could not list ingestion jobs: ' + e.message;
+    pager('jobs-pager', listState.jobs, 1, loadJobs);
+    return;
+  }
+  $('jobs-message').textContent = doc.data.length ? '' : 'No ingestion jobs yet.';
+  tbody.replaceChildren(...doc.data.map((j) => {
+    const a = j.attributes;
+    const tr = el('tr');
+    // The first block of the UUID is enough to tell jobs apart on screen.
+    const link = el('a', j.id.split('-')[0]);
+    link.title = j.id;
+    link.setAttribute('aria-label', 'Job ' + j.id);
+    link.href = '#/ingestions/' + encodeURIComponent(j.id);
+    const idCell = el('td');
+    idCell.append(link);
+    tr.append(idCell, statusCell(a.status), el('td', a.summary.total), el('td', a.summary.processed),
+      el('td', a.summary.invalid), el('td', when(a.requested_at)), el('td', when(a.started_at)), el('td', when(a.completed_at)));
+    return tr;
+  }));
+  pager('jobs-pager', listState.jobs, doc.meta.pagination ? doc.meta.pagination.pages : 1, loadJobs);
+  if (doc.data.some((j) => j.attributes.status === 'pending' || j.attributes.status === 'processing')) {
+    viewTimer = setTimeout(() => { if (!$('scans-view').hidden) loadJobs(); }, POLL_MS * 2);
+  }
+}
+
+function statusCell(status) {
+  const td = el('td');
+  td.append(el('span', status, 'badge ' + status));
+  return td;
+}
+
+$('jobs-status').addEventListener('change', () => { listState.jobs.page = 1; loadJobs(); });
+$('jobs-sort').addEventListener('change', () => { listState.jobs.page = 1; loadJobs(); });
+
+async function loadScans() {
+  const q = new URLSearchParams({ 'page[number]': listState.scans.page, 'page[size]': 10 });
+  const tbody = $('scans-table').tBodies[0];
+  let doc;
+  try {
+    doc = await api('/api/v1/scans?' + q);
+  } catch (e) {
+    tbody.replaceChildren();
+    $('scans-message').textContent = 'Could not list scans: ' + e.message;
+    return;
+  }
+  $('scans-message').textContent = doc.data.length ? '' : 'No scans yet.';
+  tbody.replaceChildren(...doc.data.map((s) => {
+    const a = s.attributes;
+    const src = el('td');
+    src.append(el('span', a.trigger === 'imported' ? 'Imported' : a.trigger, 'badge imported'));
+    const job = el('td');
+    if (a.ingestion_id) {
+      const link = el('a', a.ingestion_id.split('-')[0]);
+      link.title = a.ingestion_id;
+      link.href = '#/ingestions/' + encodeURIComponent(a.ingestion_id);
+      job.append(link);
+    }
+    const tr = el('tr');
+    tr.append(el('td', a.provider_type), el('td', a.provider_uid), src, el('td', a.finding_count), job, el('td', when(a.inserted_at)));
+    return tr;
+  }));
+  pager('scans-pager', listState.scans, doc.meta.pagination ? doc.meta.pagination.pages : 1, loadScans);
+}
+
+// ---- job page -------------------------------------------------------------
+
+async function showJob(id) {
+  show('job-view');
+  $('job-id').textContent = id;
+  let job;
+  try {
+    job = (await api('/api/v1/ingestions/' + encodeURIComponent(id))).data.attributes;
+  } catch (e) {
+    $('job-summary').replaceChildren(el('dd', 'Could not read the job: ' + e.message, 'error'));
+    return;
+  }
+  const rows = [['Status', job.status], ['Total', job.summary.total], ['Processed', job.summary.processed],
+    ['Invalid', job.summary.invalid], ['Requested', when(job.requested_at)], ['Started', when(job.started_at)],
+    ['Completed', when(job.completed_at)]];
+  $('job-summary').replaceChildren(...rows.flatMap(([k, v]) => [el('dt', k), el('dd', v)]));
+  await loadErrors(id);
+  // Live progress while the job runs and the page is visible.
+  if (job.status === 'pending' || job.status === 'processing') {
+    viewTimer = setTimeout(() => { if (!document.hidden && !$('job-view').hidden) showJob(id); }, POLL_MS);
+  }
+}
+
+async function loadErrors(id) {
+  const q = new URLSearchParams({ 'page[number]': listState.errors.page, 'page[size]': 50 });
+  const tbody = $('job-errors').tBodies[0];
+  let doc;
+  try {
+    doc = await api('/api/v1/ingestions/' + encodeURIComponent(id) + '/errors?' + q);
+  } catch (e) {
+    tbody.replaceChildren();
+    $('job-errors-message').textContent = 'Could not list rejected records: ' + e.message;
+    return;
+  }
+  $('job-errors-message').textContent = doc.data.length ? '' : 'No record was rejected.';
+  tbody.replaceChildren(...doc.data.map((r) => {
+    const a = r.attributes;
+    const tr = el('tr');
+    const value = a.value === undefined || a.value === null ? '' : (typeof a.value === 'string' ? a.value : JSON.stringify(a.value));
+    tr.append(el('td', a.record_index ?? '—'), el('td', a.finding_uid || '—'), el('td', a.code, 'code'),
+      el('td', a.detail), el('td', a.pointer || '', 'code'), el('td', value, 'code'));
+    return tr;
+  }));
+  pager('errors-pager', listState.errors, doc.meta.pagination ? doc.meta.pagination.pages : 1, () => loadErrors(id));
+}
+
+// ---- findings --------------------------------------------------------------
+
+async function loadFindings() {
+  const form = $('findings-filters');
+  const q = new URLSearchParams({ 'page[number]': listState.findings.page, 'page[size]': 20, sort: form.elements.sort.value });
+  for (const name of ['severity', 'status_code', 'provider_type', 'check_id', 'region', 'scan', 'ingestion', 'search']) {
+    const v = form.elements[name].value.trim();
+    if (v) q.set('filter[' + name + ']', v);
+  }
+  const tbody = $('findings-table').tBodies[0];
+  let doc;
+  try {
+    doc = await api('/api/v1/findings?' + q);
+  } catch (e) {
+    tbody.replaceChildren();
+    $('findings-message').textContent = 'Could not list findings: ' + e.message;
+    pager('findings-pager', listState.findings, 1, loadFindings);
+    return;
+  }
+  const count = doc.meta.pagination ? doc.meta.pagination.count : doc.data.length;
+  $('findings-message').textContent = count + (count === 1 ? ' finding' : ' findings');
+  tbody.replaceChildren(...doc.data.map((f) => {
+    const a = f.attributes;
+    const title = el('td');
+    const link = el('a', a.title || a.uid);
+    link.href = '#/findings/' + encodeURIComponent(f.id);
+    title.append(link);
+    const sev = el('td');
+    sev.append(el('span', a.severity, 'badge sev-' + a.severity));
+    const tr = el('tr');
+    tr.append(sev, el('td', a.status_code), el('td', a.check_id), title, el('td', a.region), el('td', a.resource_uid), el('td', when(a.time)));
+    return tr;
+  }));
+  pager('findings-pager', listState.findings, doc.meta.pagination ? doc.meta.pagination.pages : 1, loadFindings);
+}
+
+// loadOverview draws counts as bars; each count is one list request of
+// page size 1 that reads meta.pagination.count.
+async function loadOverview() {
+  const count = async (filter, value) => {
+    const q = new URLSearchParams({ 'page[size]': 1, ['filter[' + filter + ']']: value });
+    const doc = await api('/api/v1/findings?' + q);
+    return doc.meta.pagination ? doc.meta.pagination.count : doc.data.length;
+  };
+  const draw = async (id, filter, values) => {
+    let counts;
+    try {
+      counts = await Promise.all(values.map((v) => count(filter, v)));
+    } catch (e) {
+      $(id).replaceChildren(el('p', 'Could not count findings: ' + e.message, 'error'));
+      return;
+    }
+    const top = Math.max(1, ...counts);
+    $(id).replaceChildren(...values.map((v, i) => {
+      const row = el('div', null, 'bar-row');
+      row.dataset.value = v;
+      const bar = el('span', null, 'meter ' + filter + '-' + v);
+      bar.style.width = Math.round((counts[i] / top) * 100) + '%';
+      const track = el('span', null, 'track');
+      track.append(bar);
+      row.append(el('span', v, 'bar-label'), track, el('span', counts[i], 'bar-count'));
+      return row;
+    }));
+  };
+  draw('by-severity', 'severity', ['critical', 'high', 'medium', 'low', 'informational']);
+  draw('by-status', 'status_code', ['FAIL', 'PASS', 'MANUAL']);
+  try {
+    const p = (await api('/api/v1/tenant')).data.attributes.providers;
+    $('providers-usage').textContent = p.limit ? p.count + ' of ' + p.limit + ' providers on your plan' : p.count + ' providers (no limit on your plan)';
+    $('providers-bar').hidden = !p.limit;
+    $('providers-bar').max = p.limit || 1;
+    $('providers-bar').value = p.count;
+  } catch (e) {
+    $('providers-usage').textContent = 'Could not read provider usage: ' + e.message;
+  }
+}
+
+$('findings-filters').addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  listState.findings.page = 1;
+  loadFindings();
+});
+$('findings-filters').addEventListener('change', (ev) => {
+  if (ev.target.tagName === 'SELECT') {
+    listState.findings.page = 1;
+    loadFindings();
+  }
+});
+
+async function showFinding(id) {
+  show('finding-view');
+  $('finding-title').textContent = '';
+  $('finding-record').textContent = '';
+  let a;
+  try {
+    a = (await api('/api/v1/findings/' + encodeURIComponent(id) + '?fields[findings]=' + encodeURIComponent('uid,title,severity,status_code,check_id,region,provider_type,provider_uid,resource_uid,scan_id,ingestion_id,time,record'))).data.attributes;
+  } catch (e) {
+    $('finding-title').textContent = 'Could not read the finding: ' + e.message;
+    return;
+  }
+  $('finding-title').textContent = a.title || a.uid;
+  const rows = [['Severity', a.severity], ['Status', a.status_code], ['Check', a.check_id], ['Provider', a.provider_type + ' ' + a.provider_uid],
+    ['Region', a.region], ['Resource', a.resource_uid], ['Time', when(a.time)], ['Ingestion', a.ingestion_id], ['UID', a.uid]];
+  $('finding-summary').replaceChildren(...rows.flatMap(([k, v]) => [el('dt', k), el('dd', v)]));
+  // The record (descriptions are Markdown) is shown as text, not rendered.
+  $('finding-record').textContent = JSON.stringify(a.record, null, 2);
+}
+
+// ---- Import Findings dialog ----------------------------------------------
+
+const dialog = $('import-dialog');
+// One import at a time is tracked; it outlives the dialog.
+const imp = { file: null, jobId: null, state: 'idle', summary: null, timer: null };
+
+const REJECTIONS = {
+  400: 'The server rejected the file as invalid',
+  402: 'Your tenant has no active subscription, so imports are refused',
+  403: 'Your role lacks the Manage Ingestions permission',
+  413: 'The file is larger than the server accepts',
+  429: 'Too many requests were sent; wait a moment and retry',
+};
+
+function setButtons({ start = false, retry = false, retryStatus = false, other = false }) {
+  $('import-start').hidden = !start;
+  $('import-retry').hidden = !retry;
+  $('import-retry-status').hidden = !retryStatus;
+  $('import-other').hidden = !other;
+}
+
+function setState(text) { $('import-state').textContent = text; }
+function setError(text) { $('import-error').textContent = text || ''; }
+
+function showCounts(s) {
+  $('import-counts').hidden = !s;
+  if (!s) return;
+  $('count-total').textContent = s.total;
+  $('count-processed').textContent = s.processed;
+  $('count-invalid').textContent = s.invalid;
+}
+
+function resetDialog() {
+  imp.file = null;
+  imp.jobId = null;
+  imp.state = 'idle';
+  $('import-file').value = '';
+  $('import-file-name').textContent = '';
+  $('import-progress').hidden = true;
+  $('import-errors-link').hidden = true;
+  setState('');
+  setError('');
+  showCounts(null);
+  setButtons({ start: true });
+  $('import-start').disabled = true;
+}
+
+$('import-open').addEventListener('click', () => {
+  if (imp.state !== 'uploading' && imp.state !== 'tracking') resetDialog();
+  dialog.showModal();
+});
+$('import-close').addEventListener('click', () => dialog.close());
+
+// chooseFile checks the file before anything is sent: one file, the right
+// name, not empty.
+function chooseFile(files) {
+  setError('');
+  $('import-errors-link').hidden = true;
+  showCounts(null);
+  setState('');
+  $('import-progress').hidden = true;
+  imp.file = null;
+  $('import-start').disabled = true;
+  setButtons({ start: true });
+  if (!files || files.length === 0) return;
+  if (files.length > 1) {
+    setError('Choose one file per import; ' + files.length + ' were given.');
+    return;
+  }
+  const f = files[0];
+  $('import-file-name').textContent = f.name;
+  if (!f.name.endsWith(SUFFIX)) {
+    setError('The file name must end in ' + SUFFIX + '. Nothing was uploaded.');
+    return;
+  }
+  if (f.size === 0) {
+    setError('The file is empty. Nothing was uploaded.');
+    return;
+  }
+  imp.file = f;
+  $('import-start').disabled = false;
+}
+
+$('import-file').addEventListener('change', (ev) => chooseFile(ev.target.files));
+const drop = $('drop');
+drop.addEventListener('dragover', (ev) => { ev.preventDefault(); drop.classList.add('over'); });
+drop.addEventListener('dragleave', () => drop.classList.remove('over'));
+drop.addEventListener('drop', (ev) => {
+  ev.preventDefault();
+  drop.classList.remove('over');
+  if (imp.state === 'uploading' || imp.state === 'tracking') return;
+  chooseFile(ev.dataTransfer.files);
+});
+
+$('import-start').addEventListener('click', () => upload());
+$('import-retry').addEventListener('click', () => upload());
+$('import-retry-status').addEventListener('click', () => track());
+$('import-other').addEventListener('click', () => { resetDialog(); $('import-file').click(); });
+$('import-errors-link').querySelector('a').addEventListener('click', (ev) => {
+  ev.preventDefault();
+  dialog.close();
+  location.hash = '#/ingestions/' + encodeURIComponent(imp.jobId);
+});
+
+// upload sends the file with XMLHttpRequest, which (unlike fetch) reports
+// upload progress.
+function upload() {
+  if (!imp.file) return;
+  imp.state = 'uploading';
+  imp.jobId = null;
+  setError('');
+  showCounts(null);
+  $('import-errors-link').hidden = true;
+  setButtons({});
+  setState('Uploading ' + imp.file.name + '…');
+  const bar = $('import-progress');
+  bar.hidden = false;
+  bar.value = 0;
+  const form = new FormData();
+  form.append('file', imp.file, imp.file.name);
+  const xhr = new XMLHttpRequest();
+  xhr.open('POST', '/api/v1/ingestions');
+  xhr.setRequestHeader('Accept', MEDIA);
+  xhr.setRequestHeader('X-Posture-UI', '1');
+  xhr.upload.onprogress = (ev) => { if (ev.lengthComputable) bar.value = Math.round((ev.loaded / ev.total) * 100); };
+  xhr.onerror = () => rejected(0, 'the upload did not reach the server');
+  xhr.onload = () => {
+    let body = null;
+    try { body = JSON.parse(xhr.responseText); } catch { /* not JSON */ }
+    if (xhr.status === 202 && body && body.data) {
+      imp.jobId = body.data.id;
+      imp.summary = body.data.attributes.summary;
+      track();
+      return;
+    }
+    if (xhr.status === 401) signedOut('Your session ended; sign in again.');
+    const e = body && body.errors && body.errors[0];
+    rejected(xhr.status, (e && e.detail) || xhr.statusText || 'no answer');
+  };
+  xhr.send(form);
+}
+
+function rejected(status, detail) {
+  imp.state = 'rejected';
+  $('import-progress').hidden = true;
+  const why = REJECTIONS[status] || (status ? 'The server refused the upload (HTTP ' + status + ')' : 'The upload failed');
+  setState('');
+  setError(why + ': ' + detail);
+  setButtons({ retry: true, other: true });
+}
+
+// track follows the job until it ends; a failed status check offers Retry
+// status, which resumes on the same job without uploading again.
+async function track() {
+  imp.state = 'tracking';
+  clearTimeout(imp.timer);
+  setError('');
+  setButtons({});
+  let job;
+  try {
+    job = (await api('/api/v1/ingestions/' + encodeURIComponent(imp.jobId))).data.attributes;
+  } catch (e) {
+    imp.state = 'status-failed';
+    setState('The file was accepted as job ' + imp.jobId + ', but its status could not be read.');
+    setError('Status check failed: ' + e.message);
+    setButtons({ retryStatus: true });
+    return;
+  }
+  const s = job.summary;
+  imp.summary = s;
+  showCounts(s);
+  const bar = $('import-progress');
+  bar.hidden = false;
+  bar.value = s.total ? Math.round((s.processed / s.total) * 100) : 0;
+  if (job.status === 'pending' || job.status === 'processing') {
+    setState('Job ' + imp.jobId + ' is ' + job.status + ': ' + s.processed + ' of ' + s.total + ' records processed.');
+    imp.timer = setTimeout(track, POLL_MS);
+    return;
+  }
+  if (job.status === 'completed') {
+    imp.state = 'completed';
+    setState('Import completed: ' + s.total + ' records, ' + s.processed + ' processed, ' + s.invalid + ' invalid.');
+    $('import-errors-link').hidden = !(s.invalid > 0);
+    setButtons({ other: true });
+    finished('Import of ' + imp.file.name + ' completed: ' + s.processed + ' processed, ' + s.invalid + ' invalid.');
+  } else {
+    imp.state = 'failed';
+    const reason = await failureReason(imp.jobId);
+    setState('The job failed after processing ' + s.processed + ' of ' + s.total + ' records (' + s.invalid + ' invalid).');
+    setError('Import failed: ' + reason);
+    $('import-errors-link').hidden = false;
+    setButtons({ retry: true, other: true });
+    finished('Import of ' + imp.file.name + ' failed: ' + reason);
+  }
+  if (!$('scans-view').hidden) {
+    loadJobs();
+    loadScans();
+  }
+}
+
+async function failureReason(id) {
+  try {
+    const doc = await api('/api/v1/ingestions/' + encodeURIComponent(id) + '/errors?page[size]=1');
+    const first = doc.data[0];
+    return first ? first.attributes.detail : 'the server gave no reason';
+  } catch (e) {
+    return 'the reason could not be read (' + e.message + ')';
+  }
+}
+
+// finished notifies in the background when the dialog was closed meanwhile.
+function finished(message) {
+  if (dialog.open) return;
+  const t = el('div', message, 'toast');
+  const close = el('button', 'Dismiss');
+  close.type = 'button';
+  close.addEventListener('click', () => t.remove());
+  t.append(close);
+  $('toasts').append(t);
+}
+
+// ---- start -----------------------------------------------------------------
+
+$('signout').hidden = true;
+(async () => {
+  if (await loadMe()) route();
+  else if (!me.email) signedOut('');
+})();

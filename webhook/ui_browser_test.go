@@ -1,0 +1,675 @@
+package webhook_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/fetch"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+
+	"github.com/posture-dev/posture/internal/testenv"
+)
+
+// The web UI is tested in a real Chromium (Debian's, installed by
+// hack/test-deps.sh) against the whole API. POSTURE_UI_SCREENSHOTS=1 also
+// saves the screenshots that docs/ui.md shows into docs/images.
+
+// browser is one headless Chromium for a test.
+type browser struct {
+	t    *testing.T
+	root context.Context
+	base string
+}
+
+func startBrowser(t *testing.T, base string) *browser {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatal("the web UI tests need Debian's chromium: run hack/test-deps.sh (apt-get install -y chromium)")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
+		chromedp.WindowSize(1280, 900))
+	alloc, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancel)
+	// The first context starts the browser; each page gets a browser context
+	// of its own so that sessions (cookies) stay apart.
+	root, cancelRoot := chromedp.NewContext(alloc)
+	t.Cleanup(cancelRoot)
+	if err := chromedp.Do(root); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return &browser{t: t, root: root, base: base}
+}
+
+// page is a tab with a session of its own. It records the requests the page
+// sends, so tests can tell that nothing was sent.
+type page struct {
+	t   *testing.T
+	ctx context.Context
+	b   *browser
+
+	mu       sync.Mutex
+	requests []string // "METHOD /path"
+	// failStatus makes the browser fail requests for a job's status, as a
+	// network outage would.
+	failStatus atomic.Bool
+}
+
+func (b *browser) page(t *testing.T) *page {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(b.root, chromedp.WithNewBrowserContext())
+	t.Cleanup(cancel)
+	p := &page{t: t, ctx: ctx, b: b}
+	// The first run opens the tab and ties it to the context it is given:
+	// the tab's own, not a timeout of one action.
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900)); err != nil {
+		t.Fatalf("open a tab: %v", err)
+	}
+	if err := chromedp.Listen(ctx, func(ev any) {
+		if e, ok := ev.(*network.EventRequestWillBeSent); ok {
+			path := e.Request.URL
+			if i := strings.Index(path, "/api/"); i >= 0 {
+				path = path[i:]
+			}
+			p.mu.Lock()
+			p.requests = append(p.requests, e.Request.Method+" "+path)
+			p.mu.Unlock()
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	paused := chromedp.Events(ctx, fetch.RequestPaused)
+	go func() {
+		for e, err := range paused {
+			if err != nil {
+				return
+			}
+			if p.failStatus.Load() && e.Request.Method == http.MethodGet {
+				_, _ = chromedp.Call(ctx, fetch.FailRequest, fetch.FailRequestParams{RequestID: e.RequestID, ErrorReason: network.ErrorReasonConnectionFailed})
+				continue
+			}
+			_, _ = chromedp.Call(ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: e.RequestID})
+		}
+	}()
+	if _, err := chromedp.Call(ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: "*/api/v1/ingestions/*", RequestStage: fetch.RequestStageRequest}}}); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func (p *page) do(actions ...chromedp.Action[chromedp.Void]) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		p.t.Fatalf("browser: %v", err)
+	}
+}
+
+// sent counts the requests sent with this method to this path.
+func (p *page) sent(method, path string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, r := range p.requests {
+		if r == method+" "+path {
+			n++
+		}
+	}
+	return n
+}
+
+func (p *page) eval(js string) any {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[any](js))
+	if err != nil {
+		p.t.Fatalf("evaluate %s: %v", js, err)
+	}
+	return v
+}
+
+// waitJS waits until the JavaScript expression is true.
+func (p *page) waitJS(what, js string) {
+	p.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if v, _ := p.eval(js).(bool); v {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("%s: not within 30s (%s)\nimport state: %v\nimport error: %v\npage: %v", what, js,
+				p.eval(`document.querySelector('#import-state').textContent`), p.eval(`document.querySelector('#import-error').textContent`),
+				p.eval(`document.querySelector('main').innerText.slice(0, 1500)`))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (p *page) text(sel string) string {
+	p.t.Helper()
+	s, _ := p.eval(`document.querySelector(` + strconv.Quote(sel) + `).textContent`).(string)
+	return s
+}
+
+func (p *page) visible(sel string) bool {
+	p.t.Helper()
+	v, _ := p.eval(`(() => { const n = document.querySelector(` + strconv.Quote(sel) + `); return !!n && !n.closest('[hidden]') && n.getClientRects().length > 0; })()`).(bool)
+	return v
+}
+
+func (p *page) waitText(sel, want string) {
+	p.t.Helper()
+	p.waitJS(sel+" shows "+strconv.Quote(want), `(document.querySelector(`+strconv.Quote(sel)+`)?.textContent || '').includes(`+strconv.Quote(want)+`)`)
+}
+
+func (p *page) click(id string) {
+	p.t.Helper()
+	p.do(chromedp.Click(chromedp.ID(id)))
+}
+
+func (p *page) signIn(email, password string) {
+	p.t.Helper()
+	p.do(chromedp.Navigate(p.b.base+"/"),
+		chromedp.WaitVisible(chromedp.ID("email")),
+		chromedp.SendKeys(chromedp.ID("email"), email),
+		chromedp.SendKeys(chromedp.ID("password"), password),
+		chromedp.Click(chromedp.CSS(`#signin-form button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.ID("scans-view")))
+	p.waitText("#who", email)
+}
+
+// choose puts a file into the dialog's file input.
+func (p *page) choose(path string) {
+	p.t.Helper()
+	p.do(chromedp.SetUploadFiles(chromedp.ID("import-file"), []string{path}))
+}
+
+func (p *page) openImport() {
+	p.t.Helper()
+	p.do(chromedp.Click(chromedp.ID("import-open")), chromedp.WaitVisible(chromedp.ID("import-dialog")))
+}
+
+func (p *page) screenshot(name string) {
+	p.t.Helper()
+	if os.Getenv("POSTURE_UI_SCREENSHOTS") == "" {
+		return
+	}
+	png, err := chromedp.Run(p.ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(testenv.Root(), "docs", "images", "ui-"+name+".png"), png, 0o644); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// writeFile puts content into a file of that name in a temp dir.
+func writeFile(t *testing.T, name string, content []byte) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func example(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(testenv.Root(), "examples", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// hostileReport is the mixed example plus one record whose severity_id is
+// markup: invalid, so the job page shows its value.
+const hostileValue = `<img src=x onerror=window.pwned=1>`
+
+const hostileTitle = `<img src=x onerror=window.pwned=2>Markup title`
+
+func hostileReport(t *testing.T) []byte {
+	t.Helper()
+	var records []map[string]any
+	if err := json.Unmarshal(example(t, "aws_mixed_7_records.ocsf.json"), &records); err != nil {
+		t.Fatal(err)
+	}
+	var bad map[string]any
+	b, _ := json.Marshal(records[0])
+	_ = json.Unmarshal(b, &bad)
+	bad["severity_id"] = hostileValue
+	// And a valid record whose title is markup.
+	var titled map[string]any
+	_ = json.Unmarshal(b, &titled)
+	info := titled["finding_info"].(map[string]any)
+	info["uid"] = "hostile-title-finding"
+	info["title"] = hostileTitle
+	records = append(records, titled)
+	// Unescaped, so the markup reaches the server as markup.
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(append(records, bad)); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
+}
+
+func TestWebUI(t *testing.T) {
+	big := example(t, "aws_1500_records.ocsf.json")
+	// Room for the 1,500-record example, not for the too-large file.
+	te := startTenancy(t, tenancyOpts{maxUpload: int64(len(big)) + 1024})
+	b := startBrowser(t, te.env.URL)
+	admin, viewer, nosub := te.emails["demo-admin"], te.emails["demo-viewer"], te.emails["nosub-admin"]
+
+	t.Run("sign-in keeps the tokens out of reach of script", func(t *testing.T) {
+		p := b.page(t)
+		p.do(chromedp.Navigate(b.base+"/"), chromedp.WaitVisible(chromedp.ID("signin-view")))
+		p.screenshot("sign-in")
+		p.signIn(admin, te.pw[admin])
+		if !p.visible("#import-open") {
+			t.Error("an administrator (manage_ingestions) does not see Import Findings")
+		}
+		if c, _ := p.eval(`document.cookie`).(string); strings.Contains(c, "posture_session") {
+			t.Errorf("page script can read the session cookie: %q", c)
+		}
+		if s, _ := p.eval(`document.documentElement.outerHTML`).(string); strings.Contains(s, "eyJ") {
+			t.Error("a JWT appears in the page")
+		}
+		// Sign-out ends the session: a reload lands on the sign-in form.
+		p.do(chromedp.Click(chromedp.ID("signout")), chromedp.WaitVisible(chromedp.ID("signin-view")),
+			chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("signin-view")))
+	})
+
+	t.Run("wrong password is refused with the reason", func(t *testing.T) {
+		p := b.page(t)
+		p.do(chromedp.Navigate(b.base+"/"), chromedp.WaitVisible(chromedp.ID("email")),
+			chromedp.SendKeys(chromedp.ID("email"), admin), chromedp.SendKeys(chromedp.ID("password"), "wrong"),
+			chromedp.Click(chromedp.CSS(`#signin-form button[type=submit]`)))
+		p.waitText("#signin-error", "Sign-in failed")
+		if p.visible("#scans-view") {
+			t.Error("the Scans page shows after a failed sign-in")
+		}
+	})
+
+	t.Run("viewer does not see Import Findings", func(t *testing.T) {
+		p := b.page(t)
+		p.signIn(viewer, te.pw[viewer])
+		p.waitText("#jobs-message", "Manage Ingestions")
+		if p.visible("#import-open") {
+			t.Error("the viewer role (no manage_ingestions) sees Import Findings")
+		}
+	})
+
+	t.Run("wrong name and empty file are rejected before any request", func(t *testing.T) {
+		p := b.page(t)
+		p.signIn(admin, te.pw[admin])
+		p.openImport()
+		for _, tc := range []struct {
+			name    string
+			content []byte
+			want    string
+		}{
+			{"report.json", []byte(`[]`), "must end in .ocsf.json"},
+			{"report.ocsf.json.txt", []byte(`[]`), "must end in .ocsf.json"},
+			{"empty.ocsf.json", nil, "The file is empty"},
+		} {
+			p.choose(writeFile(t, tc.name, tc.content))
+			p.waitText("#import-error", tc.want)
+			if v, _ := p.eval(`document.querySelector('#import-start').disabled`).(bool); !v {
+				t.Errorf("%s: Start import is enabled", tc.name)
+			}
+			p.click("import-start") // disabled: must do nothing
+		}
+		p.screenshot("dialog-rejected-name")
+		time.Sleep(200 * time.Millisecond)
+		if n := p.sent(http.MethodPost, "/api/v1/ingestions"); n != 0 {
+			t.Errorf("%d uploads were sent for files rejected in the browser", n)
+		}
+	})
+
+	t.Run("1,500-record import followed to completed", func(t *testing.T) {
+		p := b.page(t)
+		p.signIn(admin, te.pw[admin])
+		p.openImport()
+		p.screenshot("dialog-empty")
+		p.choose(writeFile(t, "aws_1500_records.ocsf.json", big))
+		p.click("import-start")
+		p.waitText("#import-state", "Import completed")
+		p.waitText("#import-state", "Import completed: 1500 records, 1500 processed, 0 invalid")
+		for sel, want := range map[string]string{"#count-total": "1500", "#count-processed": "1500", "#count-invalid": "0"} {
+			if got := p.text(sel); got != want {
+				t.Errorf("%s = %q, want %s", sel, got, want)
+			}
+		}
+		p.screenshot("dialog-completed")
+		if n := p.sent(http.MethodPost, "/api/v1/ingestions"); n != 1 {
+			t.Errorf("%d uploads, want 1", n)
+		}
+		p.click("import-close")
+		p.waitText("#jobs-table tbody", "completed")
+		p.waitText("#scans-table tbody", "Imported")
+		p.screenshot("scans")
+		p.do(chromedp.EmulateViewport(390, 844))
+		p.screenshot("scans-390")
+	})
+
+	t.Run("invalid records and an HTML file name are shown as inert text", func(t *testing.T) {
+		p := b.page(t)
+		p.signIn(admin, te.pw[admin])
+		p.openImport()
+		name := `<img src=x onerror="window.pwned=1">.ocsf.json`
+		p.choose(writeFile(t, name, hostileReport(t)))
+		if got := p.text("#import-file-name"); got != name {
+			t.Errorf("file name shown as %q, want the name as text %q", got, name)
+		}
+		p.click("import-start")
+		p.waitText("#import-state", "Import completed")
+		if got := p.text("#count-invalid"); got != "5" {
+			t.Errorf("invalid = %q, want 5 (the example's 4 and the markup severity)", got)
+		}
+		p.do(chromedp.Click(chromedp.CSS("#import-errors-link a")), chromedp.WaitVisible(chromedp.ID("job-view")))
+		for _, want := range []string{"unsupported_class", "missing_field", "invalid_type", "missing_account", "/severity_id", hostileValue} {
+			p.waitText("#job-errors tbody", want)
+		}
+		p.screenshot("job")
+		if v := p.eval(`document.querySelectorAll('main img, dialog img').length === 0 && window.pwned === undefined`); v != true {
+			t.Error("markup from a file name or a record became an element or ran")
+		}
+	})
+
+	t.Run("Findings filters, and a markup title shown as text", func(t *testing.T) {
+		p := b.page(t)
+		p.signIn(admin, te.pw[admin])
+		p.do(chromedp.Navigate(b.base+"/#/findings"), chromedp.WaitVisible(chromedp.ID("findings-view")))
+		direct := te.as(t, te.key("demo-admin"))
+		// The overview's counts are the API's.
+		for filter, values := range map[string][]string{"severity": {"critical", "high", "medium", "low", "informational"}, "status_code": {"FAIL", "PASS", "MANUAL"}} {
+			chart := map[string]string{"severity": "#by-severity", "status_code": "#by-status"}[filter]
+			for _, v := range values {
+				want := direct.list("/api/v1/findings", queryOf("filter["+filter+"]", v)).Meta.Pagination.Count
+				p.waitText(chart+" [data-value="+v+"] .bar-count", strconv.Itoa(want))
+				if got := p.text(chart + " [data-value=" + v + "] .bar-count"); got != strconv.Itoa(want) {
+					t.Errorf("overview: %s %s = %s, want %d", filter, v, got, want)
+				}
+			}
+		}
+		p.waitText("#providers-usage", "of 5 providers on your plan")
+		for _, tc := range []struct {
+			severity, status, search string
+		}{
+			{"critical", "FAIL", ""},
+			{"", "PASS", ""},
+			{"", "", "onerror"},
+		} {
+			var kv []string
+			for k, v := range map[string]string{"filter[severity]": tc.severity, "filter[status_code]": tc.status, "filter[search]": tc.search} {
+				if v != "" {
+					kv = append(kv, k, v)
+				}
+			}
+			want := direct.list("/api/v1/findings", queryOf(kv...)).Meta.Pagination.Count
+			if want == 0 {
+				t.Fatalf("no finding matches %+v: the test would prove nothing", tc)
+			}
+			p.eval(fmt.Sprintf(`(() => { const f = document.querySelector('#findings-filters').elements;
+				f.severity.value = %q; f.status_code.value = %q; f.search.value = %q; return true })()`, tc.severity, tc.status, tc.search))
+			p.click("findings-apply")
+			p.waitJS(fmt.Sprintf("%d findings for %+v", want, tc), fmt.Sprintf(`document.querySelector('#findings-message').textContent === %q`, fmt.Sprintf("%d finding", want)+map[bool]string{true: "", false: "s"}[want == 1]))
+			rows := fmt.Sprintf(`[...document.querySelectorAll('#findings-table tbody tr')].every(r => (%q === '' || r.cells[0].textContent === %q) && (%q === '' || r.cells[1].textContent === %q))`,
+				tc.severity, tc.severity, tc.status, tc.status)
+			if v := p.eval(rows); v != true {
+				t.Errorf("a listed finding does not match %+v", tc)
+			}
+			if tc.severity == "critical" {
+				p.screenshot("findings")
+			}
+		}
+		if got := p.text("#findings-table tbody a"); got != hostileTitle {
+			t.Errorf("the markup title is shown as %q, want the literal text %q", got, hostileTitle)
+		}
+		p.do(chromedp.Click(chromedp.CSS("#findings-table tbody a")), chromedp.WaitVisible(chromedp.ID("finding-view")))
+		p.waitText("#finding-record", "hostile-title-finding")
+		p.screenshot("finding")
+		if got := p.text("#finding-title"); got != hostileTitle {
+			t.Errorf("the finding page's title is %q, want %q", got, hostileTitle)
+		}
+		if v := p.eval(`document.querySelectorAll('main img').length === 0 && window.pwned === undefined`); v != true {
+			t.Error("a finding title became an element or ran")
+		}
+	})
+
+	t.Run("closing the dialog does not cancel; a notification follows", func(t *testing.T) {
+		p := b.page(t)
+		p.signIn(admin, te.pw[admin])
+		p.openImport()
+		p.choose(writeFile(t, "background.ocsf.json", big))
+		p.do(chromedp.Click(chromedp.ID("import-start")), chromedp.KeyEvent("\x1b"))
+		p.waitJS("the dialog closed", `!document.querySelector('#import-dialog').open`)
+		p.waitText("#toasts", "Import of background.ocsf.json completed: 1500 processed, 0 invalid")
+		p.screenshot("notification")
+	})
+
+	t.Run("Retry import after a rejection sends the same file again", func(t *testing.T) {
+		tooBig := append(append([]byte{}, big[:len(big)-1]...), bytes.Repeat([]byte(" "), 2<<20)...)
+		tooBig = append(tooBig, ']')
+		for _, tc := range []struct {
+			name, email string
+			content     []byte
+			want        string
+		}{
+			{"413", admin, tooBig, "larger than the server accepts"},
+			{"402", nosub, example(t, "aws_mixed_7_records.ocsf.json"), "no active subscription"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				p := b.page(t)
+				p.signIn(tc.email, te.pw[tc.email])
+				p.openImport()
+				p.choose(writeFile(t, "report-"+tc.name+".ocsf.json", tc.content))
+				p.click("import-start")
+				p.waitText("#import-error", tc.want)
+				if !p.visible("#import-retry") || !p.visible("#import-other") {
+					t.Fatal("a rejected upload offers no Retry import or Choose another file")
+				}
+				p.screenshot("dialog-rejected-" + tc.name)
+				p.click("import-retry")
+				deadline := time.Now().Add(30 * time.Second)
+				for p.sent(http.MethodPost, "/api/v1/ingestions") < 2 && time.Now().Before(deadline) {
+					time.Sleep(50 * time.Millisecond)
+				}
+				if n := p.sent(http.MethodPost, "/api/v1/ingestions"); n != 2 {
+					t.Fatalf("%d uploads after Retry import, want 2", n)
+				}
+				p.waitText("#import-error", tc.want)
+				if tc.name == "413" {
+					// A different, smaller file goes through.
+					p.click("import-other")
+					p.choose(writeFile(t, "smaller.ocsf.json", example(t, "aws_mixed_7_records.ocsf.json")))
+					p.click("import-start")
+					p.waitText("#import-state", "Import completed: 7 records, 7 processed, 4 invalid")
+				}
+			})
+		}
+	})
+
+	t.Run("Retry status resumes the same job without uploading again", func(t *testing.T) {
+		p := b.page(t)
+		p.signIn(admin, te.pw[admin])
+		p.openImport()
+		p.choose(writeFile(t, "status.ocsf.json", example(t, "aws_mixed_7_records.ocsf.json")))
+		p.failStatus.Store(true)
+		p.click("import-start")
+		p.waitText("#import-error", "Status check failed")
+		if !p.visible("#import-retry-status") || p.visible("#import-retry") {
+			t.Fatal("after a failed status check the dialog must offer Retry status, not Retry import")
+		}
+		p.screenshot("dialog-status-failed")
+		p.failStatus.Store(false)
+		p.click("import-retry-status")
+		p.waitText("#import-state", "Import completed: 7 records, 7 processed, 4 invalid")
+		if n := p.sent(http.MethodPost, "/api/v1/ingestions"); n != 1 {
+			t.Errorf("%d uploads, want 1: Retry status must not upload again", n)
+		}
+	})
+}
+
+// TestWebUIHeaders checks what every page carries, and that the session
+// cookie works only with the UI's request header.
+func TestWebUIHeaders(t *testing.T) {
+	te := startTenancy(t, tenancyOpts{})
+	for _, path := range []string{"/", "/assets/app.js", "/assets/app.css"} {
+		res, err := http.Get(te.env.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != 200 {
+			t.Errorf("GET %s = %d", path, res.StatusCode)
+		}
+		for k, want := range map[string]string{
+			"Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'",
+			"X-Content-Type-Options":  "nosniff",
+		} {
+			if got := res.Header.Get(k); got != want {
+				t.Errorf("GET %s: %s = %q, want %q", path, k, got, want)
+			}
+		}
+	}
+
+	email := te.emails["demo-admin"]
+	body := tokensBody("tokens", map[string]string{"email": email, "password": te.pw[email]})
+	for _, tc := range []struct {
+		name   string
+		header http.Header
+		status int
+	}{
+		{"without the UI header", http.Header{}, 403},
+		{"with the UI header", http.Header{"X-Posture-Ui": {"1"}}, 204},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, te.env.URL+"/ui/session", bytes.NewReader(body.Bytes()))
+		req.Header = tc.header.Clone()
+		req.Header.Set("Content-Type", "application/vnd.api+json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != tc.status {
+			t.Fatalf("sign-in %s = %d, want %d", tc.name, res.StatusCode, tc.status)
+		}
+		if tc.status != 204 {
+			continue
+		}
+		var cookie *http.Cookie
+		for _, c := range res.Cookies() {
+			if c.Name == "posture_session" {
+				cookie = c
+			}
+		}
+		if cookie == nil || !cookie.HttpOnly || cookie.SameSite != http.SameSiteStrictMode {
+			t.Fatalf("session cookie = %+v, want HttpOnly and SameSite=Strict", cookie)
+		}
+		for _, api := range []struct {
+			name   string
+			ui     bool
+			status int
+		}{{"a cookie alone (cross-site request)", false, 403}, {"the cookie and the UI header", true, 200}} {
+			req, _ := http.NewRequest(http.MethodGet, te.env.URL+"/api/v1/tenant", nil)
+			req.AddCookie(cookie)
+			if api.ui {
+				req.Header.Set("X-Posture-UI", "1")
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != api.status {
+				t.Errorf("GET /api/v1/tenant with %s = %d, want %d", api.name, res.StatusCode, api.status)
+			}
+		}
+	}
+}
+
+// TestWebUISessionRenewal follows one session through its tokens' lives:
+// renewed before the access token expires, renewed again after it expired
+// while the refresh token lives, and ended (cookie cleared, 401) once both
+// have expired.
+func TestWebUISessionRenewal(t *testing.T) {
+	te := startTenancy(t, tenancyOpts{serverClock: true})
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Jar: jar}
+	email := te.emails["demo-viewer"]
+	req, _ := http.NewRequest(http.MethodPost, te.env.URL+"/ui/session", tokensBody("tokens", map[string]string{"email": email, "password": te.pw[email]}))
+	req.Header.Set("Content-Type", "application/vnd.api+json")
+	req.Header.Set("X-Posture-UI", "1")
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusNoContent {
+		t.Fatalf("sign-in = %d", res.StatusCode)
+	}
+	base, _ := url.Parse(te.env.URL)
+	cookie := func() string {
+		for _, ck := range jar.Cookies(base) {
+			if ck.Name == "posture_session" {
+				return ck.Value
+			}
+		}
+		return ""
+	}
+	for _, step := range []struct {
+		name    string
+		advance time.Duration
+		status  int
+		cookie  string // "same", "new" or "gone"
+	}{
+		{"fresh", time.Minute, 200, "same"},
+		{"26 minutes old: renewed ahead of expiry", 25 * time.Minute, 200, "new"},
+		{"just renewed", time.Minute, 200, "same"},
+		// No request for 40 minutes: the access token expired, the refresh
+		// token still lives.
+		{"access expired, refresh valid", 40 * time.Minute, 200, "new"},
+		{"both expired", 25 * time.Hour, 401, "gone"},
+	} {
+		before := cookie()
+		te.clock.Advance(step.advance)
+		req, _ := http.NewRequest(http.MethodGet, te.env.URL+"/api/v1/tenant", nil)
+		req.Header.Set("X-Posture-UI", "1")
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		after := cookie()
+		got := map[bool]string{true: "same", false: "new"}[after == before]
+		if after == "" {
+			got = "gone"
+		}
+		if res.StatusCode != step.status || got != step.cookie {
+			t.Errorf("%s: GET /api/v1/tenant = %d with the cookie %s, want %d and %s", step.name, res.StatusCode, got, step.status, step.cookie)
+		}
+	}
+}
