@@ -20,8 +20,35 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: manager
 {{- end -}}
 
+{{/* An image reference from {registry, repository, tag, digest}; a digest pins it. */}}
+{{- define "posture.imageRef" -}}
+{{- $img := .image -}}
+{{- with $img.registry }}{{ . | trimSuffix "/" }}/{{ end -}}
+{{- $img.repository -}}
+{{- if $img.digest }}@{{ $img.digest }}{{ else }}:{{ $img.tag | default .root.Chart.AppVersion }}{{ end -}}
+{{- end -}}
+
 {{- define "posture.image" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{ include "posture.imageRef" (dict "image" .Values.image "root" .) }}
+{{- end -}}
+
+{{- define "posture.mcpImage" -}}
+{{ include "posture.imageRef" (dict "image" .Values.mcpServerImage "root" .) }}
+{{- end -}}
+
+{{/* The settings of one kind of pod the manager creates (a section of pods.yaml). */}}
+{{- define "posture.podSettings" -}}
+{{- $v := .values -}}
+{{- $root := .root -}}
+{{- $out := dict "image" .image "imagePullPolicy" .pullPolicy -}}
+{{- with $root.Values.imagePullSecrets }}{{ $_ := set $out "imagePullSecrets" . }}{{ end -}}
+{{- with ($v.nodeSelector | default $root.Values.nodeSelector) }}{{ $_ := set $out "nodeSelector" . }}{{ end -}}
+{{- with ($v.tolerations | default $root.Values.tolerations) }}{{ $_ := set $out "tolerations" . }}{{ end -}}
+{{- with ($v.priorityClassName | default $root.Values.priorityClassName) }}{{ $_ := set $out "priorityClassName" . }}{{ end -}}
+{{- range $k := list "affinity" "topologySpreadConstraints" "resources" "podLabels" "podAnnotations" "extraEnv" "extraVolumes" "extraVolumeMounts" -}}
+{{- with (get $v $k) }}{{ $_ := set $out $k . }}{{ end -}}
+{{- end -}}
+{{ toYaml $out }}
 {{- end -}}
 
 {{/* The ClusterRole the manager binds in tenant namespaces, never cluster-wide. */}}
