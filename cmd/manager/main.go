@@ -222,6 +222,8 @@ func serve(ctx context.Context, cfg *rest.Config, f managerFlags, log logr.Logge
 		return fmt.Errorf("create manager: %w", err)
 	}
 
+	controllers.RegisterMetrics(mgr.GetClient())
+
 	var (
 		executor controllers.Executor
 		done     <-chan event.TypedGenericEvent[*posturev1.Ingestion]
