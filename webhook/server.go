@@ -99,7 +99,7 @@ func (s *Server) Handler() http.Handler {
 			register(mux)
 		}
 		mux.Handle("/api/", s.methods(nil))
-		s.handler = s.recoverer(mux)
+		s.handler = instrument(s.recoverer(mux))
 	}
 	return s.handler
 }
