@@ -85,3 +85,16 @@ app.kubernetes.io/component: manager
 {{- define "posture.apiScheme" -}}
 {{ if .Values.api.tls.enabled }}https{{ else }}http{{ end }}
 {{- end -}}
+
+{{/* How Prometheus scrapes the manager: HTTPS with its own ServiceAccount token, which the
+     manager has the API server authenticate and authorize (get on /metrics). */}}
+{{- define "posture.scrapeEndpoint" -}}
+path: /metrics
+scheme: https
+interval: {{ .Values.metrics.serviceMonitor.interval }}
+scrapeTimeout: {{ .Values.metrics.serviceMonitor.scrapeTimeout }}
+bearerTokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token
+{{- with .Values.metrics.serviceMonitor.tlsConfig }}
+tlsConfig: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
