@@ -161,7 +161,7 @@ func run(ctx context.Context, s settings) error {
 	if err != nil {
 		return err
 	}
-	scrapeToken, err := metricsToken(ctx, s.root, env.Config, admin)
+	scrapeToken, err := metricsToken(ctx, env.Config, admin)
 	if err != nil {
 		return err
 	}

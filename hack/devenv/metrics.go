@@ -16,6 +16,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	"github.com/posture-dev/posture/internal/testenv"
 )
 
 // metricsReader is the ServiceAccount make dev scrapes as: the way a
@@ -26,8 +28,9 @@ const metricsReader = "posture-metrics-reader"
 // metricsToken installs config/rbac's metrics-reader ClusterRole, binds a
 // ServiceAccount of posture-system to it and returns a token of that account
 // valid for a day.
-func metricsToken(ctx context.Context, root string, cfg *rest.Config, admin client.Client) (string, error) {
-	path := filepath.Join(root, "config", "rbac", "metrics_reader_role.yaml")
+func metricsToken(ctx context.Context, cfg *rest.Config, admin client.Client) (string, error) {
+	// From the source tree, as the admission policies are: what ships.
+	path := filepath.Join(testenv.Root(), "config", "rbac", "metrics_reader_role.yaml")
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return "", err
