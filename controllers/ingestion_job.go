@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -146,9 +147,10 @@ func BuildWorkerJob(cfg WorkerJobConfig, ing *posturev1.Ingestion, job ingest.Jo
 						Image:           image,
 						ImagePullPolicy: pullPolicy,
 						Args:            args,
-						// Extra variables come after the store's, so that a
-						// repeated name cannot redirect the worker's store.
-						Env:       append(env, cfg.Pod.ExtraEnv...),
+						// Of repeated names the kubelet keeps the last: the
+						// store's come after the extra ones, so that an extra
+						// variable cannot redirect the worker's store.
+						Env:       append(slices.Clone(cfg.Pod.ExtraEnv), env...),
 						Resources: resources,
 						SecurityContext: &corev1.SecurityContext{
 							AllowPrivilegeEscalation: ptr.To(false),

@@ -101,7 +101,7 @@ func TestBuildWorkerJobFollowsPodConfig(t *testing.T) {
 		{"the operator's labels win over podLabels", pod.Labels[LabelComponent] == "ingestion-worker" && pod.Labels[LabelIngestionUID] == "uid-1"},
 		{"the Job's own labels are untouched", job.Labels["team"] == "" && job.Labels[LabelComponent] == "ingestion-worker"},
 		{"pod annotation", pod.Annotations["sidecar.istio.io/inject"] == "false"},
-		{"extra env after the store's", len(c.Env) == 3 && c.Env[0].Name == "POSTURE_STORE_DRIVER" && c.Env[2].Name == "HTTPS_PROXY"},
+		{"extra env before the store's, which the kubelet lets win", len(c.Env) == 3 && c.Env[0].Name == "HTTPS_PROXY" && c.Env[2].Name == "POSTURE_STORE_DSN"},
 		{"extra volume beside /tmp", len(pod.Spec.Volumes) == 2 && pod.Spec.Volumes[0].Name == "tmp" && pod.Spec.Volumes[1].Secret.SecretName == "db-ca"},
 		{"extra mount beside /tmp", len(c.VolumeMounts) == 2 && c.VolumeMounts[1].MountPath == "/etc/db-ca"},
 	} {
