@@ -23,12 +23,14 @@ $(CONTROLLER_GEN):
 manifests: $(CONTROLLER_GEN) ## CRDs and RBAC from kubebuilder markers.
 	$(CONTROLLER_GEN) rbac:roleName=posture-manager crd paths="./api/..." paths="./controllers/..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
-	# The Helm chart carries copies: its CRDs and the rules its RBAC templates read.
-	rm -f charts/posture/crds/*.yaml && cp config/crd/bases/*.yaml charts/posture/crds/
+	# The Helm chart carries copies: its CRDs (rendered by templates/crds.yaml, so helm upgrade upgrades them) and the rules its RBAC templates read.
+	rm -rf charts/posture/files/crds && mkdir -p charts/posture/files/crds && cp config/crd/bases/*.yaml charts/posture/files/crds/
 	cp config/rbac/role.yaml charts/posture/files/role.yaml
 	rm -rf charts/posture/files/admission && mkdir -p charts/posture/files/admission
 	cp $$(ls config/admission/*.yaml | grep -v /kustomization.yaml) charts/posture/files/admission/
 	cp config/rbac/tenant_access_role.yaml charts/posture/files/tenant_access_role.yaml
+	# The values table of charts/posture/README.md, from values.yaml and values.schema.json.
+	go run ./hack/chartdocs charts/posture
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Deepcopy methods.
@@ -57,6 +59,8 @@ control-plane: ## Builds kube-apiserver and etcd from Go modules (cached, first 
 test: verify ## Unit, store conformance (SQLite + throwaway PostgreSQL), envtest and HTTP tests.
 	hack/test-deps.sh
 	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh)" go test $(GO_TEST_FLAGS) ./...
+	# The chart's rendering and schema tests live in test/helm's own module (Helm's dependencies).
+	cd test/helm && go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: fuzz
 fuzz: ## Runs every fuzz target for FUZZTIME each.

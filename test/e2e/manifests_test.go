@@ -162,6 +162,14 @@ func TestHelmChartIsAdmitted(t *testing.T) {
 			"networkPolicy.enabled=true", "networkPolicy.mcp.namespaces={tenant-acme}",
 			"api.tls.enabled=true", "api.tls.certManager.enabled=true", "api.tls.certManager.issuerRef.name=ca", "api.tls.certManager.issuerRef.kind=ClusterIssuer",
 		}, []string{"tenant-acme"}, []string{"NetworkPolicy", "Certificate"}},
+		{"Ingress, PDB, aggregated roles, extras", []string{
+			"ingress.enabled=true", "ingress.className=nginx", "ingress.hosts={posture.example.com}", "ingress.certManager.clusterIssuer=letsencrypt",
+			"podDisruptionBudget.maxUnavailable=1", "serviceAccount.annotations.example\\.com/role=posture", "commonLabels.team=platform",
+			"extraEnv[0].name=HTTPS_PROXY", "extraEnv[0].value=http://proxy:3128",
+			"extraVolumes[0].name=db-ca", "extraVolumes[0].configMap.name=db-ca", "extraVolumeMounts[0].name=db-ca", "extraVolumeMounts[0].mountPath=/etc/db-ca",
+		}, nil, []string{"Ingress", "PodDisruptionBudget"}},
+		{"SQLite on a PVC", []string{"executor=inprocess", "store.driver=sqlite", "replicaCount=1", "persistence.enabled=true", "persistence.size=2Gi",
+			"podDisruptionBudget.enabled=true"}, nil, []string{"PersistentVolumeClaim", "PodDisruptionBudget"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			objs := renderChart(t, "posture", tc.sets...)

@@ -1,5 +1,7 @@
 {{- define "posture.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else if contains .Chart.Name .Release.Name -}}
 {{- .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
 {{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
@@ -12,6 +14,23 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* The ServiceAccount the manager runs as: the chart's, or one the user manages. */}}
+{{- define "posture.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{ .Values.serviceAccount.name | default (include "posture.fullname" .) }}
+{{- else -}}
+{{ required "serviceAccount.name is required when serviceAccount.create=false" .Values.serviceAccount.name }}
+{{- end -}}
+{{- end -}}
+
+{{/* The PVC holding the SQLite file. */}}
+{{- define "posture.sqliteClaim" -}}
+{{ .Values.persistence.existingClaim | default (printf "%s-data" (include "posture.fullname" .)) }}
 {{- end -}}
 
 {{- define "posture.selectorLabels" -}}
