@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -117,6 +118,27 @@ func TestHelmChartPodSettingsReachTheManager(t *testing.T) {
 				t.Errorf("%s: not so in the rendered chart\nworker: %+v\nmcpServer: %+v", tc.name, w, m)
 			}
 		})
+	}
+}
+
+// A CA bundle or proxy given to the manager reaches the workers, which
+// connect to the same database, unless the worker section names its own.
+func TestHelmChartWorkerTakesTheManagersExtras(t *testing.T) {
+	cfg, _ := chartPodConfig(t,
+		"extraEnv[0].name=PGSSLROOTCERT", "extraEnv[0].value=/etc/db-ca/ca.crt",
+		"extraVolumes[0].name=db-ca", "extraVolumes[0].configMap.name=db-ca",
+		"extraVolumeMounts[0].name=db-ca", "extraVolumeMounts[0].mountPath=/etc/db-ca",
+		"worker.extraEnv[0].name=HTTPS_PROXY", "worker.extraEnv[0].value=http://proxy:3128",
+	)
+	w := cfg.Worker
+	if len(w.ExtraEnv) != 1 || w.ExtraEnv[0].Name != "HTTPS_PROXY" {
+		t.Errorf("worker extraEnv %+v, want the worker's own", w.ExtraEnv)
+	}
+	if len(w.ExtraVolumes) != 1 || w.ExtraVolumes[0].ConfigMap == nil || len(w.ExtraVolumeMounts) != 1 || w.ExtraVolumeMounts[0].MountPath != "/etc/db-ca" {
+		t.Errorf("worker volumes %+v and mounts %+v, want the manager's CA bundle", w.ExtraVolumes, w.ExtraVolumeMounts)
+	}
+	if want := (controllers.PodSettings{Image: cfg.MCPServer.Image, ImagePullPolicy: cfg.MCPServer.ImagePullPolicy}); !reflect.DeepEqual(cfg.MCPServer, want) {
+		t.Errorf("MCP servers took settings meant for the database: %+v", cfg.MCPServer)
 	}
 }
 

@@ -64,8 +64,14 @@ app.kubernetes.io/component: manager
 {{- with ($v.nodeSelector | default $root.Values.nodeSelector) }}{{ $_ := set $out "nodeSelector" . }}{{ end -}}
 {{- with ($v.tolerations | default $root.Values.tolerations) }}{{ $_ := set $out "tolerations" . }}{{ end -}}
 {{- with ($v.priorityClassName | default $root.Values.priorityClassName) }}{{ $_ := set $out "priorityClassName" . }}{{ end -}}
-{{- range $k := list "affinity" "topologySpreadConstraints" "resources" "podLabels" "podAnnotations" "extraEnv" "extraVolumes" "extraVolumeMounts" -}}
+{{- range $k := list "affinity" "topologySpreadConstraints" "resources" "podLabels" "podAnnotations" -}}
 {{- with (get $v $k) }}{{ $_ := set $out $k . }}{{ end -}}
+{{- end -}}
+{{- if .worker -}}
+{{- /* A CA bundle or proxy the manager needs to reach the database, workers need too. */ -}}
+{{- range $k := list "extraEnv" "extraVolumes" "extraVolumeMounts" -}}
+{{- with ((get $v $k) | default (get $root.Values $k)) }}{{ $_ := set $out $k . }}{{ end -}}
+{{- end -}}
 {{- end -}}
 {{ toYaml $out }}
 {{- end -}}
