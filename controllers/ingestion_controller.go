@@ -290,9 +290,17 @@ func (r *IngestionReconciler) complete(ctx context.Context, ing *posturev1.Inges
 		ing.Status.Message = run.Message
 		setReady(&ing.Status.Conditions, ing.Generation, metav1.ConditionFalse, ReasonFailed, run.Message)
 	}
+	// Read before the terminal write, so that a store error leaves the
+	// ingestion to be completed (and counted) again rather than uncounted.
+	codes, err := r.Store.IngestionErrorCodes(ctx, job.Tenant, job.IngestionID)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("count error rows for metrics: %w", err)
+	}
 	if err := r.Status().Update(ctx, ing); err != nil {
 		return ctrl.Result{}, err
 	}
+	// Counted once: only the write that made the ingestion terminal gets here.
+	observeEnded(ing, codes)
 	if ing.Status.Phase == posturev1.IngestionCompleted {
 		emit(r.Recorder, ing, corev1.EventTypeNormal, ReasonCompleted, "Complete", "%s", ing.Status.Message)
 	} else {

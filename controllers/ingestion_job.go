@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -42,6 +43,9 @@ type WorkerJobConfig struct {
 	TTLSecondsAfterRecorded int32
 	Resources               corev1.ResourceRequirements
 	ServiceAccountName      string
+	// Pod is the worker section of --pod-config; its image, pull policy and
+	// resources win over the fields above.
+	Pod WorkerPodSettings
 }
 
 func (c WorkerJobConfig) ttlAfterRecorded() int32 {
@@ -81,6 +85,9 @@ func BuildWorkerJob(cfg WorkerJobConfig, ing *posturev1.Ingestion, job ingest.Jo
 		storeKey = "dsn"
 	}
 	resources := cfg.Resources
+	if cfg.Pod.Resources != nil {
+		resources = *cfg.Pod.Resources
+	}
 	if resources.Requests == nil && resources.Limits == nil {
 		resources = corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
@@ -101,7 +108,21 @@ func BuildWorkerJob(cfg WorkerJobConfig, ing *posturev1.Ingestion, job ingest.Jo
 	if job.AllowedAccounts != nil {
 		args = append(args, "--allowed-accounts="+FormatAllowedAccounts(job.AllowedAccounts))
 	}
-	return &batchv1.Job{
+	image, pullPolicy := cfg.Image, cfg.ImagePullPolicy
+	if cfg.Pod.Image != "" {
+		image = cfg.Pod.Image
+	}
+	if cfg.Pod.ImagePullPolicy != "" {
+		pullPolicy = cfg.Pod.ImagePullPolicy
+	}
+	env := []corev1.EnvVar{
+		{Name: "POSTURE_STORE_DRIVER", Value: cfg.StoreDriver},
+		{Name: "POSTURE_STORE_DSN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: cfg.StoreSecret},
+			Key:                  storeKey,
+		}}},
+	}
+	out := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      WorkerJobName(ing, job.Attempt),
 			Namespace: cfg.Namespace,
@@ -123,27 +144,26 @@ func BuildWorkerJob(cfg WorkerJobConfig, ing *posturev1.Ingestion, job ingest.Jo
 					},
 					Containers: []corev1.Container{{
 						Name:            "worker",
-						Image:           cfg.Image,
-						ImagePullPolicy: cfg.ImagePullPolicy,
+						Image:           image,
+						ImagePullPolicy: pullPolicy,
 						Args:            args,
-						Env: []corev1.EnvVar{
-							{Name: "POSTURE_STORE_DRIVER", Value: cfg.StoreDriver},
-							{Name: "POSTURE_STORE_DSN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-								LocalObjectReference: corev1.LocalObjectReference{Name: cfg.StoreSecret},
-								Key:                  storeKey,
-							}}},
-						},
+						// Of repeated names the kubelet keeps the last: the
+						// store's come after the extra ones, so that an extra
+						// variable cannot redirect the worker's store.
+						Env:       append(slices.Clone(cfg.Pod.ExtraEnv), env...),
 						Resources: resources,
 						SecurityContext: &corev1.SecurityContext{
 							AllowPrivilegeEscalation: ptr.To(false),
 							ReadOnlyRootFilesystem:   ptr.To(true),
 							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 						},
-						VolumeMounts: []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}},
+						VolumeMounts: append([]corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}}, cfg.Pod.ExtraVolumeMounts...),
 					}},
-					Volumes: []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+					Volumes: append([]corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}, cfg.Pod.ExtraVolumes...),
 				},
 			},
 		},
 	}
+	applyPodSettings(&out.Spec.Template, cfg.Pod.PodSettings)
+	return out
 }

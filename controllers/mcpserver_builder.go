@@ -52,6 +52,9 @@ type MCPServerDefaults struct {
 	APIBaseURL string
 	// AllowedAPIBaseURLs are the other addresses spec.apiBaseURL may name.
 	AllowedAPIBaseURLs []string
+	// Pod is the mcpServer section of --pod-config; its image and pull
+	// policy win over the fields above.
+	Pod PodSettings
 }
 
 func mcpPort(m *posturev1.MCPServer) int32 {
@@ -63,6 +66,9 @@ func mcpPort(m *posturev1.MCPServer) int32 {
 
 // MCPServerImage is the image the Deployment runs, "" when none is configured.
 func MCPServerImage(d MCPServerDefaults) string {
+	if d.Pod.Image != "" {
+		return d.Pod.Image
+	}
 	return d.Image
 }
 
@@ -123,6 +129,9 @@ func MCPLabels(m *posturev1.MCPServer) map[string]string {
 func BuildMCPPodTemplate(m *posturev1.MCPServer, d MCPServerDefaults) corev1.PodTemplateSpec {
 	apiBaseURL, _ := MCPAPIBaseURL(m, d)
 	resources := m.Spec.Resources
+	if resources.Requests == nil && resources.Limits == nil && d.Pod.Resources != nil {
+		resources = *d.Pod.Resources
+	}
 	if resources.Requests == nil && resources.Limits == nil {
 		resources = corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
@@ -146,6 +155,9 @@ func BuildMCPPodTemplate(m *posturev1.MCPServer, d MCPServerDefaults) corev1.Pod
 		}
 	}
 	pullPolicy := d.ImagePullPolicy
+	if d.Pod.ImagePullPolicy != "" {
+		pullPolicy = d.Pod.ImagePullPolicy
+	}
 	if pullPolicy == "" {
 		pullPolicy = corev1.PullIfNotPresent
 	}
@@ -187,7 +199,14 @@ func BuildMCPPodTemplate(m *posturev1.MCPServer, d MCPServerDefaults) corev1.Pod
 			}},
 		},
 	}
-	tpl.Annotations = map[string]string{AnnotationConfigHash: hashPodTemplate(tpl)}
+	applyPodSettings(&tpl, d.Pod)
+	// Hashed after the settings are applied: a new toleration or pull
+	// secret in the install rolls the servers like a new image does.
+	hash := hashPodTemplate(tpl)
+	if tpl.Annotations == nil {
+		tpl.Annotations = map[string]string{}
+	}
+	tpl.Annotations[AnnotationConfigHash] = hash
 	return tpl
 }
 

@@ -120,11 +120,15 @@ var errPartHeaderTooLarge = errors.New("multipart part header too large")
 type budgetReader struct {
 	r    io.Reader
 	left int64
+	// read counts every byte of the body, for the upload metrics.
+	read int64
 }
 
 func (b *budgetReader) Read(p []byte) (int, error) {
 	if b.left < 0 {
-		return b.r.Read(p)
+		n, err := b.r.Read(p)
+		b.read += int64(n)
+		return n, err
 	}
 	if b.left == 0 {
 		return 0, errPartHeaderTooLarge
@@ -134,6 +138,7 @@ func (b *budgetReader) Read(p []byte) (int, error) {
 	}
 	n, err := b.r.Read(p)
 	b.left -= int64(n)
+	b.read += int64(n)
 	return n, err
 }
 
@@ -145,7 +150,7 @@ func (b *budgetReader) Read(p []byte) (int, error) {
 // declared Content-Length past the limit), then the body: 400 for a bad part
 // header or file name, 413 once the file passes the limit, 400 for a bad
 // report.
-func (s *Server) createIngestion(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) createIngestion(w http.ResponseWriter, r *http.Request) (err error) {
 	p, err := s.authorize(r, posturev1.PermissionManageIngestions)
 	if err != nil {
 		return err
@@ -172,6 +177,9 @@ func (s *Server) createIngestion(w http.ResponseWriter, r *http.Request) error {
 	defer stop()
 	// A chunked body has no declared length; it is cut at the limit instead.
 	budget := &budgetReader{r: http.MaxBytesReader(w, r.Body, s.maxUpload()+multipartSlack)}
+	// Measured from here: what came before is refused from the headers alone.
+	start := time.Now()
+	defer func() { observeUpload(start, budget.read, err) }()
 	mr := multipart.NewReader(budget, params["boundary"])
 	for {
 		budget.left = maxPartHeaderBytes

@@ -101,7 +101,7 @@ func (s *Server) Handler() http.Handler {
 		}
 		mux.Handle("/api/", s.methods(nil))
 		// The web UI shares the API's origin, so it needs no CORS.
-		s.handler = s.recoverer(ui.Wrap(mux, s.Now))
+		s.handler = instrument(s.recoverer(ui.Wrap(mux, s.Now)))
 	}
 	return s.handler
 }

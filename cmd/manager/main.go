@@ -77,6 +77,7 @@ type managerFlags struct {
 	apiTLSCertFile, apiTLSKeyFile   string
 	metricsCertDir                  string
 	access                          controllers.TenantAccess
+	podConfig                       string
 }
 
 func runManager(args []string) int {
@@ -124,6 +125,7 @@ func parseManagerFlags(args []string) (managerFlags, *zap.Options, error) {
 	fs.StringVar(&allowedMCPURLs, "mcp-allowed-api-base-urls", allowedMCPURLs, "MCPServer: comma-separated API addresses spec.apiBaseURL may name besides --mcp-api-base-url; others get no Deployment.")
 	fs.StringVar(&f.job.Namespace, "job-namespace", env("POD_NAMESPACE", "posture-system"), "Job executor: namespace of worker Jobs.")
 	fs.StringVar(&f.job.Image, "job-image", env("POSTURE_WORKER_IMAGE", ""), "Job executor: worker image (the manager's own).")
+	fs.StringVar(&f.podConfig, "pod-config", "", "YAML file with worker: and mcpServer: sections (image, imagePullPolicy, imagePullSecrets, nodeSelector, tolerations, affinity, topologySpreadConstraints, priorityClassName, resources, podLabels, podAnnotations; worker also extraEnv, extraVolumes, extraVolumeMounts) for the pods the manager creates. Unknown keys are an error.")
 	fs.StringVar(&f.job.StoreSecret, "job-store-secret", "posture-store", "Job executor: Secret holding the store DSN.")
 	fs.StringVar(&f.job.StoreSecretKey, "job-store-secret-key", "dsn", "Job executor: key of the DSN in that Secret.")
 	fs.StringVar(&f.staticTenant, "static-tenant", "", "Authenticate POSTURE_STATIC_API_KEY as an administrator of this tenant.")
@@ -150,6 +152,15 @@ func parseManagerFlags(args []string) (managerFlags, *zap.Options, error) {
 	}
 	if f.storeDSN == "" {
 		f.storeDSN = os.Getenv("POSTURE_STORE_DSN")
+	}
+	if f.podConfig != "" {
+		pods, err := controllers.LoadPodConfig(f.podConfig)
+		if err != nil {
+			err = fmt.Errorf("--pod-config: %w", err)
+			fmt.Fprintln(fs.Output(), err)
+			return f, nil, err
+		}
+		f.job.Pod, f.mcp.Pod = pods.Worker, pods.MCPServer
 	}
 	f.job.StoreDriver = f.storeDriver
 	if f.reportRetention < 0 {
@@ -211,6 +222,8 @@ func serve(ctx context.Context, cfg *rest.Config, f managerFlags, log logr.Logge
 		return fmt.Errorf("create manager: %w", err)
 	}
 
+	controllers.RegisterMetrics(mgr.GetClient())
+
 	var (
 		executor controllers.Executor
 		done     <-chan event.TypedGenericEvent[*posturev1.Ingestion]
@@ -224,8 +237,8 @@ func serve(ctx context.Context, cfg *rest.Config, f managerFlags, log logr.Logge
 			return err
 		}
 	case "job":
-		if f.job.Image == "" {
-			return errors.New("the job executor needs --job-image (or POSTURE_WORKER_IMAGE)")
+		if f.job.Image == "" && f.job.Pod.Image == "" {
+			return errors.New("the job executor needs --job-image (or POSTURE_WORKER_IMAGE, or worker.image in --pod-config)")
 		}
 		if f.storeDriver == "sqlite" {
 			return errors.New("the job executor needs a store its pods can reach: use --store-driver postgres")

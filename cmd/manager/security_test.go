@@ -225,6 +225,7 @@ func TestManagerSecurity(t *testing.T) {
 	m := startManager(t)
 	t.Run("rights only in tenant namespaces", func(t *testing.T) { testNamespacedRights(t) })
 	t.Run("metrics need an authorized caller", func(t *testing.T) { testMetricsAuth(t, m) })
+	t.Run("metrics show an ingestion", func(t *testing.T) { testMetricsAfterIngestion(t, m) })
 	t.Run("API serves TLS only", func(t *testing.T) { testAPITLS(t, m) })
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -43,6 +44,7 @@ func TestDevEnvironment(t *testing.T) {
 		"KUBEBUILDER_ASSETS="+assets,
 		"POSTURE_DEV_API_ADDR="+freeAddr(t),
 		"POSTURE_DEV_MCP_ADDR="+freeAddr(t),
+		"POSTURE_DEV_METRICS_ADDR="+freeAddr(t),
 		// 300 records a second: the 1,500-record report takes 5 s per
 		// attempt, so the kill below lands in the middle of one; small
 		// batches and a short poll make the progress visible early.
@@ -129,6 +131,42 @@ func TestDevEnvironment(t *testing.T) {
 			if res.StatusCode != http.StatusNoContent {
 				t.Errorf("sign-in to the UI as %s (%s) = %d, want 204", user, email, res.StatusCode)
 			}
+		}
+	})
+
+	t.Run("the metrics endpoint counts both ingestions for the token in .dev/env and refuses anyone else", func(t *testing.T) {
+		// The manager restarted after the kill: its counters hold the
+		// crashed ingestion's end (1500 valid) and the mixed one's (3 valid,
+		// 4 invalid, 4 error rows).
+		want := map[string]float64{
+			`posture_ingestions_ended_total{phase="completed"}`: 2,
+			`posture_ingestion_records_total{result="valid"}`:   1503,
+			`posture_ingestion_records_total{result="invalid"}`: 4,
+			`posture_ingestions{phase="completed"}`:             2,
+			"posture_ingestion_queue_depth":                     0,
+		}
+		url, token := first.metrics(t)
+		testenv.Eventually(t, 30*time.Second, "the ingestions on "+url, func() (bool, string) {
+			code, series := scrapeMetrics(t, url, token)
+			var wrong []string
+			for name, v := range want {
+				if got, ok := series[name]; !ok || got != v {
+					wrong = append(wrong, fmt.Sprintf("%s = %v (present %t), want %v", name, got, ok, v))
+				}
+			}
+			errorRows := 0.0
+			for name, v := range series {
+				if strings.HasPrefix(name, "posture_ingestion_errors_total{") {
+					errorRows += v
+				}
+			}
+			if errorRows != 4 {
+				wrong = append(wrong, fmt.Sprintf("posture_ingestion_errors_total sums to %v over its codes, want 4", errorRows))
+			}
+			return code == http.StatusOK && len(wrong) == 0, fmt.Sprintf("%d: %s", code, strings.Join(wrong, "; "))
+		})
+		if code, _ := scrapeMetrics(t, url, ""); code != http.StatusUnauthorized {
+			t.Errorf("an anonymous scrape of %s answered %d, want 401", url, code)
 		}
 	})
 
@@ -517,4 +555,66 @@ func (a devAPI) findingsCount(t *testing.T) int {
 
 func (a devAPI) errorsCount(t *testing.T, id string) int {
 	return a.count(t, fmt.Sprintf("/api/v1/ingestions/%s/errors?page[size]=1", id))
+}
+
+// metrics is what .dev/env exports for reading the manager's metrics.
+func (d *dev) metrics(t *testing.T) (url, token string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(d.dir, ".dev", "env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		name, value, ok := strings.Cut(strings.TrimPrefix(line, "export "), "=")
+		if unquoted, err := strconv.Unquote(value); ok && err == nil {
+			value = unquoted
+		}
+		switch name {
+		case "POSTURE_METRICS_URL":
+			url = value
+		case "POSTURE_METRICS_TOKEN":
+			token = value
+		}
+	}
+	if url == "" || token == "" {
+		t.Fatalf(".dev/env lacks POSTURE_METRICS_URL or POSTURE_METRICS_TOKEN:\n%s", b)
+	}
+	return url, token
+}
+
+// scrapeMetrics reads the endpoint as curl -k would, the series keyed as
+// the text format writes them (name{labels}), histograms left out.
+func scrapeMetrics(t *testing.T, url, token string) (int, map[string]float64) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	// Self-signed, as in a cluster without --metrics-cert-dir.
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	series := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			series[line[:i]] = v
+		}
+	}
+	return resp.StatusCode, series
 }

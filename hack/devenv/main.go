@@ -30,6 +30,8 @@ type settings struct {
 	devDir  string
 	apiAddr string
 	mcpAddr string
+	// metricsAddr is where the manager serves /metrics (POSTURE_DEV_METRICS_ADDR).
+	metricsAddr string
 	// managerArgs are extra manager flags (POSTURE_DEV_MANAGER_ARGS), e.g.
 	// --ingest-records-per-second to slow ingestions down enough to kill the
 	// manager in the middle of one.
@@ -50,6 +52,7 @@ func main() {
 				devDir:      devDir,
 				apiAddr:     envOr("POSTURE_DEV_API_ADDR", "127.0.0.1:8080"),
 				mcpAddr:     envOr("POSTURE_DEV_MCP_ADDR", "127.0.0.1:8090"),
+				metricsAddr: envOr("POSTURE_DEV_METRICS_ADDR", "127.0.0.1:8082"),
 				managerArgs: strings.Fields(os.Getenv("POSTURE_DEV_MANAGER_ARGS")),
 			})
 		}
@@ -73,7 +76,7 @@ func run(ctx context.Context, s settings) error {
 		return err
 	}
 	defer lock.release()
-	for _, addr := range []string{s.apiAddr, s.mcpAddr} {
+	for _, addr := range []string{s.apiAddr, s.mcpAddr, s.metricsAddr} {
 		if err := portFree(addr); err != nil {
 			return err
 		}
@@ -131,6 +134,8 @@ func run(ctx context.Context, s settings) error {
 	managerArgs := []string{
 		"--api-bind-address=" + s.apiAddr,
 		"--health-probe-bind-address=127.0.0.1:0",
+		// HTTPS with the same token check as in a cluster (self-signed).
+		"--metrics-bind-address=" + s.metricsAddr,
 		"--executor=inprocess",
 		"--store-driver=sqlite",
 		"--store-dsn=" + filepath.Join(s.devDir, storeName),
@@ -156,6 +161,10 @@ func run(ctx context.Context, s settings) error {
 	if err != nil {
 		return err
 	}
+	scrapeToken, err := metricsToken(ctx, env.Config, admin)
+	if err != nil {
+		return err
+	}
 
 	vars := []string{
 		"KUBECONFIG=" + kubeconfig,
@@ -163,6 +172,9 @@ func run(ctx context.Context, s settings) error {
 		// The manager serves the web UI at / on the API's address.
 		"POSTURE_UI_URL=" + apiURL + "/",
 		"POSTURE_TENANT_NAMESPACE=" + seed.namespace,
+		"POSTURE_METRICS_URL=https://" + s.metricsAddr + "/metrics",
+		// A day's token of ServiceAccount posture-system/posture-metrics-reader.
+		"POSTURE_METRICS_TOKEN=" + scrapeToken,
 	}
 	if mcpURL != "" {
 		vars = append(vars, "POSTURE_MCP_URL="+mcpURL)
@@ -197,6 +209,7 @@ Posture is running locally. In another shell, in ` + root + `:
        "$POSTURE_API_URL/api/v1/ingestions"
   kubectl get ingestions -n "$POSTURE_TENANT_NAMESPACE"
   kubectl get events -n "$POSTURE_TENANT_NAMESPACE"
+  curl -sk -H "Authorization: Bearer $POSTURE_METRICS_TOKEN" "$POSTURE_METRICS_URL" | grep ^posture_
 
 The web UI is at $POSTURE_UI_URL: sign in with $POSTURE_ADMIN_EMAIL and
 $POSTURE_ADMIN_PASSWORD, or as the viewer ($POSTURE_VIEWER_EMAIL,

@@ -70,6 +70,9 @@ type Store interface {
 	// (RecordIndex nil) first, then by record index and insertion order, with
 	// the total count for pagination.
 	ListIngestionErrors(ctx context.Context, tenant, ingestionID string, page Page) ([]IngestionError, int, error)
+	// IngestionErrorCodes counts the ingestion's error rows by code: what
+	// the manager's metrics add once an ingestion ends.
+	IngestionErrorCodes(ctx context.Context, tenant, ingestionID string) (map[string]int, error)
 
 	// ListFindings returns one page and the number of matching findings; an
 	// unknown sort key is ErrInvalidArgument. With q.After set, the page is

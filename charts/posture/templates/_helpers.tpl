@@ -39,8 +39,41 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: manager
 {{- end -}}
 
+{{/* An image reference from {registry, repository, tag, digest}; a digest pins it. */}}
+{{- define "posture.imageRef" -}}
+{{- $img := .image -}}
+{{- with $img.registry }}{{ . | trimSuffix "/" }}/{{ end -}}
+{{- $img.repository -}}
+{{- if $img.digest }}@{{ $img.digest }}{{ else }}:{{ $img.tag | default .root.Chart.AppVersion }}{{ end -}}
+{{- end -}}
+
 {{- define "posture.image" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{ include "posture.imageRef" (dict "image" .Values.image "root" .) }}
+{{- end -}}
+
+{{- define "posture.mcpImage" -}}
+{{ include "posture.imageRef" (dict "image" .Values.mcpServerImage "root" .) }}
+{{- end -}}
+
+{{/* The settings of one kind of pod the manager creates (a section of pods.yaml). */}}
+{{- define "posture.podSettings" -}}
+{{- $v := .values -}}
+{{- $root := .root -}}
+{{- $out := dict "image" .image "imagePullPolicy" .pullPolicy -}}
+{{- with $root.Values.imagePullSecrets }}{{ $_ := set $out "imagePullSecrets" . }}{{ end -}}
+{{- with ($v.nodeSelector | default $root.Values.nodeSelector) }}{{ $_ := set $out "nodeSelector" . }}{{ end -}}
+{{- with ($v.tolerations | default $root.Values.tolerations) }}{{ $_ := set $out "tolerations" . }}{{ end -}}
+{{- with ($v.priorityClassName | default $root.Values.priorityClassName) }}{{ $_ := set $out "priorityClassName" . }}{{ end -}}
+{{- range $k := list "affinity" "topologySpreadConstraints" "resources" "podLabels" "podAnnotations" -}}
+{{- with (get $v $k) }}{{ $_ := set $out $k . }}{{ end -}}
+{{- end -}}
+{{- if .worker -}}
+{{- /* A CA bundle or proxy the manager needs to reach the database, workers need too. */ -}}
+{{- range $k := list "extraEnv" "extraVolumes" "extraVolumeMounts" -}}
+{{- with ((get $v $k) | default (get $root.Values $k)) }}{{ $_ := set $out $k . }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{ toYaml $out }}
 {{- end -}}
 
 {{/* The ClusterRole the manager binds in tenant namespaces, never cluster-wide. */}}
@@ -76,4 +109,17 @@ app.kubernetes.io/component: manager
 {{/* http or https: how the API is reached. */}}
 {{- define "posture.apiScheme" -}}
 {{ if .Values.api.tls.enabled }}https{{ else }}http{{ end }}
+{{- end -}}
+
+{{/* How Prometheus scrapes the manager: HTTPS with its own ServiceAccount token, which the
+     manager has the API server authenticate and authorize (get on /metrics). */}}
+{{- define "posture.scrapeEndpoint" -}}
+path: /metrics
+scheme: https
+interval: {{ .Values.metrics.serviceMonitor.interval }}
+scrapeTimeout: {{ .Values.metrics.serviceMonitor.scrapeTimeout }}
+bearerTokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token
+{{- with .Values.metrics.serviceMonitor.tlsConfig }}
+tlsConfig: {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end -}}

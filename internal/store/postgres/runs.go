@@ -185,3 +185,22 @@ LIMIT $3 OFFSET $4`, tenant, ingestionID, limit, offset)
 	}
 	return out, total, nil
 }
+
+// IngestionErrorCodes implements store.Store.
+func (s *Store) IngestionErrorCodes(ctx context.Context, tenant, ingestionID string) (map[string]int, error) {
+	rows, err := s.pool.Query(ctx,
+		`SELECT code, count(*) FROM ingestion_errors WHERE tenant = $1 AND ingestion_id = $2 GROUP BY code`,
+		tenant, ingestionID)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: count ingestion errors by code: %w", err)
+	}
+	out := map[string]int{}
+	var (
+		code string
+		n    int
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&code, &n}, func() error { out[code] = n; return nil }); err != nil {
+		return nil, fmt.Errorf("postgres: count ingestion errors by code: %w", err)
+	}
+	return out, nil
+}

@@ -172,3 +172,29 @@ LIMIT ?3 OFFSET ?4`, tenant, ingestionID, limit, offset)
 	}
 	return out, total, nil
 }
+
+// IngestionErrorCodes implements store.Store.
+func (s *Store) IngestionErrorCodes(ctx context.Context, tenant, ingestionID string) (map[string]int, error) {
+	rows, err := s.r.QueryContext(ctx,
+		`SELECT code, count(*) FROM ingestion_errors WHERE tenant = ?1 AND ingestion_id = ?2 GROUP BY code`,
+		tenant, ingestionID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: count ingestion errors by code: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var (
+			code string
+			n    int
+		)
+		if err := rows.Scan(&code, &n); err != nil {
+			return nil, fmt.Errorf("sqlite: count ingestion errors by code: %w", err)
+		}
+		out[code] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: count ingestion errors by code: %w", err)
+	}
+	return out, nil
+}

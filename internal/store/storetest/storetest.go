@@ -44,6 +44,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"BlobSweepIncomplete", testBlobSweepIncomplete},
 		{"RunLifecycle", testRunLifecycle},
 		{"RunStaleAttempts", testRunStaleAttempts},
+		{"IngestionErrorCodes", testIngestionErrorCodes},
 		{"RunRestartSameAttempt", testRunRestartSameAttempt},
 		{"RunTenantIsolation", testRunTenantIsolation},
 		{"RunInvalidOutcome", testRunInvalidOutcome},
@@ -493,6 +494,30 @@ func testRunStaleAttempts(t *testing.T, s store.Store) {
 	// The current attempt is unaffected by the stale writers.
 	must(t, s.UpdateRun(ctx, tenantA, "ing-1", 2, store.Progress{Processed: 12}), "UpdateRun 2")
 	must(t, s.FinishRun(ctx, tenantA, "ing-1", 2, store.Outcome{Status: store.RunSucceeded, Progress: store.Progress{Processed: 12}}), "FinishRun 2")
+}
+
+// IngestionErrorCodes counts the current attempt's rows of one ingestion of
+// one tenant, by code, job-level rows included.
+func testIngestionErrorCodes(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	codes, err := s.IngestionErrorCodes(ctx, tenantA, "ing-1")
+	must(t, err, "IngestionErrorCodes before any run")
+	if len(codes) != 0 {
+		t.Fatalf("IngestionErrorCodes of an unknown ingestion = %v, want none", codes)
+	}
+	must(t, s.StartRun(ctx, tenantA, "ing-1", 1, 10), "StartRun A")
+	must(t, s.StartRun(ctx, tenantB, "ing-1", 1, 10), "StartRun B")
+	i0, i1, i2 := 0, 1, 2
+	must(t, s.WriteBatch(ctx, tenantA, "ing-1", 1, store.Batch{Errors: []store.IngestionError{
+		{RecordIndex: &i0, Code: "missing_field"}, {RecordIndex: &i1, Code: "missing_field"},
+		{RecordIndex: &i2, Code: "invalid_value"}, {Code: "worker_failed"},
+	}}), "WriteBatch A")
+	must(t, s.WriteBatch(ctx, tenantB, "ing-1", 1, store.Batch{Errors: []store.IngestionError{{RecordIndex: &i0, Code: "other_tenant"}}}), "WriteBatch B")
+	codes, err = s.IngestionErrorCodes(ctx, tenantA, "ing-1")
+	must(t, err, "IngestionErrorCodes")
+	if want := map[string]int{"missing_field": 2, "invalid_value": 1, "worker_failed": 1}; !reflect.DeepEqual(codes, want) {
+		t.Fatalf("IngestionErrorCodes = %v, want %v", codes, want)
+	}
 }
 
 func testRunRestartSameAttempt(t *testing.T, s store.Store) {
