@@ -101,7 +101,10 @@ func (s *Server) Handler() http.Handler {
 		}
 		mux.Handle("/api/", s.methods(nil))
 		// The web UI shares the API's origin, so it needs no CORS.
-		s.handler = instrument(s.recoverer(ui.Wrap(mux, s.Now)))
+		// Metrics label API requests by the API mux's pattern, which a
+		// request the UI forwards (a clone carrying the session's token)
+		// still gets: so the instrument sits inside the UI, around the API.
+		s.handler = s.recoverer(ui.Wrap(instrument(mux), s.Now))
 	}
 	return s.handler
 }

@@ -89,7 +89,9 @@ func Wrap(api http.Handler, now func() time.Time) http.Handler {
 	mux.Handle("/{$}", pageHeaders(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.ServeFileFS(w, r, assets, "index.html")
 	})))
-	mux.Handle("/", pageHeaders(http.NotFoundHandler()))
+	// Any other path is the API's to answer (a JSON:API 404, counted in
+	// its metrics as unmatched), still with the page headers.
+	mux.Handle("/", pageHeaders(api))
 	return mux
 }
 
