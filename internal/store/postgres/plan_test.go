@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -75,38 +74,7 @@ func TestQueryPlans(t *testing.T) {
 		}
 		return plan
 	}
-	type stmt struct {
-		st   engine.Statement
-		page bool
-	}
-	for _, shape := range storetest.QueryShapes() {
-		t.Run(shape.Name, func(t *testing.T) {
-			shape, err := shape.Placed(ctx, s, "tenant-a")
-			if err != nil {
-				t.Fatal(err)
-			}
-			var stmts []stmt
-			if shape.By != nil {
-				st, err := engine.FindingCounts(engine.Postgres, "tenant-a", shape.Query, shape.By)
-				if err != nil {
-					t.Fatal(err)
-				}
-				stmts = append(stmts, stmt{st, false})
-			} else {
-				count, page, err := engine.FindingList(engine.Postgres, "tenant-a", shape.Query)
-				if err != nil {
-					t.Fatal(err)
-				}
-				stmts = append(stmts, stmt{count, false}, stmt{page, true})
-			}
-			for _, x := range stmts {
-				plan := explain(t, x.st)
-				if p := storetest.PlanProblems(shape, x.page, plan); len(p) > 0 {
-					t.Errorf("%s\n%s\nplan:\n  %s", strings.Join(p, "; "), x.st.SQL, strings.Join(plan, "\n  "))
-				}
-			}
-		})
-	}
+	storetest.CheckPlans(t, s, engine.Postgres, explain)
 }
 
 // allVisible vacuums and analyses findings until every page is marked

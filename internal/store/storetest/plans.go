@@ -1,8 +1,13 @@
 package storetest
 
 import (
+	"context"
 	"regexp"
 	"strings"
+	"testing"
+
+	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/store/internal/engine"
 )
 
 // sortColumns maps sort keys to the column a keyset page must seek on.
@@ -57,4 +62,44 @@ func PlanProblems(s QueryShape, page bool, plan []string) []string {
 		}
 	}
 	return problems
+}
+
+// CheckPlans explains, through explain, every statement the store issues
+// for each documented query shape in tenant-a of s, and fails t on each
+// plan that PlanProblems finds reading every finding. Each engine's test
+// supplies only how to ask its database for a plan.
+func CheckPlans(t *testing.T, s store.Store, dialect engine.Dialect, explain func(t *testing.T, st engine.Statement) []string) {
+	ctx := context.Background()
+	type stmt struct {
+		st   engine.Statement
+		page bool
+	}
+	for _, shape := range QueryShapes() {
+		t.Run(shape.Name, func(t *testing.T) {
+			shape, err := shape.Placed(ctx, s, "tenant-a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stmts []stmt
+			if shape.By != nil {
+				st, err := engine.FindingCounts(dialect, "tenant-a", shape.Query, shape.By)
+				if err != nil {
+					t.Fatal(err)
+				}
+				stmts = append(stmts, stmt{st, false})
+			} else {
+				count, page, err := engine.FindingList(dialect, "tenant-a", shape.Query)
+				if err != nil {
+					t.Fatal(err)
+				}
+				stmts = append(stmts, stmt{count, false}, stmt{page, true})
+			}
+			for _, x := range stmts {
+				plan := explain(t, x.st)
+				if p := PlanProblems(shape, x.page, plan); len(p) > 0 {
+					t.Errorf("%s\n%s\nplan:\n  %s", strings.Join(p, "; "), x.st.SQL, strings.Join(plan, "\n  "))
+				}
+			}
+		})
+	}
 }
