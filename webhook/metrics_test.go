@@ -5,35 +5,14 @@ import (
 	"net/http"
 	"strconv"
 	"testing"
-
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// histogram reads a histogram's sample count and sum from the registry the
-// manager serves; labels are name=value pairs.
+// histogram reads a histogram's sample count and sum; a series that does
+// not exist reads 0.
 func histogram(t testing.TB, name string, labels ...string) (count uint64, sum float64) {
 	t.Helper()
-	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatalf("gather metrics: %v", err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range f.GetMetric() {
-			for i := 0; i+1 < len(labels); i += 2 {
-				if labelOf(m, labels[i]) != labels[i+1] {
-					continue metrics
-				}
-			}
-			if h := m.GetHistogram(); h != nil {
-				return h.GetSampleCount(), h.GetSampleSum()
-			}
-		}
-	}
-	return 0, 0
+	h := findMetric(t, name, labels...).GetHistogram()
+	return h.GetSampleCount(), h.GetSampleSum()
 }
 
 // Requests are counted under the route pattern that served them, so that

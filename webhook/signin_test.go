@@ -17,10 +17,10 @@ import (
 	"github.com/posture-dev/posture/webhook"
 )
 
-// metricValue reads a counter or gauge from controller-runtime's registry,
-// the one the manager serves on /metrics; labels are name=value pairs. A
-// metric that does not exist reads 0.
-func metricValue(t testing.TB, name string, labels ...string) float64 {
+// findMetric is the first series of the named metric in controller-runtime's
+// registry, the one the manager serves on /metrics, whose labels hold every
+// name=value pair given; nil when there is none.
+func findMetric(t testing.TB, name string, labels ...string) *dto.Metric {
 	t.Helper()
 	families, err := ctrlmetrics.Registry.Gather()
 	if err != nil {
@@ -37,13 +37,21 @@ func metricValue(t testing.TB, name string, labels ...string) float64 {
 					continue metrics
 				}
 			}
-			switch {
-			case m.GetCounter() != nil:
-				return m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				return m.GetGauge().GetValue()
-			}
+			return m
 		}
+	}
+	return nil
+}
+
+// metricValue reads a counter or gauge; a series that does not exist reads 0.
+func metricValue(t testing.TB, name string, labels ...string) float64 {
+	t.Helper()
+	m := findMetric(t, name, labels...)
+	switch {
+	case m.GetCounter() != nil:
+		return m.GetCounter().GetValue()
+	case m.GetGauge() != nil:
+		return m.GetGauge().GetValue()
 	}
 	return 0
 }

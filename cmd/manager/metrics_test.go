@@ -30,19 +30,21 @@ import (
 	"github.com/posture-dev/posture/internal/testenv"
 )
 
-// scrapeToken is a token of a ServiceAccount bound to the metrics-reader
-// ClusterRole: what a Prometheus in the cluster scrapes with.
-func scrapeToken(t *testing.T, name string) string {
+// scrapeToken is a token of a new ServiceAccount, bound to the
+// metrics-reader ClusterRole when reader is set: what a Prometheus in the
+// cluster scrapes with, or an identity without that right.
+func scrapeToken(t *testing.T, name string, reader bool) string {
 	t.Helper()
 	ctx := context.Background()
-	for _, o := range []client.Object{
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: operatorNS}},
-		&rbacv1.ClusterRoleBinding{
+	objs := []client.Object{&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: operatorNS}}}
+	if reader {
+		objs = append(objs, &rbacv1.ClusterRoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: name + "-metrics"},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "posture-metrics-reader"},
 			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: operatorNS}},
-		},
-	} {
+		})
+	}
+	for _, o := range objs {
 		if err := admin.Create(ctx, o); err != nil {
 			t.Fatalf("create %T %s: %v", o, o.GetName(), err)
 		}
@@ -191,7 +193,7 @@ func testMetricsAfterIngestion(t *testing.T, m *runningManager) {
 		{"posture_api_request_duration_seconds", []string{"route", "/api/v1/ingestions", "method", "POST"}, 1},
 		{"posture_tenant_provider_limit", []string{"tenant", "acme"}, float64(tenant.Status.ProviderLimit)},
 	}
-	token := scrapeToken(t, "prometheus-after-ingestion")
+	token := scrapeToken(t, "prometheus-after-ingestion", true)
 	testenv.Eventually(t, 30*time.Second, "the metrics endpoint to show the ingestion to a metrics reader", func() (bool, string) {
 		code, families, err := scrape(m, token)
 		if err != nil || code != http.StatusOK {

@@ -24,7 +24,6 @@ import (
 
 	"go.uber.org/zap/zapcore"
 	appsv1 "k8s.io/api/apps/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,7 +31,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -350,35 +348,7 @@ func testNamespacedRights(t *testing.T) {
 }
 
 func testMetricsAuth(t *testing.T, m *runningManager) {
-	ctx := context.Background()
-	cs, err := kubernetes.NewForConfig(restConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	token := func(name string, reader bool) string {
-		t.Helper()
-		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: operatorNS}}
-		if err := admin.Create(ctx, sa); err != nil {
-			t.Fatal(err)
-		}
-		if reader {
-			crb := &rbacv1.ClusterRoleBinding{
-				ObjectMeta: metav1.ObjectMeta{Name: name + "-metrics"},
-				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "posture-metrics-reader"},
-				Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: operatorNS}},
-			}
-			if err := admin.Create(ctx, crb); err != nil {
-				t.Fatal(err)
-			}
-		}
-		tr, err := cs.CoreV1().ServiceAccounts(operatorNS).CreateToken(ctx, name, &authenticationv1.TokenRequest{
-			Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatalf("TokenRequest for ServiceAccount %s: %v", name, err)
-		}
-		return tr.Status.Token
-	}
+	token := func(name string, reader bool) string { return scrapeToken(t, name, reader) }
 	// The metrics server's certificate is self-signed: trust is not what
 	// this checks, the bearer token is.
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
