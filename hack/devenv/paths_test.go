@@ -86,8 +86,12 @@ func badPaths(root string, texts []string) []string {
 				// clone; scratch output (-o /tmp/scan) is fine, and a
 				// word whose first directory this machine lacks is an API
 				// route (/api/v1/tokens), not a file.
+				// Beside the repository is outside it wherever the clone
+				// lives, /tmp included.
 				first := "/" + strings.Split(word, "/")[1]
-				if first != "/tmp" && first != "/" && exists(first) {
+				dir := filepath.Dir(root)
+				beside := dir != "/" && dir != "/tmp" && strings.HasPrefix(word, dir+"/")
+				if beside || (first != "/tmp" && first != "/" && exists(first)) {
 					bad = append(bad, word+": outside the repository")
 				}
 				continue
