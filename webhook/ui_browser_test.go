@@ -22,6 +22,9 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/internal/testenv"
 )
 
@@ -369,6 +372,92 @@ func TestWebUI(t *testing.T) {
 		p.screenshot("scans")
 		p.do(chromedp.EmulateViewport(390, 844))
 		p.screenshot("scans-390")
+	})
+
+	t.Run("Providers page lists the API's providers and the plan usage", func(t *testing.T) {
+		direct := te.as(t, te.key("demo-admin"))
+		// This API runs without the billing controller, which is what makes an
+		// imported account a Provider; the test makes the one it would, for the
+		// imported scan's account, and a connected one whose alias is markup.
+		scans := direct.list("/api/v1/scans", "")
+		if len(scans.Data) == 0 {
+			t.Fatal("no scan after the 1,500-record import")
+		}
+		ns := "tenant-" + te.tenants["demo"].Name
+		typ, uid := scans.Data[0].Attributes["provider_type"].(string), scans.Data[0].Attributes["provider_uid"].(string)
+		for _, pr := range []*posturev1.Provider{
+			{ObjectMeta: metav1.ObjectMeta{Name: typ + "-" + uid, Namespace: ns}, Spec: posturev1.ProviderSpec{Type: typ, UID: uid, Origin: posturev1.ProviderImported}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "gcp-markup", Namespace: ns}, Spec: posturev1.ProviderSpec{Type: "gcp", UID: "markup-project", Alias: hostileValue, Origin: posturev1.ProviderConnected}},
+		} {
+			if err := te.k8s.Create(context.Background(), pr); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var providers listDoc
+		eventually(t, 30*time.Second, "the providers listed", func() string {
+			providers = direct.list("/api/v1/providers", "sort=type,uid")
+			if len(providers.Data) != 2 {
+				return fmt.Sprintf("%d providers listed, want 2", len(providers.Data))
+			}
+			return ""
+		})
+		p := b.page(t)
+		p.signIn(admin, te.pw[admin])
+		p.do(chromedp.Click(chromedp.CSS(`#nav a[href="#/providers"]`)), chromedp.WaitVisible(chromedp.ID("providers-view")))
+		p.waitJS("the providers listed", fmt.Sprintf(`document.querySelectorAll('#providers-table tbody tr').length === %d`, len(providers.Data)))
+		for i, pr := range providers.Data {
+			for col, attr := range []string{"type", "uid", "alias", "origin"} {
+				want, _ := pr.Attributes[attr].(string)
+				if want == "" {
+					want = "—"
+				}
+				if got, _ := p.eval(fmt.Sprintf(`document.querySelectorAll('#providers-table tbody tr')[%d].cells[%d].textContent`, i, col)).(string); got != want {
+					t.Errorf("provider %d %s = %q, want the API's %q", i, attr, got, want)
+				}
+			}
+		}
+		usage := func() (count, limit int) {
+			a := direct.one("/api/v1/tenant", "").Data.Attributes["providers"].(map[string]any)
+			return int(a["count"].(float64)), int(a["limit"].(float64))
+		}
+		count, limit := usage()
+		p.waitText("#providers-plan", fmt.Sprintf("%d of %d providers on your plan", count, limit))
+		if v, _ := p.eval(`[document.querySelector('#providers-plan-bar').value, document.querySelector('#providers-plan-bar').max].join('/')`).(string); v != fmt.Sprintf("%d/%d", count, limit) {
+			t.Errorf("the usage bar shows %s, want %d/%d", v, count, limit)
+		}
+		p.screenshot("providers")
+		if v := p.eval(`document.querySelectorAll('main img').length === 0 && window.pwned === undefined`); v != true {
+			t.Error("a provider alias became an element or ran")
+		}
+		tenant := te.tenants["demo"]
+		setLimit := func(n int32) {
+			te.update(tenant, func() { tenant.Spec.Subscription.ProviderLimit = n })
+		}
+		t.Cleanup(func() { setLimit(5) })
+		for _, tc := range []struct {
+			limit      int32
+			plan, note string
+			atLimit    bool
+		}{
+			{int32(count), fmt.Sprintf("%d of %d providers on your plan", count, count), "The limit is reached", true},
+			{0, fmt.Sprintf("%d provider", count), "does not limit", false},
+		} {
+			setLimit(tc.limit)
+			p.do(chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("providers-view")))
+			p.waitText("#providers-plan-note", tc.note)
+			if got := p.text("#providers-plan"); !strings.HasPrefix(got, tc.plan) {
+				t.Errorf("limit %d: usage reads %q, want %q", tc.limit, got, tc.plan)
+			}
+			if got := p.eval(`document.querySelector('#providers-view').classList.contains('at-limit')`); got != tc.atLimit {
+				t.Errorf("limit %d: marked as at the limit = %v, want %v", tc.limit, got, tc.atLimit)
+			}
+			if tc.atLimit {
+				p.screenshot("providers-at-limit")
+			}
+			if got := p.visible("#providers-plan-bar"); got != (tc.limit > 0) {
+				t.Errorf("limit %d: usage bar shown = %v", tc.limit, got)
+			}
+		}
 	})
 
 	t.Run("invalid records and an HTML file name are shown as inert text", func(t *testing.T) {

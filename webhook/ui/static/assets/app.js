@@ -13,6 +13,7 @@ const listState = {
   scans: { page: 1, pages: 1 },
   errors: { page: 1, pages: 1 },
   findings: { page: 1, pages: 1 },
+  providers: { page: 1, pages: 1 },
 };
 
 class APIError extends Error {
@@ -62,7 +63,7 @@ function when(ts) {
 }
 
 function show(view) {
-  for (const id of ['signin-view', 'scans-view', 'job-view', 'findings-view', 'finding-view']) $(id).hidden = id !== view;
+  for (const id of ['signin-view', 'scans-view', 'job-view', 'findings-view', 'finding-view', 'providers-view']) $(id).hidden = id !== view;
 }
 
 // ---- session --------------------------------------------------------------
@@ -128,6 +129,8 @@ function route() {
     showJob(decodeURIComponent(m[1]));
   } else if (f) {
     showFinding(decodeURIComponent(f[1]));
+  } else if (location.hash === '#/providers') {
+    showProviders();
   } else if (location.hash === '#/findings') {
     show('findings-view');
     loadOverview();
@@ -388,6 +391,67 @@ async function showFinding(id) {
   $('finding-summary').replaceChildren(...rows.flatMap(([k, v]) => [el('dt', k), el('dd', v)]));
   // The record (descriptions are Markdown) is shown as text, not rendered.
   $('finding-record').textContent = JSON.stringify(a.record, null, 2);
+}
+
+// ---- providers ------------------------------------------------------------
+
+// usageText words the plan's provider usage; limit 0 means unlimited.
+function usageText(p) {
+  if (!p.limit) return { text: p.count + (p.count === 1 ? ' provider' : ' providers') + ' (no limit on your plan)', full: false };
+  return { text: p.count + ' of ' + p.limit + ' providers on your plan', full: p.count >= p.limit };
+}
+
+function showProviders() {
+  show('providers-view');
+  loadUsage();
+  loadProviders();
+}
+
+async function loadUsage() {
+  const note = $('providers-plan-note');
+  const bar = $('providers-plan-bar');
+  let p;
+  try {
+    p = (await api('/api/v1/tenant')).data.attributes.providers;
+  } catch (e) {
+    $('providers-plan').textContent = 'Could not read provider usage: ' + e.message;
+    bar.hidden = true;
+    note.textContent = '';
+    return;
+  }
+  const u = usageText(p);
+  $('providers-plan').textContent = u.text;
+  bar.hidden = !p.limit;
+  bar.max = p.limit || 1;
+  bar.value = Math.min(p.count, p.limit || 0);
+  $('providers-view').classList.toggle('at-limit', u.full);
+  if (!p.limit) note.textContent = 'Your plan does not limit how many provider accounts you report on.';
+  else if (u.full) note.textContent = 'The limit is reached: a report for an account not listed here fails with provider_limit_exceeded until the plan allows more.';
+  else note.textContent = p.remaining + ' more ' + (p.remaining === 1 ? 'account' : 'accounts') + ' can be added before the limit.';
+}
+
+async function loadProviders() {
+  const q = new URLSearchParams({ 'page[number]': listState.providers.page, 'page[size]': 20, sort: 'type,uid' });
+  const tbody = $('providers-table').tBodies[0];
+  let doc;
+  try {
+    doc = await api('/api/v1/providers?' + q);
+  } catch (e) {
+    tbody.replaceChildren();
+    $('providers-message').textContent = 'Could not list providers: ' + e.message;
+    pager('providers-pager', listState.providers, 1, loadProviders);
+    return;
+  }
+  const count = doc.meta.pagination ? doc.meta.pagination.count : doc.data.length;
+  $('providers-message').textContent = count ? count + (count === 1 ? ' provider' : ' providers') : 'No providers yet: they appear when findings for an account are imported.';
+  tbody.replaceChildren(...doc.data.map((pr) => {
+    const a = pr.attributes;
+    const tr = el('tr');
+    tr.dataset.id = pr.id;
+    tr.append(el('td', a.type), el('td', a.uid, 'code'), el('td', a.alias || '—'), el('td', a.origin), el('td', when(a.inserted_at)));
+    return tr;
+  }));
+  pager('providers-pager', listState.providers, doc.meta.pagination ? doc.meta.pagination.pages : 1, loadProviders);
 }
 
 // ---- Import Findings dialog ----------------------------------------------
