@@ -500,6 +500,30 @@ func TestWebUI(t *testing.T) {
 				}
 			}
 		}
+		// By provider: every group the API counts, with its count.
+		r := direct.get("/api/v1/findings/counts", "group_by=provider_type,provider_uid")
+		var counts struct {
+			Data []struct {
+				Attributes struct {
+					Type  string `json:"provider_type"`
+					UID   string `json:"provider_uid"`
+					Count int    `json:"count"`
+				} `json:"attributes"`
+			} `json:"data"`
+		}
+		decode(t, r, &counts)
+		if len(counts.Data) == 0 {
+			t.Fatal("the API counts no findings by provider: the test would prove nothing")
+		}
+		p.waitJS("a bar per provider", fmt.Sprintf(`document.querySelectorAll('#by-provider .bar-row').length === %d`, len(counts.Data)))
+		for _, g := range counts.Data {
+			a := g.Attributes
+			got, _ := p.eval(fmt.Sprintf(`(() => { const r = [...document.querySelectorAll('#by-provider .bar-row')].find(r => r.dataset.value === %q);
+				return r ? r.querySelector('.bar-label').textContent + '=' + r.querySelector('.bar-count').textContent : 'no bar' })()`, a.Type+" "+a.UID)).(string)
+			if want := fmt.Sprintf("%s %s=%d", a.Type, a.UID, a.Count); got != want {
+				t.Errorf("overview by provider: %s, want the API's %s", got, want)
+			}
+		}
 		p.waitText("#providers-usage", "of 5 providers on your plan")
 		for _, tc := range []struct {
 			severity, status, search string

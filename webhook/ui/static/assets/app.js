@@ -321,39 +321,60 @@ async function loadFindings() {
   pager('findings-pager', listState.findings, doc.meta.pagination ? doc.meta.pagination.pages : 1, loadFindings);
 }
 
-// loadOverview draws counts as bars; each count is one list request of
-// page size 1 that reads meta.pagination.count.
+// loadOverview draws counts as bars, each group's count as
+// GET /api/v1/findings/counts gives it.
+const PROVIDER_BARS = 8;
+
 async function loadOverview() {
-  const count = async (filter, value) => {
-    const q = new URLSearchParams({ 'page[size]': 1, ['filter[' + filter + ']']: value });
-    const doc = await api('/api/v1/findings?' + q);
-    return doc.meta.pagination ? doc.meta.pagination.count : doc.data.length;
-  };
-  const draw = async (id, filter, values) => {
-    let counts;
-    try {
-      counts = await Promise.all(values.map((v) => count(filter, v)));
-    } catch (e) {
-      $(id).replaceChildren(el('p', 'Could not count findings: ' + e.message, 'error'));
-      return;
-    }
-    const top = Math.max(1, ...counts);
-    $(id).replaceChildren(...values.map((v, i) => {
+  const groups = async (by) => (await api('/api/v1/findings/counts?' + new URLSearchParams({ group_by: by }))).data.map((g) => g.attributes);
+  const bars = (id, rows, cls) => {
+    const top = Math.max(1, ...rows.map((r) => r.count));
+    $(id).replaceChildren(...rows.map((r) => {
       const row = el('div', null, 'bar-row');
-      row.dataset.value = v;
-      const bar = el('span', null, 'meter ' + filter + '-' + v);
-      bar.style.width = Math.round((counts[i] / top) * 100) + '%';
+      row.dataset.value = r.value;
+      const bar = el('span', null, 'meter ' + cls(r.value));
+      bar.style.width = Math.round((r.count / top) * 100) + '%';
       const track = el('span', null, 'track');
       track.append(bar);
-      row.append(el('span', v, 'bar-label'), track, el('span', counts[i], 'bar-count'));
+      const label = el('span', r.label || r.value, 'bar-label');
+      label.title = r.label || r.value;
+      row.append(label, track, el('span', r.count, 'bar-count'));
       return row;
     }));
   };
-  draw('by-severity', 'severity', ['critical', 'high', 'medium', 'low', 'informational']);
-  draw('by-status', 'status_code', ['FAIL', 'PASS', 'MANUAL']);
+  // Severities and status codes are a fixed set: every one is drawn, zero
+  // included, in their natural order.
+  const fixed = async (id, dim, values) => {
+    try {
+      const got = new Map((await groups(dim)).map((g) => [g[dim], g.count]));
+      bars(id, values.map((v) => ({ value: v, count: got.get(v) || 0 })), (v) => dim + '-' + v);
+    } catch (e) {
+      $(id).replaceChildren(el('p', 'Could not count findings: ' + e.message, 'error'));
+    }
+  };
+  fixed('by-severity', 'severity', ['critical', 'high', 'medium', 'low', 'informational']);
+  fixed('by-status', 'status_code', ['FAIL', 'PASS', 'MANUAL']);
+  // Providers are open-ended: the largest first, the rest summed up.
+  (async () => {
+    let rows;
+    try {
+      rows = (await groups('provider_type,provider_uid')).map((g) => ({
+        value: g.provider_type + ' ' + g.provider_uid, label: g.provider_type + ' ' + g.provider_uid, count: g.count,
+      }));
+    } catch (e) {
+      $('by-provider').replaceChildren(el('p', 'Could not count findings: ' + e.message, 'error'));
+      return;
+    }
+    rows.sort((x, y) => y.count - x.count || x.value.localeCompare(y.value));
+    const rest = rows.slice(PROVIDER_BARS);
+    rows = rows.slice(0, PROVIDER_BARS);
+    if (rest.length) rows.push({ value: 'other', label: rest.length + ' more', count: rest.reduce((n, r) => n + r.count, 0) });
+    bars('by-provider', rows, () => 'provider');
+    if (!rows.length) $('by-provider').replaceChildren(el('p', 'No findings yet.', 'muted'));
+  })();
   try {
     const p = (await api('/api/v1/tenant')).data.attributes.providers;
-    $('providers-usage').textContent = p.limit ? p.count + ' of ' + p.limit + ' providers on your plan' : p.count + ' providers (no limit on your plan)';
+    $('providers-usage').textContent = usageText(p).text;
     $('providers-bar').hidden = !p.limit;
     $('providers-bar').max = p.limit || 1;
     $('providers-bar').value = p.count;
