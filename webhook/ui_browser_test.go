@@ -370,8 +370,6 @@ func TestWebUI(t *testing.T) {
 		p.waitText("#jobs-table tbody", "completed")
 		p.waitText("#scans-table tbody", "Imported")
 		p.screenshot("scans")
-		p.do(chromedp.EmulateViewport(390, 844))
-		p.screenshot("scans-390")
 	})
 
 	t.Run("Providers page lists the API's providers and the plan usage", func(t *testing.T) {
@@ -566,6 +564,68 @@ func TestWebUI(t *testing.T) {
 		}
 		if v := p.eval(`document.querySelectorAll('main img').length === 0 && window.pwned === undefined`); v != true {
 			t.Error("a finding title became an element or ran")
+		}
+	})
+
+	t.Run("no page scrolls sideways at 390 or 1280 px", func(t *testing.T) {
+		direct := te.as(t, te.key("demo-admin"))
+		// The pages with the longest unbroken values: the job that rejected
+		// records, and a finding, whose resource UID is an ARN.
+		jobs := direct.list("/api/v1/ingestions", "sort=-requested_at")
+		jobID := ""
+		for _, j := range jobs.Data {
+			if s, _ := j.Attributes["summary"].(map[string]any); s != nil && s["invalid"].(float64) > 0 {
+				jobID = j.ID
+				break
+			}
+		}
+		findings := direct.list("/api/v1/findings", "page[size]=1")
+		if jobID == "" || len(findings.Data) == 0 {
+			t.Fatal("no job with rejected records or no finding: run the import subtests first")
+		}
+		findingID := findings.Data[0].ID
+		p := b.page(t)
+		p.signIn(admin, te.pw[admin])
+		pages := []struct {
+			name, hash, ready string
+			dialog            bool
+		}{
+			{"scans", "#/scans", `#jobs-table tbody tr`, false},
+			{"dialog", "#/scans", `#jobs-table tbody tr`, true},
+			{"findings", "#/findings", `#by-provider .bar-row`, false},
+			{"providers", "#/providers", `#providers-table tbody tr`, false},
+			{"job", "#/ingestions/" + jobID, `#job-errors tbody tr`, false},
+			{"finding", "#/findings/" + findingID, `#finding-summary dd`, false},
+		}
+		for _, size := range []struct{ w, h int64 }{{390, 844}, {1280, 800}} {
+			p.do(chromedp.EmulateViewport(size.w, size.h))
+			for _, pg := range pages {
+				p.do(chromedp.Navigate(b.base + "/" + pg.hash))
+				p.waitJS(pg.name+" loaded", `!!document.querySelector(`+strconv.Quote(pg.ready)+`)`)
+				if pg.dialog {
+					p.openImport()
+					// The longest thing the dialog shows: a long file name
+					// rejected with its reason.
+					p.choose(writeFile(t, strings.Repeat("a-very-long-report-name-", 6)+"json", []byte(`[]`)))
+					p.waitText("#import-error", "must end in .ocsf.json")
+				}
+				got, _ := p.eval(`document.documentElement.scrollWidth + '/' + window.innerWidth`).(string)
+				var sw, iw int
+				if _, err := fmt.Sscanf(got, "%d/%d", &sw, &iw); err != nil {
+					t.Fatalf("read the widths %q: %v", got, err)
+				}
+				if iw != int(size.w) || sw > iw {
+					wide, _ := p.eval(`[...document.querySelectorAll('body *')].filter(n => n.getBoundingClientRect().right > window.innerWidth + 0.5 && !n.closest('.table-wrap')).slice(0, 5).map(n => n.tagName + (n.id ? '#' + n.id : '') + '.' + n.className).join(', ')`).(string)
+					t.Errorf("%s at %d px: the page is %d px wide in a %d px window (too wide: %s)", pg.name, size.w, sw, iw, wide)
+				}
+				if size.w == 390 {
+					p.screenshot(pg.name + "-390")
+				}
+				if pg.dialog {
+					p.do(chromedp.KeyEvent("\x1b"))
+					p.waitJS("the dialog closed", `!document.querySelector('#import-dialog').open`)
+				}
+			}
 		}
 	})
 
