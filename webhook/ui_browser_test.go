@@ -21,6 +21,7 @@ import (
 	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -626,6 +627,46 @@ func TestWebUI(t *testing.T) {
 					p.waitJS("the dialog closed", `!document.querySelector('#import-dialog').open`)
 				}
 			}
+		}
+	})
+
+	t.Run("keyboard: the dialog opens with Enter, keeps Tab inside and Escape returns focus", func(t *testing.T) {
+		p := b.page(t)
+		p.signIn(admin, te.pw[admin])
+		p.eval(`document.querySelector('#import-open').focus(), true`)
+		p.do(chromedp.KeyEvent("\r"))
+		p.waitJS("the dialog open", `document.querySelector('#import-dialog').open`)
+		// A chosen file enables Start import, so every control is in the cycle.
+		p.choose(writeFile(t, "keyboard.ocsf.json", example(t, "aws_mixed_7_records.ocsf.json")))
+		p.waitJS("Start import enabled", `!document.querySelector('#import-start').disabled`)
+		inside := `(() => { const a = document.activeElement; return a && a !== document.body && document.querySelector('#import-dialog').contains(a) ? (a.id || a.tagName) : 'outside: ' + (a ? a.tagName + '#' + a.id : 'none'); })()`
+		for _, dir := range []struct {
+			name string
+			mods []chromedp.KeyOption
+		}{
+			{"Tab", nil},
+			{"Shift+Tab", []chromedp.KeyOption{chromedp.KeyModifiers(chromedp.ModifierShift)}},
+		} {
+			seen := map[string]bool{}
+			// More presses than the dialog has controls: focus must come round.
+			for i := range 12 {
+				p.do(chromedp.KeyEvent(kb.Tab, dir.mods...))
+				at, _ := p.eval(inside).(string)
+				if strings.HasPrefix(at, "outside") {
+					t.Fatalf("%s press %d: focus left the dialog (%s)", dir.name, i+1, at)
+				}
+				seen[at] = true
+			}
+			for _, id := range []string{"import-file", "import-start", "import-close"} {
+				if !seen[id] {
+					t.Errorf("%s never reached #%s (reached %v)", dir.name, id, seen)
+				}
+			}
+		}
+		p.do(chromedp.KeyEvent(kb.Escape))
+		p.waitJS("the dialog closed", `!document.querySelector('#import-dialog').open`)
+		if at, _ := p.eval(`document.activeElement.id`).(string); at != "import-open" {
+			t.Errorf("after Escape focus is on %q, want the Import Findings button", at)
 		}
 	})
 

@@ -528,6 +528,25 @@ $('import-open').addEventListener('click', () => {
 });
 $('import-close').addEventListener('click', () => dialog.close());
 
+// A modal <dialog> makes the page behind it inert, but Tab past its last
+// control still leaves it for the browser's own UI; keep the cycle inside.
+dialog.addEventListener('keydown', (ev) => {
+  if (ev.key !== 'Tab') return;
+  const controls = [...dialog.querySelectorAll('a[href], button, input, select, textarea, [tabindex]:not([tabindex="-1"])')]
+    .filter((n) => !n.disabled && !n.closest('[hidden]') && n.getClientRects().length > 0);
+  if (!controls.length) return;
+  const first = controls[0];
+  const last = controls[controls.length - 1];
+  const at = controls.indexOf(document.activeElement);
+  if (ev.shiftKey && at <= 0) {
+    ev.preventDefault();
+    last.focus();
+  } else if (!ev.shiftKey && (at === -1 || at === controls.length - 1)) {
+    ev.preventDefault();
+    first.focus();
+  }
+});
+
 // chooseFile checks the file before anything is sent: one file, the right
 // name, not empty.
 function chooseFile(files) {
