@@ -681,6 +681,67 @@ func TestWebUI(t *testing.T) {
 		p.screenshot("notification")
 	})
 
+	t.Run("a dropped file is imported, with the upload's progress shown to the end", func(t *testing.T) {
+		mixed := example(t, "aws_mixed_7_records.ocsf.json")
+		for _, tc := range []struct {
+			name    string
+			target  string   // where the file is dropped
+			files   []string // names; each holds content
+			content []byte
+			error   string // refused in the browser with this, or "" to import
+			state   string
+		}{
+			{"on the drop zone", "#drop", []string{"dropped.ocsf.json"}, big, "", "Import completed: 1500 records, 1500 processed, 0 invalid"},
+			{"elsewhere on the dialog", "#import-title", []string{"dropped-title.ocsf.json"}, mixed, "", "Import completed: 7 records, 7 processed, 4 invalid"},
+			{"two files", "#drop", []string{"a.ocsf.json", "b.ocsf.json"}, mixed, "one file per import", ""},
+			{"a wrong name", "#drop", []string{"dropped.json"}, mixed, "must end in .ocsf.json", ""},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				p := b.page(t)
+				p.signIn(admin, te.pw[admin])
+				p.openImport()
+				content, _ := json.Marshal(string(tc.content))
+				names, _ := json.Marshal(tc.files)
+				p.eval(fmt.Sprintf(`(() => { const dt = new DataTransfer();
+					for (const name of %s) dt.items.add(new File([%s], name, { type: 'application/json' }));
+					const target = document.querySelector(%q);
+					target.dispatchEvent(new DragEvent('dragover', { bubbles: true, cancelable: true, dataTransfer: dt }));
+					return target.dispatchEvent(new DragEvent('drop', { bubbles: true, cancelable: true, dataTransfer: dt })) })()`, names, content, tc.target))
+				if tc.error != "" {
+					p.waitText("#import-error", tc.error)
+					if v, _ := p.eval(`document.querySelector('#import-start').disabled`).(bool); !v {
+						t.Error("Start import is enabled after a refused drop")
+					}
+					if n := p.sent(http.MethodPost, "/api/v1/ingestions"); n != 0 {
+						t.Errorf("%d uploads for a drop refused in the browser", n)
+					}
+					return
+				}
+				if got := p.text("#import-file-name"); got != tc.files[0] {
+					t.Fatalf("the dialog shows %q after the drop, want the dropped file %q (error: %q)", got, tc.files[0], p.text("#import-error"))
+				}
+				p.click("import-start")
+				p.waitText("#import-state", tc.state)
+				if n := p.sent(http.MethodPost, "/api/v1/ingestions"); n != 1 {
+					t.Errorf("%d uploads, want 1", n)
+				}
+				// The upload's bar, apart from the job's, stays full once the
+				// whole request was sent: at least the file's size.
+				if !p.visible("#upload-progress") {
+					t.Error("no upload progress bar is shown")
+				}
+				got, _ := p.eval(`[document.querySelector('#upload-progress').value, document.querySelector('#upload-progress').max].join('/')`).(string)
+				var value, max int
+				if _, err := fmt.Sscanf(got, "%d/%d", &value, &max); err != nil || value != max || max < len(tc.content) {
+					t.Errorf("the upload's progress bar is at %s, want full at the request's size (at least the file's %d bytes)", got, len(tc.content))
+				}
+				if tc.target == "#drop" {
+					p.screenshot("dialog-dropped")
+				}
+			})
+		}
+	})
+
 	t.Run("Retry import after a rejection sends the same file again", func(t *testing.T) {
 		tooBig := append(append([]byte{}, big[:len(big)-1]...), bytes.Repeat([]byte(" "), 2<<20)...)
 		tooBig = append(tooBig, ']')

@@ -507,13 +507,20 @@ function showCounts(s) {
   $('count-invalid').textContent = s.invalid;
 }
 
+// showBars shows the upload's bar and the job's; the upload's stays full
+// once sent, so both phases stay readable.
+function showBars(upload, job) {
+  $('upload-row').hidden = !upload;
+  $('import-progress-row').hidden = !job;
+}
+
 function resetDialog() {
   imp.file = null;
   imp.jobId = null;
   imp.state = 'idle';
   $('import-file').value = '';
   $('import-file-name').textContent = '';
-  $('import-progress').hidden = true;
+  showBars(false, false);
   $('import-errors-link').hidden = true;
   setState('');
   setError('');
@@ -554,7 +561,7 @@ function chooseFile(files) {
   $('import-errors-link').hidden = true;
   showCounts(null);
   setState('');
-  $('import-progress').hidden = true;
+  showBars(false, false);
   imp.file = null;
   $('import-start').disabled = true;
   setButtons({ start: true });
@@ -578,15 +585,21 @@ function chooseFile(files) {
 }
 
 $('import-file').addEventListener('change', (ev) => chooseFile(ev.target.files));
+// The whole dialog takes a dropped file, not only the marked zone: a drop
+// that misses it by a little must not be lost.
 const drop = $('drop');
-drop.addEventListener('dragover', (ev) => { ev.preventDefault(); drop.classList.add('over'); });
-drop.addEventListener('dragleave', () => drop.classList.remove('over'));
-drop.addEventListener('drop', (ev) => {
+dialog.addEventListener('dragover', (ev) => { ev.preventDefault(); drop.classList.add('over'); });
+dialog.addEventListener('dragleave', (ev) => { if (!dialog.contains(ev.relatedTarget)) drop.classList.remove('over'); });
+dialog.addEventListener('drop', (ev) => {
   ev.preventDefault();
   drop.classList.remove('over');
   if (imp.state === 'uploading' || imp.state === 'tracking') return;
   chooseFile(ev.dataTransfer.files);
 });
+// A file dropped anywhere else would make the browser open it and leave
+// the UI, losing any import it was following.
+window.addEventListener('dragover', (ev) => ev.preventDefault());
+window.addEventListener('drop', (ev) => ev.preventDefault());
 
 $('import-start').addEventListener('click', () => upload());
 $('import-retry').addEventListener('click', () => upload());
@@ -609,8 +622,9 @@ function upload() {
   $('import-errors-link').hidden = true;
   setButtons({});
   setState('Uploading ' + imp.file.name + '…');
-  const bar = $('import-progress');
-  bar.hidden = false;
+  const bar = $('upload-progress');
+  showBars(true, false);
+  bar.max = imp.file.size;
   bar.value = 0;
   const form = new FormData();
   form.append('file', imp.file, imp.file.name);
@@ -618,7 +632,13 @@ function upload() {
   xhr.open('POST', '/api/v1/ingestions');
   xhr.setRequestHeader('Accept', MEDIA);
   xhr.setRequestHeader('X-Posture-UI', '1');
-  xhr.upload.onprogress = (ev) => { if (ev.lengthComputable) bar.value = Math.round((ev.loaded / ev.total) * 100); };
+  // Progress counts the whole request body (the multipart framing too).
+  xhr.upload.onprogress = (ev) => {
+    if (!ev.lengthComputable) return;
+    bar.max = ev.total;
+    bar.value = ev.loaded;
+  };
+  xhr.upload.onload = () => { bar.value = bar.max; };
   xhr.onerror = () => rejected(0, 'the upload did not reach the server');
   xhr.onload = () => {
     let body = null;
@@ -638,7 +658,7 @@ function upload() {
 
 function rejected(status, detail) {
   imp.state = 'rejected';
-  $('import-progress').hidden = true;
+  showBars(false, false);
   const why = REJECTIONS[status] || (status ? 'The server refused the upload (HTTP ' + status + ')' : 'The upload failed');
   setState('');
   setError(why + ': ' + detail);
@@ -666,7 +686,7 @@ async function track() {
   imp.summary = s;
   showCounts(s);
   const bar = $('import-progress');
-  bar.hidden = false;
+  $('import-progress-row').hidden = false;
   bar.value = s.total ? Math.round((s.processed / s.total) * 100) : 0;
   if (job.status === 'pending' || job.status === 'processing') {
     setState('Job ' + imp.jobId + ' is ' + job.status + ': ' + s.processed + ' of ' + s.total + ' records processed.');
