@@ -619,6 +619,17 @@ func TestWebUI(t *testing.T) {
 					wide, _ := p.eval(`[...document.querySelectorAll('body *')].filter(n => n.getBoundingClientRect().right > window.innerWidth + 0.5 && !n.closest('.table-wrap')).slice(0, 5).map(n => n.tagName + (n.id ? '#' + n.id : '') + '.' + n.className).join(', ')`).(string)
 					t.Errorf("%s at %d px: the page is %d px wide in a %d px window (too wide: %s)", pg.name, size.w, sw, iw, wide)
 				}
+				if pg.dialog {
+					// The dialog clips what is wider than itself rather than
+					// widening the page: check its own width too.
+					if got, _ := p.eval(`(() => { const d = document.querySelector('#import-dialog'); return d.scrollWidth + '/' + d.clientWidth })()`).(string); func() bool {
+						var sw, cw int
+						_, err := fmt.Sscanf(got, "%d/%d", &sw, &cw)
+						return err != nil || sw > cw
+					}() {
+						t.Errorf("dialog at %d px: its content is wider than the dialog (%s)", size.w, got)
+					}
+				}
 				if size.w == 390 {
 					p.screenshot(pg.name + "-390")
 				}
