@@ -21,7 +21,11 @@ import (
 	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/internal/testenv"
 )
 
@@ -367,8 +371,92 @@ func TestWebUI(t *testing.T) {
 		p.waitText("#jobs-table tbody", "completed")
 		p.waitText("#scans-table tbody", "Imported")
 		p.screenshot("scans")
-		p.do(chromedp.EmulateViewport(390, 844))
-		p.screenshot("scans-390")
+	})
+
+	t.Run("Providers page lists the API's providers and the plan usage", func(t *testing.T) {
+		direct := te.as(t, te.key("demo-admin"))
+		// This API runs without the billing controller, which is what makes an
+		// imported account a Provider; the test makes the one it would, for the
+		// imported scan's account, and a connected one whose alias is markup.
+		scans := direct.list("/api/v1/scans", "")
+		if len(scans.Data) == 0 {
+			t.Fatal("no scan after the 1,500-record import")
+		}
+		ns := "tenant-" + te.tenants["demo"].Name
+		typ, uid := scans.Data[0].Attributes["provider_type"].(string), scans.Data[0].Attributes["provider_uid"].(string)
+		for _, pr := range []*posturev1.Provider{
+			{ObjectMeta: metav1.ObjectMeta{Name: typ + "-" + uid, Namespace: ns}, Spec: posturev1.ProviderSpec{Type: typ, UID: uid, Origin: posturev1.ProviderImported}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "gcp-markup", Namespace: ns}, Spec: posturev1.ProviderSpec{Type: "gcp", UID: "markup-project", Alias: hostileValue, Origin: posturev1.ProviderConnected}},
+		} {
+			if err := te.k8s.Create(context.Background(), pr); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var providers listDoc
+		eventually(t, 30*time.Second, "the providers listed", func() string {
+			providers = direct.list("/api/v1/providers", "sort=type,uid")
+			if len(providers.Data) != 2 {
+				return fmt.Sprintf("%d providers listed, want 2", len(providers.Data))
+			}
+			return ""
+		})
+		p := b.page(t)
+		p.signIn(admin, te.pw[admin])
+		p.do(chromedp.Click(chromedp.CSS(`#nav a[href="#/providers"]`)), chromedp.WaitVisible(chromedp.ID("providers-view")))
+		p.waitJS("the providers listed", fmt.Sprintf(`document.querySelectorAll('#providers-table tbody tr').length === %d`, len(providers.Data)))
+		for i, pr := range providers.Data {
+			for col, attr := range []string{"type", "uid", "alias", "origin"} {
+				want, _ := pr.Attributes[attr].(string)
+				if want == "" {
+					want = "—"
+				}
+				if got, _ := p.eval(fmt.Sprintf(`document.querySelectorAll('#providers-table tbody tr')[%d].cells[%d].textContent`, i, col)).(string); got != want {
+					t.Errorf("provider %d %s = %q, want the API's %q", i, attr, got, want)
+				}
+			}
+		}
+		usage := func() (count, limit int) {
+			a := direct.one("/api/v1/tenant", "").Data.Attributes["providers"].(map[string]any)
+			return int(a["count"].(float64)), int(a["limit"].(float64))
+		}
+		count, limit := usage()
+		p.waitText("#providers-plan", fmt.Sprintf("%d of %d providers on your plan", count, limit))
+		if v, _ := p.eval(`[document.querySelector('#providers-plan-bar').value, document.querySelector('#providers-plan-bar').max].join('/')`).(string); v != fmt.Sprintf("%d/%d", count, limit) {
+			t.Errorf("the usage bar shows %s, want %d/%d", v, count, limit)
+		}
+		p.screenshot("providers")
+		if v := p.eval(`document.querySelectorAll('main img').length === 0 && window.pwned === undefined`); v != true {
+			t.Error("a provider alias became an element or ran")
+		}
+		tenant := te.tenants["demo"]
+		setLimit := func(n int32) {
+			te.update(tenant, func() { tenant.Spec.Subscription.ProviderLimit = n })
+		}
+		t.Cleanup(func() { setLimit(5) })
+		for _, tc := range []struct {
+			limit      int32
+			plan, note string
+			atLimit    bool
+		}{
+			{int32(count), fmt.Sprintf("%d of %d providers on your plan", count, count), "The limit is reached", true},
+			{0, fmt.Sprintf("%d provider", count), "does not limit", false},
+		} {
+			setLimit(tc.limit)
+			p.do(chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("providers-view")))
+			p.waitText("#providers-plan-note", tc.note)
+			if got := p.text("#providers-plan"); !strings.HasPrefix(got, tc.plan) {
+				t.Errorf("limit %d: usage reads %q, want %q", tc.limit, got, tc.plan)
+			}
+			if got := p.eval(`document.querySelector('#providers-view').classList.contains('at-limit')`); got != tc.atLimit {
+				t.Errorf("limit %d: marked as at the limit = %v, want %v", tc.limit, got, tc.atLimit)
+			}
+			if tc.atLimit {
+				p.screenshot("providers-at-limit")
+			}
+			if got := p.visible("#providers-plan-bar"); got != (tc.limit > 0) {
+				t.Errorf("limit %d: usage bar shown = %v", tc.limit, got)
+			}
+		}
 	})
 
 	t.Run("invalid records and an HTML file name are shown as inert text", func(t *testing.T) {
@@ -409,6 +497,30 @@ func TestWebUI(t *testing.T) {
 				if got := p.text(chart + " [data-value=" + v + "] .bar-count"); got != strconv.Itoa(want) {
 					t.Errorf("overview: %s %s = %s, want %d", filter, v, got, want)
 				}
+			}
+		}
+		// By provider: every group the API counts, with its count.
+		r := direct.get("/api/v1/findings/counts", "group_by=provider_type,provider_uid")
+		var counts struct {
+			Data []struct {
+				Attributes struct {
+					Type  string `json:"provider_type"`
+					UID   string `json:"provider_uid"`
+					Count int    `json:"count"`
+				} `json:"attributes"`
+			} `json:"data"`
+		}
+		decode(t, r, &counts)
+		if len(counts.Data) == 0 {
+			t.Fatal("the API counts no findings by provider: the test would prove nothing")
+		}
+		p.waitJS("a bar per provider", fmt.Sprintf(`document.querySelectorAll('#by-provider .bar-row').length === %d`, len(counts.Data)))
+		for _, g := range counts.Data {
+			a := g.Attributes
+			got, _ := p.eval(fmt.Sprintf(`(() => { const r = [...document.querySelectorAll('#by-provider .bar-row')].find(r => r.dataset.value === %q);
+				return r ? r.querySelector('.bar-label').textContent + '=' + r.querySelector('.bar-count').textContent : 'no bar' })()`, a.Type+" "+a.UID)).(string)
+			if want := fmt.Sprintf("%s %s=%d", a.Type, a.UID, a.Count); got != want {
+				t.Errorf("overview by provider: %s, want the API's %s", got, want)
 			}
 		}
 		p.waitText("#providers-usage", "of 5 providers on your plan")
@@ -456,6 +568,119 @@ func TestWebUI(t *testing.T) {
 		}
 	})
 
+	t.Run("no page scrolls sideways at 390 or 1280 px", func(t *testing.T) {
+		direct := te.as(t, te.key("demo-admin"))
+		// The pages with the longest unbroken values: the job that rejected
+		// records, and a finding, whose resource UID is an ARN.
+		jobs := direct.list("/api/v1/ingestions", "sort=-requested_at")
+		jobID := ""
+		for _, j := range jobs.Data {
+			if s, _ := j.Attributes["summary"].(map[string]any); s != nil && s["invalid"].(float64) > 0 {
+				jobID = j.ID
+				break
+			}
+		}
+		findings := direct.list("/api/v1/findings", "page[size]=1")
+		if jobID == "" || len(findings.Data) == 0 {
+			t.Fatal("no job with rejected records or no finding: run the import subtests first")
+		}
+		findingID := findings.Data[0].ID
+		p := b.page(t)
+		p.signIn(admin, te.pw[admin])
+		pages := []struct {
+			name, hash, ready string
+			dialog            bool
+		}{
+			{"scans", "#/scans", `#jobs-table tbody tr`, false},
+			{"dialog", "#/scans", `#jobs-table tbody tr`, true},
+			{"findings", "#/findings", `#by-provider .bar-row`, false},
+			{"providers", "#/providers", `#providers-table tbody tr`, false},
+			{"job", "#/ingestions/" + jobID, `#job-errors tbody tr`, false},
+			{"finding", "#/findings/" + findingID, `#finding-summary dd`, false},
+		}
+		for _, size := range []struct{ w, h int64 }{{390, 844}, {1280, 800}} {
+			p.do(chromedp.EmulateViewport(size.w, size.h))
+			for _, pg := range pages {
+				p.do(chromedp.Navigate(b.base + "/" + pg.hash))
+				p.waitJS(pg.name+" loaded", `!!document.querySelector(`+strconv.Quote(pg.ready)+`)`)
+				if pg.dialog {
+					p.openImport()
+					// The longest thing the dialog shows: a long file name
+					// rejected with its reason.
+					p.choose(writeFile(t, strings.Repeat("a-very-long-report-name-", 6)+"json", []byte(`[]`)))
+					p.waitText("#import-error", "must end in .ocsf.json")
+				}
+				got, _ := p.eval(`document.documentElement.scrollWidth + '/' + window.innerWidth`).(string)
+				var sw, iw int
+				if _, err := fmt.Sscanf(got, "%d/%d", &sw, &iw); err != nil {
+					t.Fatalf("read the widths %q: %v", got, err)
+				}
+				if iw != int(size.w) || sw > iw {
+					wide, _ := p.eval(`[...document.querySelectorAll('body *')].filter(n => n.getBoundingClientRect().right > window.innerWidth + 0.5 && !n.closest('.table-wrap')).slice(0, 5).map(n => n.tagName + (n.id ? '#' + n.id : '') + '.' + n.className).join(', ')`).(string)
+					t.Errorf("%s at %d px: the page is %d px wide in a %d px window (too wide: %s)", pg.name, size.w, sw, iw, wide)
+				}
+				if pg.dialog {
+					// The dialog clips what is wider than itself rather than
+					// widening the page: check its own width too.
+					if got, _ := p.eval(`(() => { const d = document.querySelector('#import-dialog'); return d.scrollWidth + '/' + d.clientWidth })()`).(string); func() bool {
+						var sw, cw int
+						_, err := fmt.Sscanf(got, "%d/%d", &sw, &cw)
+						return err != nil || sw > cw
+					}() {
+						t.Errorf("dialog at %d px: its content is wider than the dialog (%s)", size.w, got)
+					}
+				}
+				if size.w == 390 {
+					p.screenshot(pg.name + "-390")
+				}
+				if pg.dialog {
+					p.do(chromedp.KeyEvent("\x1b"))
+					p.waitJS("the dialog closed", `!document.querySelector('#import-dialog').open`)
+				}
+			}
+		}
+	})
+
+	t.Run("keyboard: the dialog opens with Enter, keeps Tab inside and Escape returns focus", func(t *testing.T) {
+		p := b.page(t)
+		p.signIn(admin, te.pw[admin])
+		p.eval(`document.querySelector('#import-open').focus(), true`)
+		p.do(chromedp.KeyEvent("\r"))
+		p.waitJS("the dialog open", `document.querySelector('#import-dialog').open`)
+		// A chosen file enables Start import, so every control is in the cycle.
+		p.choose(writeFile(t, "keyboard.ocsf.json", example(t, "aws_mixed_7_records.ocsf.json")))
+		p.waitJS("Start import enabled", `!document.querySelector('#import-start').disabled`)
+		inside := `(() => { const a = document.activeElement; return a && a !== document.body && document.querySelector('#import-dialog').contains(a) ? (a.id || a.tagName) : 'outside: ' + (a ? a.tagName + '#' + a.id : 'none'); })()`
+		for _, dir := range []struct {
+			name string
+			mods []chromedp.KeyOption
+		}{
+			{"Tab", nil},
+			{"Shift+Tab", []chromedp.KeyOption{chromedp.KeyModifiers(chromedp.ModifierShift)}},
+		} {
+			seen := map[string]bool{}
+			// More presses than the dialog has controls: focus must come round.
+			for i := range 12 {
+				p.do(chromedp.KeyEvent(kb.Tab, dir.mods...))
+				at, _ := p.eval(inside).(string)
+				if strings.HasPrefix(at, "outside") {
+					t.Fatalf("%s press %d: focus left the dialog (%s)", dir.name, i+1, at)
+				}
+				seen[at] = true
+			}
+			for _, id := range []string{"import-file", "import-start", "import-close"} {
+				if !seen[id] {
+					t.Errorf("%s never reached #%s (reached %v)", dir.name, id, seen)
+				}
+			}
+		}
+		p.do(chromedp.KeyEvent(kb.Escape))
+		p.waitJS("the dialog closed", `!document.querySelector('#import-dialog').open`)
+		if at, _ := p.eval(`document.activeElement.id`).(string); at != "import-open" {
+			t.Errorf("after Escape focus is on %q, want the Import Findings button", at)
+		}
+	})
+
 	t.Run("closing the dialog does not cancel; a notification follows", func(t *testing.T) {
 		p := b.page(t)
 		p.signIn(admin, te.pw[admin])
@@ -465,6 +690,67 @@ func TestWebUI(t *testing.T) {
 		p.waitJS("the dialog closed", `!document.querySelector('#import-dialog').open`)
 		p.waitText("#toasts", "Import of background.ocsf.json completed: 1500 processed, 0 invalid")
 		p.screenshot("notification")
+	})
+
+	t.Run("a dropped file is imported, with the upload's progress shown to the end", func(t *testing.T) {
+		mixed := example(t, "aws_mixed_7_records.ocsf.json")
+		for _, tc := range []struct {
+			name    string
+			target  string   // where the file is dropped
+			files   []string // names; each holds content
+			content []byte
+			error   string // refused in the browser with this, or "" to import
+			state   string
+		}{
+			{"on the drop zone", "#drop", []string{"dropped.ocsf.json"}, big, "", "Import completed: 1500 records, 1500 processed, 0 invalid"},
+			{"elsewhere on the dialog", "#import-title", []string{"dropped-title.ocsf.json"}, mixed, "", "Import completed: 7 records, 7 processed, 4 invalid"},
+			{"two files", "#drop", []string{"a.ocsf.json", "b.ocsf.json"}, mixed, "one file per import", ""},
+			{"a wrong name", "#drop", []string{"dropped.json"}, mixed, "must end in .ocsf.json", ""},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				p := b.page(t)
+				p.signIn(admin, te.pw[admin])
+				p.openImport()
+				content, _ := json.Marshal(string(tc.content))
+				names, _ := json.Marshal(tc.files)
+				p.eval(fmt.Sprintf(`(() => { const dt = new DataTransfer();
+					for (const name of %s) dt.items.add(new File([%s], name, { type: 'application/json' }));
+					const target = document.querySelector(%q);
+					target.dispatchEvent(new DragEvent('dragover', { bubbles: true, cancelable: true, dataTransfer: dt }));
+					return target.dispatchEvent(new DragEvent('drop', { bubbles: true, cancelable: true, dataTransfer: dt })) })()`, names, content, tc.target))
+				if tc.error != "" {
+					p.waitText("#import-error", tc.error)
+					if v, _ := p.eval(`document.querySelector('#import-start').disabled`).(bool); !v {
+						t.Error("Start import is enabled after a refused drop")
+					}
+					if n := p.sent(http.MethodPost, "/api/v1/ingestions"); n != 0 {
+						t.Errorf("%d uploads for a drop refused in the browser", n)
+					}
+					return
+				}
+				if got := p.text("#import-file-name"); got != tc.files[0] {
+					t.Fatalf("the dialog shows %q after the drop, want the dropped file %q (error: %q)", got, tc.files[0], p.text("#import-error"))
+				}
+				p.click("import-start")
+				p.waitText("#import-state", tc.state)
+				if n := p.sent(http.MethodPost, "/api/v1/ingestions"); n != 1 {
+					t.Errorf("%d uploads, want 1", n)
+				}
+				// The upload's bar, apart from the job's, stays full once the
+				// whole request was sent: at least the file's size.
+				if !p.visible("#upload-progress") {
+					t.Error("no upload progress bar is shown")
+				}
+				got, _ := p.eval(`[document.querySelector('#upload-progress').value, document.querySelector('#upload-progress').max].join('/')`).(string)
+				var value, max int
+				if _, err := fmt.Sscanf(got, "%d/%d", &value, &max); err != nil || value != max || max < len(tc.content) {
+					t.Errorf("the upload's progress bar is at %s, want full at the request's size (at least the file's %d bytes)", got, len(tc.content))
+				}
+				if tc.target == "#drop" {
+					p.screenshot("dialog-dropped")
+				}
+			})
+		}
 	})
 
 	t.Run("Retry import after a rejection sends the same file again", func(t *testing.T) {

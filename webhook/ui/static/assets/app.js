@@ -13,6 +13,7 @@ const listState = {
   scans: { page: 1, pages: 1 },
   errors: { page: 1, pages: 1 },
   findings: { page: 1, pages: 1 },
+  providers: { page: 1, pages: 1 },
 };
 
 class APIError extends Error {
@@ -62,7 +63,7 @@ function when(ts) {
 }
 
 function show(view) {
-  for (const id of ['signin-view', 'scans-view', 'job-view', 'findings-view', 'finding-view']) $(id).hidden = id !== view;
+  for (const id of ['signin-view', 'scans-view', 'job-view', 'findings-view', 'finding-view', 'providers-view']) $(id).hidden = id !== view;
 }
 
 // ---- session --------------------------------------------------------------
@@ -128,6 +129,8 @@ function route() {
     showJob(decodeURIComponent(m[1]));
   } else if (f) {
     showFinding(decodeURIComponent(f[1]));
+  } else if (location.hash === '#/providers') {
+    showProviders();
   } else if (location.hash === '#/findings') {
     show('findings-view');
     loadOverview();
@@ -318,39 +321,60 @@ async function loadFindings() {
   pager('findings-pager', listState.findings, doc.meta.pagination ? doc.meta.pagination.pages : 1, loadFindings);
 }
 
-// loadOverview draws counts as bars; each count is one list request of
-// page size 1 that reads meta.pagination.count.
+// loadOverview draws counts as bars, each group's count as
+// GET /api/v1/findings/counts gives it.
+const PROVIDER_BARS = 8;
+
 async function loadOverview() {
-  const count = async (filter, value) => {
-    const q = new URLSearchParams({ 'page[size]': 1, ['filter[' + filter + ']']: value });
-    const doc = await api('/api/v1/findings?' + q);
-    return doc.meta.pagination ? doc.meta.pagination.count : doc.data.length;
-  };
-  const draw = async (id, filter, values) => {
-    let counts;
-    try {
-      counts = await Promise.all(values.map((v) => count(filter, v)));
-    } catch (e) {
-      $(id).replaceChildren(el('p', 'Could not count findings: ' + e.message, 'error'));
-      return;
-    }
-    const top = Math.max(1, ...counts);
-    $(id).replaceChildren(...values.map((v, i) => {
+  const groups = async (by) => (await api('/api/v1/findings/counts?' + new URLSearchParams({ group_by: by }))).data.map((g) => g.attributes);
+  const bars = (id, rows, cls) => {
+    const top = Math.max(1, ...rows.map((r) => r.count));
+    $(id).replaceChildren(...rows.map((r) => {
       const row = el('div', null, 'bar-row');
-      row.dataset.value = v;
-      const bar = el('span', null, 'meter ' + filter + '-' + v);
-      bar.style.width = Math.round((counts[i] / top) * 100) + '%';
+      row.dataset.value = r.value;
+      const bar = el('span', null, 'meter ' + cls(r.value));
+      bar.style.width = Math.round((r.count / top) * 100) + '%';
       const track = el('span', null, 'track');
       track.append(bar);
-      row.append(el('span', v, 'bar-label'), track, el('span', counts[i], 'bar-count'));
+      const label = el('span', r.label || r.value, 'bar-label');
+      label.title = r.label || r.value;
+      row.append(label, track, el('span', r.count, 'bar-count'));
       return row;
     }));
   };
-  draw('by-severity', 'severity', ['critical', 'high', 'medium', 'low', 'informational']);
-  draw('by-status', 'status_code', ['FAIL', 'PASS', 'MANUAL']);
+  // Severities and status codes are a fixed set: every one is drawn, zero
+  // included, in their natural order.
+  const fixed = async (id, dim, values) => {
+    try {
+      const got = new Map((await groups(dim)).map((g) => [g[dim], g.count]));
+      bars(id, values.map((v) => ({ value: v, count: got.get(v) || 0 })), (v) => dim + '-' + v);
+    } catch (e) {
+      $(id).replaceChildren(el('p', 'Could not count findings: ' + e.message, 'error'));
+    }
+  };
+  fixed('by-severity', 'severity', ['critical', 'high', 'medium', 'low', 'informational']);
+  fixed('by-status', 'status_code', ['FAIL', 'PASS', 'MANUAL']);
+  // Providers are open-ended: the largest first, the rest summed up.
+  (async () => {
+    let rows;
+    try {
+      rows = (await groups('provider_type,provider_uid')).map((g) => ({
+        value: g.provider_type + ' ' + g.provider_uid, label: g.provider_type + ' ' + g.provider_uid, count: g.count,
+      }));
+    } catch (e) {
+      $('by-provider').replaceChildren(el('p', 'Could not count findings: ' + e.message, 'error'));
+      return;
+    }
+    rows.sort((x, y) => y.count - x.count || x.value.localeCompare(y.value));
+    const rest = rows.slice(PROVIDER_BARS);
+    rows = rows.slice(0, PROVIDER_BARS);
+    if (rest.length) rows.push({ value: 'other', label: rest.length + ' more', count: rest.reduce((n, r) => n + r.count, 0) });
+    bars('by-provider', rows, () => 'provider');
+    if (!rows.length) $('by-provider').replaceChildren(el('p', 'No findings yet.', 'muted'));
+  })();
   try {
     const p = (await api('/api/v1/tenant')).data.attributes.providers;
-    $('providers-usage').textContent = p.limit ? p.count + ' of ' + p.limit + ' providers on your plan' : p.count + ' providers (no limit on your plan)';
+    $('providers-usage').textContent = usageText(p).text;
     $('providers-bar').hidden = !p.limit;
     $('providers-bar').max = p.limit || 1;
     $('providers-bar').value = p.count;
@@ -390,6 +414,67 @@ async function showFinding(id) {
   $('finding-record').textContent = JSON.stringify(a.record, null, 2);
 }
 
+// ---- providers ------------------------------------------------------------
+
+// usageText words the plan's provider usage; limit 0 means unlimited.
+function usageText(p) {
+  if (!p.limit) return { text: p.count + (p.count === 1 ? ' provider' : ' providers') + ' (no limit on your plan)', full: false };
+  return { text: p.count + ' of ' + p.limit + ' providers on your plan', full: p.count >= p.limit };
+}
+
+function showProviders() {
+  show('providers-view');
+  loadUsage();
+  loadProviders();
+}
+
+async function loadUsage() {
+  const note = $('providers-plan-note');
+  const bar = $('providers-plan-bar');
+  let p;
+  try {
+    p = (await api('/api/v1/tenant')).data.attributes.providers;
+  } catch (e) {
+    $('providers-plan').textContent = 'Could not read provider usage: ' + e.message;
+    bar.hidden = true;
+    note.textContent = '';
+    return;
+  }
+  const u = usageText(p);
+  $('providers-plan').textContent = u.text;
+  bar.hidden = !p.limit;
+  bar.max = p.limit || 1;
+  bar.value = Math.min(p.count, p.limit || 0);
+  $('providers-view').classList.toggle('at-limit', u.full);
+  if (!p.limit) note.textContent = 'Your plan does not limit how many provider accounts you report on.';
+  else if (u.full) note.textContent = 'The limit is reached: a report for an account not listed here fails with provider_limit_exceeded until the plan allows more.';
+  else note.textContent = p.remaining + ' more ' + (p.remaining === 1 ? 'account' : 'accounts') + ' can be added before the limit.';
+}
+
+async function loadProviders() {
+  const q = new URLSearchParams({ 'page[number]': listState.providers.page, 'page[size]': 20, sort: 'type,uid' });
+  const tbody = $('providers-table').tBodies[0];
+  let doc;
+  try {
+    doc = await api('/api/v1/providers?' + q);
+  } catch (e) {
+    tbody.replaceChildren();
+    $('providers-message').textContent = 'Could not list providers: ' + e.message;
+    pager('providers-pager', listState.providers, 1, loadProviders);
+    return;
+  }
+  const count = doc.meta.pagination ? doc.meta.pagination.count : doc.data.length;
+  $('providers-message').textContent = count ? count + (count === 1 ? ' provider' : ' providers') : 'No providers yet: they appear when findings for an account are imported.';
+  tbody.replaceChildren(...doc.data.map((pr) => {
+    const a = pr.attributes;
+    const tr = el('tr');
+    tr.dataset.id = pr.id;
+    tr.append(el('td', a.type), el('td', a.uid, 'code'), el('td', a.alias || '—'), el('td', a.origin), el('td', when(a.inserted_at)));
+    return tr;
+  }));
+  pager('providers-pager', listState.providers, doc.meta.pagination ? doc.meta.pagination.pages : 1, loadProviders);
+}
+
 // ---- Import Findings dialog ----------------------------------------------
 
 const dialog = $('import-dialog');
@@ -422,13 +507,20 @@ function showCounts(s) {
   $('count-invalid').textContent = s.invalid;
 }
 
+// showBars shows the upload's bar and the job's; the upload's stays full
+// once sent, so both phases stay readable.
+function showBars(upload, job) {
+  $('upload-row').hidden = !upload;
+  $('import-progress-row').hidden = !job;
+}
+
 function resetDialog() {
   imp.file = null;
   imp.jobId = null;
   imp.state = 'idle';
   $('import-file').value = '';
   $('import-file-name').textContent = '';
-  $('import-progress').hidden = true;
+  showBars(false, false);
   $('import-errors-link').hidden = true;
   setState('');
   setError('');
@@ -443,6 +535,25 @@ $('import-open').addEventListener('click', () => {
 });
 $('import-close').addEventListener('click', () => dialog.close());
 
+// A modal <dialog> makes the page behind it inert, but Tab past its last
+// control still leaves it for the browser's own UI; keep the cycle inside.
+dialog.addEventListener('keydown', (ev) => {
+  if (ev.key !== 'Tab') return;
+  const controls = [...dialog.querySelectorAll('a[href], button, input, select, textarea, [tabindex]:not([tabindex="-1"])')]
+    .filter((n) => !n.disabled && !n.closest('[hidden]') && n.getClientRects().length > 0);
+  if (!controls.length) return;
+  const first = controls[0];
+  const last = controls[controls.length - 1];
+  const at = controls.indexOf(document.activeElement);
+  if (ev.shiftKey && at <= 0) {
+    ev.preventDefault();
+    last.focus();
+  } else if (!ev.shiftKey && (at === -1 || at === controls.length - 1)) {
+    ev.preventDefault();
+    first.focus();
+  }
+});
+
 // chooseFile checks the file before anything is sent: one file, the right
 // name, not empty.
 function chooseFile(files) {
@@ -450,7 +561,7 @@ function chooseFile(files) {
   $('import-errors-link').hidden = true;
   showCounts(null);
   setState('');
-  $('import-progress').hidden = true;
+  showBars(false, false);
   imp.file = null;
   $('import-start').disabled = true;
   setButtons({ start: true });
@@ -474,15 +585,21 @@ function chooseFile(files) {
 }
 
 $('import-file').addEventListener('change', (ev) => chooseFile(ev.target.files));
+// The whole dialog takes a dropped file, not only the marked zone: a drop
+// that misses it by a little must not be lost.
 const drop = $('drop');
-drop.addEventListener('dragover', (ev) => { ev.preventDefault(); drop.classList.add('over'); });
-drop.addEventListener('dragleave', () => drop.classList.remove('over'));
-drop.addEventListener('drop', (ev) => {
+dialog.addEventListener('dragover', (ev) => { ev.preventDefault(); drop.classList.add('over'); });
+dialog.addEventListener('dragleave', (ev) => { if (!dialog.contains(ev.relatedTarget)) drop.classList.remove('over'); });
+dialog.addEventListener('drop', (ev) => {
   ev.preventDefault();
   drop.classList.remove('over');
   if (imp.state === 'uploading' || imp.state === 'tracking') return;
   chooseFile(ev.dataTransfer.files);
 });
+// A file dropped anywhere else would make the browser open it and leave
+// the UI, losing any import it was following.
+window.addEventListener('dragover', (ev) => ev.preventDefault());
+window.addEventListener('drop', (ev) => ev.preventDefault());
 
 $('import-start').addEventListener('click', () => upload());
 $('import-retry').addEventListener('click', () => upload());
@@ -505,8 +622,9 @@ function upload() {
   $('import-errors-link').hidden = true;
   setButtons({});
   setState('Uploading ' + imp.file.name + '…');
-  const bar = $('import-progress');
-  bar.hidden = false;
+  const bar = $('upload-progress');
+  showBars(true, false);
+  bar.max = imp.file.size;
   bar.value = 0;
   const form = new FormData();
   form.append('file', imp.file, imp.file.name);
@@ -514,7 +632,13 @@ function upload() {
   xhr.open('POST', '/api/v1/ingestions');
   xhr.setRequestHeader('Accept', MEDIA);
   xhr.setRequestHeader('X-Posture-UI', '1');
-  xhr.upload.onprogress = (ev) => { if (ev.lengthComputable) bar.value = Math.round((ev.loaded / ev.total) * 100); };
+  // Progress counts the whole request body (the multipart framing too).
+  xhr.upload.onprogress = (ev) => {
+    if (!ev.lengthComputable) return;
+    bar.max = ev.total;
+    bar.value = ev.loaded;
+  };
+  xhr.upload.onload = () => { bar.value = bar.max; };
   xhr.onerror = () => rejected(0, 'the upload did not reach the server');
   xhr.onload = () => {
     let body = null;
@@ -534,7 +658,7 @@ function upload() {
 
 function rejected(status, detail) {
   imp.state = 'rejected';
-  $('import-progress').hidden = true;
+  showBars(false, false);
   const why = REJECTIONS[status] || (status ? 'The server refused the upload (HTTP ' + status + ')' : 'The upload failed');
   setState('');
   setError(why + ': ' + detail);
@@ -562,7 +686,7 @@ async function track() {
   imp.summary = s;
   showCounts(s);
   const bar = $('import-progress');
-  bar.hidden = false;
+  $('import-progress-row').hidden = false;
   bar.value = s.total ? Math.round((s.processed / s.total) * 100) : 0;
   if (job.status === 'pending' || job.status === 'processing') {
     setState('Job ' + imp.jobId + ' is ' + job.status + ': ' + s.processed + ' of ' + s.total + ' records processed.');
