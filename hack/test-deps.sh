@@ -19,6 +19,7 @@ if ! command -v chromium >/dev/null 2>&1; then
 		exit 1
 	fi
 	echo "==> installing chromium (apt-get install -y chromium)" >&2
+	export DEBIAN_FRONTEND=noninteractive # CI has no terminal to answer prompts
 	if ! apt-get install -y --no-install-recommends chromium >&2; then
 		apt-get update >&2
 		apt-get install -y --no-install-recommends chromium >&2
