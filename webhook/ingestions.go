@@ -125,19 +125,16 @@ type budgetReader struct {
 }
 
 func (b *budgetReader) Read(p []byte) (int, error) {
-	if b.left < 0 {
-		n, err := b.r.Read(p)
-		b.read += int64(n)
-		return n, err
-	}
 	if b.left == 0 {
 		return 0, errPartHeaderTooLarge
 	}
-	if int64(len(p)) > b.left {
+	if b.left > 0 && int64(len(p)) > b.left {
 		p = p[:b.left]
 	}
 	n, err := b.r.Read(p)
-	b.left -= int64(n)
+	if b.left > 0 {
+		b.left -= int64(n)
+	}
 	b.read += int64(n)
 	return n, err
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/store/internal/engine"
 	"github.com/posture-dev/posture/internal/store/pgtest"
 	"github.com/posture-dev/posture/internal/store/storetest"
@@ -34,15 +33,7 @@ func TestQueryPlans(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	fs := storetest.PlanFindings(3000)
-	for _, tenant := range []string{"tenant-a", "tenant-b"} {
-		if err := s.StartRun(ctx, tenant, "ing-1", 1, len(fs)); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.WriteBatch(ctx, tenant, "ing-1", 1, store.Batch{Findings: fs}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	storetest.WritePlanFindings(t, s)
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)

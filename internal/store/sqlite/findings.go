@@ -210,19 +210,8 @@ func (s *Store) FindingCounts(ctx context.Context, tenant string, q store.Findin
 		return nil, fmt.Errorf("sqlite: count findings: %w", err)
 	}
 	defer rows.Close()
-	out := []store.FindingGroup{}
-	for rows.Next() {
-		g := store.FindingGroup{Values: make([]string, len(by))}
-		dest := make([]any, 0, len(by)+1)
-		for i := range g.Values {
-			dest = append(dest, &g.Values[i])
-		}
-		if err := rows.Scan(append(dest, &g.Count)...); err != nil {
-			return nil, fmt.Errorf("sqlite: count findings: %w", err)
-		}
-		out = append(out, g)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := engine.ScanGroups(rows, len(by))
+	if err != nil {
 		return nil, fmt.Errorf("sqlite: count findings: %w", err)
 	}
 	return out, nil

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/store/internal/engine"
 	"github.com/posture-dev/posture/internal/store/storetest"
 )
@@ -22,15 +21,7 @@ func TestQueryPlans(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	fs := storetest.PlanFindings(3000)
-	for _, tenant := range []string{"tenant-a", "tenant-b"} {
-		if err := s.StartRun(ctx, tenant, "ing-1", 1, len(fs)); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.WriteBatch(ctx, tenant, "ing-1", 1, store.Batch{Findings: fs}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	storetest.WritePlanFindings(t, s)
 	explain := func(t *testing.T, st engine.Statement) []string {
 		t.Helper()
 		rows, err := s.r.QueryContext(ctx, "EXPLAIN QUERY PLAN "+st.SQL, st.Args...)

@@ -103,3 +103,19 @@ func CheckPlans(t *testing.T, s store.Store, dialect engine.Dialect, explain fun
 		})
 	}
 }
+
+// WritePlanFindings stores PlanFindings(3000) for tenant-a and tenant-b, the
+// table CheckPlans explains its statements over.
+func WritePlanFindings(t *testing.T, s store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	fs := PlanFindings(3000)
+	for _, tenant := range []string{"tenant-a", "tenant-b"} {
+		if err := s.StartRun(ctx, tenant, "ing-1", 1, len(fs)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.WriteBatch(ctx, tenant, "ing-1", 1, store.Batch{Findings: fs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1221,18 +1221,8 @@ func testListFindings(t *testing.T, s store.Store) {
 		{Search: "%"},              // a literal percent sign
 		{Search: "f_b"},            // a literal underscore: not "f?b"
 		{Search: "s3_", Severity: []string{"medium", "critical"}, ScanID: "scan-1"},
-		{Sort: []string{"time"}},
-		{Sort: []string{"-time"}},
-		{Sort: []string{"severity_id"}},
-		{Sort: []string{"-severity_id"}},
-		{Sort: []string{"inserted_at"}},
-		{Sort: []string{"-inserted_at"}},
-		{Sort: []string{"check_id", "-time"}},
-		{Sort: []string{"-check_id"}},
-		{Sort: []string{"uid"}},
-		{Sort: []string{"-uid"}},
-		{Sort: []string{"-time", "severity_id"}, StatusCode: []string{"FAIL"}},
 	}
+	queries = append(queries, sortQueries...)
 	for _, q := range queries {
 		want := reference(fs, inserted, q)
 		q.Page = store.Page{Size: 100}
@@ -1312,21 +1302,8 @@ func testListFindingsAfterKey(t *testing.T, s store.Store) {
 	for _, f := range stored {
 		inserted[f.ID] = f.InsertedAt
 	}
-	for _, q := range []store.FindingQuery{
-		{},
-		{Sort: []string{"time"}},
-		{Sort: []string{"-time"}},
-		{Sort: []string{"severity_id"}},
-		{Sort: []string{"-severity_id"}},
-		{Sort: []string{"inserted_at"}},
-		{Sort: []string{"-inserted_at"}},
-		{Sort: []string{"check_id", "-time"}},
-		{Sort: []string{"-check_id"}},
-		{Sort: []string{"uid"}},
-		{Sort: []string{"-uid"}},
-		{Sort: []string{"-time", "severity_id"}, StatusCode: []string{"FAIL"}},
-		{Sort: []string{"-inserted_at"}, Region: "eu-west-1", Search: "uid"},
-	} {
+	for _, q := range append(append([]store.FindingQuery{{}}, sortQueries...),
+		store.FindingQuery{Sort: []string{"-inserted_at"}, Region: "eu-west-1", Search: "uid"}) {
 		want := reference(fs, inserted, q)
 		var got []store.Finding
 		q.Page = store.Page{Size: 4}
@@ -1598,4 +1575,20 @@ func testConcurrent(t *testing.T, s store.Store) {
 	if got := hex.EncodeToString(h.Sum(nil)); got != blob.SHA256 {
 		t.Fatalf("blob read across writes: sha256 %s, want %s", got, blob.SHA256)
 	}
+}
+
+// sortQueries list every documented findings sort, each way, with one
+// combined with a filter: the orders a listing and a cursor must both keep.
+var sortQueries = []store.FindingQuery{
+	{Sort: []string{"time"}},
+	{Sort: []string{"-time"}},
+	{Sort: []string{"severity_id"}},
+	{Sort: []string{"-severity_id"}},
+	{Sort: []string{"inserted_at"}},
+	{Sort: []string{"-inserted_at"}},
+	{Sort: []string{"check_id", "-time"}},
+	{Sort: []string{"-check_id"}},
+	{Sort: []string{"uid"}},
+	{Sort: []string{"-uid"}},
+	{Sort: []string{"-time", "severity_id"}, StatusCode: []string{"FAIL"}},
 }

@@ -457,3 +457,32 @@ func ScanWhere(a *Args, tenant string, q store.ScanQuery) string {
 	}
 	return strings.Join(conds, " AND ")
 }
+
+// Rows is what both drivers' result sets offer: database/sql's *sql.Rows
+// and pgx's Rows alike.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// ScanGroups reads the rows of a FindingCounts statement grouped by n
+// dimensions: n values, then the count.
+func ScanGroups(rows Rows, n int) ([]store.FindingGroup, error) {
+	out := []store.FindingGroup{}
+	for rows.Next() {
+		g := store.FindingGroup{Values: make([]string, n)}
+		dest := make([]any, 0, n+1)
+		for i := range g.Values {
+			dest = append(dest, &g.Values[i])
+		}
+		if err := rows.Scan(append(dest, &g.Count)...); err != nil {
+			return nil, err
+		}
+		out = append(out, g)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
