@@ -84,8 +84,10 @@ type Response struct {
 // Decode decodes the body into v.
 func (r *Response) Decode(v any) error { return json.Unmarshal(r.Body, v) }
 
-// Error is a call that got no 2xx answer: Status 0 when no HTTP response
-// came (Cause says why), otherwise the status, and what the body said.
+// Error is a call that got no 2xx answer. Cause is set when something
+// failed on the way: with Status 0 no HTTP response came; with a status the
+// body could not be read (or, TooLarge, was larger than allowed). Without
+// Cause the API answered Status, and Body is what it said.
 type Error struct {
 	Method string
 	URL    *url.URL
@@ -116,7 +118,7 @@ func (e *Error) Endpoint() string {
 // Detail is what the answer said: its errors' details, or a snippet of a
 // body that is not an error document.
 func (e *Error) Detail() string {
-	if e.Status == 0 {
+	if e.Cause != nil {
 		return e.Cause.Error()
 	}
 	return ErrorDetail(e.Body)
@@ -132,7 +134,7 @@ func (e *Error) Location() string { return e.Header.Get("Location") }
 func (e *Error) ContentType() string { return e.Header.Get("Content-Type") }
 
 func (e *Error) Error() string {
-	if e.Status == 0 {
+	if e.Cause != nil {
 		return fmt.Sprintf("%s: %v", e.Endpoint(), e.Cause)
 	}
 	return fmt.Sprintf("%s: HTTP %d %s: %s", e.Endpoint(), e.Status, http.StatusText(e.Status), e.Detail())
@@ -143,7 +145,10 @@ func (e *Error) Error() string {
 // timed-out context is not transient.
 func Transient(err error) bool {
 	var e *Error
-	if errors.As(err, &e) && e.Status != 0 {
+	switch {
+	case errors.As(err, &e) && e.TooLarge:
+		return false
+	case e != nil && e.Cause == nil:
 		return e.Status >= 500 || e.Status == http.StatusTooManyRequests
 	}
 	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
@@ -197,12 +202,12 @@ func (c *Client) Do(ctx context.Context, call Call) (*Response, error) {
 	if limit <= 0 {
 		limit = DefaultMaxResponseBytes
 	}
+	fail.Status, fail.Header = resp.StatusCode, resp.Header
 	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
 		fail.Cause = fmt.Errorf("reading the response: %w", unwrapURL(err))
 		return nil, fail
 	}
-	fail.Status, fail.Header = resp.StatusCode, resp.Header
 	if int64(len(body)) > limit {
 		fail.TooLarge = true
 		fail.Cause = fmt.Errorf("the response is larger than %d bytes", limit)
