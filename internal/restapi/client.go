@@ -74,6 +74,8 @@ type Call struct {
 
 // Response is a 2xx answer.
 type Response struct {
+	Method string
+	URL    *url.URL
 	Status int
 	Header http.Header
 	Body   []byte
@@ -107,12 +109,17 @@ func (e *Error) Unwrap() error { return e.Cause }
 
 // Endpoint is the method and URL called, credentials redacted and the query
 // unescaped (page[size] reads better than page%5Bsize%5D).
-func (e *Error) Endpoint() string {
-	shown := e.URL.Redacted()
-	if u, err := url.PathUnescape(shown); err == nil {
-		shown = u
+func (e *Error) Endpoint() string { return endpoint(e.Method, e.URL) }
+
+// Endpoint is the method and URL called, as Error.Endpoint.
+func (r *Response) Endpoint() string { return endpoint(r.Method, r.URL) }
+
+func endpoint(method string, u *url.URL) string {
+	shown := u.Redacted()
+	if s, err := url.PathUnescape(shown); err == nil {
+		shown = s
 	}
-	return e.Method + " " + shown
+	return method + " " + shown
 }
 
 // Detail is what the answer said: its errors' details, or a snippet of a
@@ -227,7 +234,7 @@ func (c *Client) Do(ctx context.Context, call Call) (*Response, error) {
 		}
 		return nil, fail
 	}
-	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: body, Document: doc}, nil
+	return &Response{Method: call.Method, URL: u, Status: resp.StatusCode, Header: resp.Header, Body: body, Document: doc}, nil
 }
 
 // Get reads path.
