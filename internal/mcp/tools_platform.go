@@ -34,23 +34,15 @@ type listOutput struct {
 	NextCursor string `json:"next_cursor,omitempty"`
 }
 
-// flatten turns a JSON:API resource into one flat object: id first, then
-// the attributes, then related ids. Agents read that more reliably than the
-// nested form.
+// flatten turns a JSON:API resource into one flat object: its id and its
+// attributes. Agents read that more reliably than the nested form. (The
+// API's resources carry no relationships: related ids are attributes.)
 func flatten(r apiResource) map[string]any {
-	m := make(map[string]any, len(r.Attributes)+2)
+	m := make(map[string]any, len(r.Attributes)+1)
 	for k, v := range r.Attributes {
 		m[k] = v
 	}
 	m["id"] = r.ID
-	for name, raw := range r.Relationships {
-		var rel struct {
-			Data json.RawMessage `json:"data"`
-		}
-		if json.Unmarshal(raw, &rel) == nil && len(rel.Data) > 0 && string(rel.Data) != "null" {
-			m[name] = rel.Data
-		}
-	}
 	return m
 }
 

@@ -32,11 +32,10 @@ type ResourceDocument[A any] struct {
 // Resource is one JSON:API resource object with attributes A (a resource
 // struct of this package, or map[string]any to keep every attribute).
 type Resource[A any] struct {
-	Type          string                     `json:"type"`
-	ID            string                     `json:"id"`
-	Attributes    A                          `json:"attributes"`
-	Relationships map[string]json.RawMessage `json:"relationships,omitempty"`
-	Links         map[string]string          `json:"links,omitempty"`
+	Type       string            `json:"type"`
+	ID         string            `json:"id"`
+	Attributes A                 `json:"attributes"`
+	Links      map[string]string `json:"links,omitempty"`
 }
 
 // Links are a list's links. Last is null when the last page is deeper than
