@@ -53,7 +53,7 @@ func (a *app) newAPIClient(flagURL string, needAuth bool) (*apiClient, error) {
 	}
 	base, err := restapi.ParseBaseURL(raw)
 	if err != nil {
-		return nil, usageError{fmt.Errorf("API address %q (from %s) is not usable: %w", raw, from, err)}
+		return nil, usageError{fmt.Errorf("API address %q (from %s) is not usable: %w", restapi.Redact(raw), from, err)}
 	}
 	c.baseVar = from
 	var authz string

@@ -91,7 +91,7 @@ func (e *APIError) Error() string {
 func newAPIClient(baseURL string, hc *http.Client, userAgent string) (*apiClient, error) {
 	u, err := restapi.ParseBaseURL(baseURL)
 	if err != nil {
-		return nil, fmt.Errorf("API address %q is not usable: %w", strings.TrimSpace(baseURL), err)
+		return nil, fmt.Errorf("API address %q is not usable: %w", restapi.Redact(strings.TrimSpace(baseURL)), err)
 	}
 	if hc == nil {
 		hc = &http.Client{Timeout: 60 * time.Second}

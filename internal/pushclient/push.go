@@ -98,7 +98,7 @@ func Push(ctx context.Context, req Request) Result {
 	}
 	base, err := restapi.ParseBaseURL(rawBase)
 	if err != nil {
-		return invalid(res, fmt.Errorf("%s=%q is not a usable API address: %w", EnvBaseURL, rawBase, err))
+		return invalid(res, fmt.Errorf("%s=%q is not a usable API address: %w", EnvBaseURL, restapi.Redact(rawBase), err))
 	}
 	api := restapi.New(base, nil, req.UserAgent)
 	res.Endpoint = api.URL(restapi.PathIngestions, nil).String()

@@ -426,12 +426,12 @@ func TestBaseAndAppURL(t *testing.T) {
 		{base: "", endpoint: restapi.DefaultBaseURL + "/api/v1/ingestions", appURL: "https://app.posture.dev"},
 		{base: "api.example.com", err: "scheme"},
 		{base: "https://", err: "no host"},
-		{base: "https://u:p@api.example.com", err: "credentials"},
+		{base: "https://u:s3cret@api.example.com", err: "credentials"},
 		{base: "https://api.example.com/?x=1", err: "query"},
 	} {
 		res := pushclient.Push(context.Background(), pushclient.Request{File: report, Getenv: envOf(pushclient.EnvBaseURL, tc.base, pushclient.EnvAppURL, tc.app)})
 		if tc.err != "" {
-			if res.Outcome != pushclient.Invalid || !strings.Contains(res.Detail, tc.err) {
+			if res.Outcome != pushclient.Invalid || !strings.Contains(res.Detail, tc.err) || strings.Contains(res.Detail, "s3cret") {
 				t.Errorf("%q: %s %q, want an error about %s", tc.base, res.Outcome, res.Detail, tc.err)
 			}
 			continue

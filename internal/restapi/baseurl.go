@@ -35,6 +35,17 @@ func ParseBaseURL(raw string) (*url.URL, error) {
 	return u, nil
 }
 
+// Redact is an address as it may be shown: with the password of a
+// user:password@ part replaced, since an address ParseBaseURL refuses is
+// echoed back to the console or log that will show the error.
+func Redact(raw string) string {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil || u.User == nil {
+		return raw
+	}
+	return u.Redacted()
+}
+
 // APIRoot is base's {base_url}/api/v1.
 func APIRoot(base *url.URL) *url.URL { return join(base, Prefix) }
 

@@ -59,3 +59,16 @@ func TestParseBaseURL(t *testing.T) {
 		})
 	}
 }
+
+func TestRedact(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://u:s3cret@api.example.com/api/v1": "https://u:xxxxx@api.example.com/api/v1",
+		"https://api.example.com":                 "https://api.example.com",
+		"api.example.com":                         "api.example.com",
+		"https://%zz":                             "https://%zz",
+	} {
+		if got := restapi.Redact(in); got != want || strings.Contains(got, "s3cret") {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
