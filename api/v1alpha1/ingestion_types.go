@@ -100,6 +100,13 @@ type IngestionStatus struct {
 	// +listType=set
 	// +optional
 	Providers []string `json:"providers,omitempty"`
+	// DeniedProviders are the accounts, as type/uid, that billing refused
+	// because the plan was full: their records are invalid. It is the
+	// decision every attempt of this ingestion repeats, so it is kept here
+	// rather than re-derived.
+	// +listType=set
+	// +optional
+	DeniedProviders []string `json:"deniedProviders,omitempty"`
 	// +listType=map
 	// +listMapKey=type
 	// +optional
