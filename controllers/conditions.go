@@ -2,7 +2,9 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -10,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -79,7 +82,11 @@ func patchStatus(ctx context.Context, c client.Client, obj, orig client.Object) 
 	if equality.Semantic.DeepEqual(orig, obj) {
 		return false, ctrl.Result{}, nil
 	}
-	err = c.Status().Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+	patch, err := statusPatch(obj, orig)
+	if err != nil {
+		return false, ctrl.Result{}, err
+	}
+	err = c.Status().Patch(ctx, obj, patch)
 	switch {
 	case err == nil:
 		return true, ctrl.Result{}, nil
@@ -91,6 +98,39 @@ func patchStatus(ctx context.Context, c client.Client, obj, orig client.Object) 
 	}
 	return false, ctrl.Result{}, fmt.Errorf("write status of %s %s/%s: %w",
 		obj.GetObjectKind().GroupVersionKind().Kind, obj.GetNamespace(), obj.GetName(), err)
+}
+
+// statusPatch is the JSON merge patch from orig to obj, carrying orig's
+// resourceVersion, with every field of obj's status spelled out. A plain diff
+// leaves out fields whose Go zero value did not change, yet the stored object
+// may lack them (its first status write), and some are required (an
+// ingestion's summary counts).
+func statusPatch(obj, orig client.Object) (client.Patch, error) {
+	data, err := client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}).Data(obj)
+	if err != nil {
+		return nil, fmt.Errorf("diff status: %w", err)
+	}
+	var patch map[string]any
+	if err := json.Unmarshal(data, &patch); err != nil {
+		return nil, fmt.Errorf("read status diff: %w", err)
+	}
+	full, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("convert status: %w", err)
+	}
+	status, _ := patch["status"].(map[string]any)
+	if status == nil {
+		status = map[string]any{}
+	}
+	// Fields the diff deletes (null) stay deleted; the others are sent whole.
+	fields, _ := full["status"].(map[string]any)
+	maps.Copy(status, fields)
+	patch["status"] = status
+	raw, err := json.Marshal(patch)
+	if err != nil {
+		return nil, fmt.Errorf("encode status patch: %w", err)
+	}
+	return client.RawPatch(types.MergePatchType, raw), nil
 }
 
 // finishStatus is the common end of a reconcile: write the status once and
