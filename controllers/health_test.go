@@ -233,6 +233,21 @@ func TestHealthOfEveryKind(t *testing.T) {
 			checkHealth(t, getUnstructured(t, s.kind, tc.key), kstatus.InProgressStatus, argo[s.kind], flux[s.kind])
 		})
 	}
+
+	// Nor is an object the controllers have not reconciled yet Current: its
+	// status reads as observedGeneration 0 (a CRD default) until written.
+	fresh := map[string]client.Object{
+		"Tenant":    newTenant(t, nil),
+		"APIKey":    newAPIKey(t, ns, "fresh", nil),
+		"Provider":  newProvider(t, ns, "aws", "333333333333", posturev1.ProviderConnected),
+		"Ingestion": upload(t, st, ingTenant.Name, ingNS, report),
+		"MCPServer": server("fresh", nil),
+	}
+	for kind, obj := range fresh {
+		t.Run(kind+"/not yet reconciled", func(t *testing.T) {
+			checkHealth(t, getUnstructured(t, kind, client.ObjectKeyFromObject(obj)), kstatus.InProgressStatus, argo[kind], flux[kind])
+		})
+	}
 }
 
 func getUnstructured(t *testing.T, kind string, key types.NamespacedName) *unstructured.Unstructured {

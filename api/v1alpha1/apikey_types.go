@@ -73,6 +73,10 @@ type APIKey struct {
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	Spec   APIKeySpec   `json:"spec"`
+	// Status reads as {observedGeneration: 0} until the controller first
+	// writes it, so that kstatus (and Flux) see a new object as InProgress
+	// rather than Current before anything was reconciled.
+	// +kubebuilder:default={observedGeneration: 0}
 	Status APIKeyStatus `json:"status,omitempty"`
 }
 
