@@ -202,3 +202,33 @@ func TestDeriveMCPServerStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestAllowedAccountsFromStatusFields checks that billing's decision is read
+// back from status fields alone: a condition's reason describes, it does not
+// decide what a retried attempt may bill.
+func TestAllowedAccountsFromStatusFields(t *testing.T) {
+	limited := metav1.Condition{Type: ConditionProvidersResolved, Status: metav1.ConditionFalse, Reason: ReasonProviderLimit}
+	for _, tc := range []struct {
+		name   string
+		status posturev1.IngestionStatus
+		want   map[string]bool
+	}{
+		{"no billing ran", posturev1.IngestionStatus{}, nil},
+		{"every account fit", posturev1.IngestionStatus{Providers: []string{"aws/1"}}, nil},
+		{"some refused", posturev1.IngestionStatus{Providers: []string{"aws/1"}, DeniedProviders: []string{"aws/2"}}, map[string]bool{"aws/1": true}},
+		{"all refused", posturev1.IngestionStatus{Providers: []string{}, DeniedProviders: []string{"aws/2"}}, map[string]bool{}},
+		{"a limit reason without refused accounts", posturev1.IngestionStatus{Providers: []string{"aws/1"}, Conditions: []metav1.Condition{limited}}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := AllowedAccountsOf(&posturev1.Ingestion{Status: tc.status})
+			if (got == nil) != (tc.want == nil) || len(got) != len(tc.want) {
+				t.Fatalf("AllowedAccountsOf = %v, want %v", got, tc.want)
+			}
+			for k := range tc.want {
+				if !got[k] {
+					t.Errorf("AllowedAccountsOf = %v, want %v", got, tc.want)
+				}
+			}
+		})
+	}
+}
