@@ -72,7 +72,8 @@ type APIKey struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   APIKeySpec   `json:"spec"`
+	Spec APIKeySpec `json:"spec"`
+
 	// Status reads as {observedGeneration: 0} until the controller first
 	// writes it, so that kstatus (and Flux) see a new object as InProgress
 	// rather than Current before anything was reconciled.

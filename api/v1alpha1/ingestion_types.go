@@ -130,7 +130,8 @@ type Ingestion struct {
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable; submit a new Ingestion to retry"
-	Spec   IngestionSpec   `json:"spec"`
+	Spec IngestionSpec `json:"spec"`
+
 	// Status reads as {observedGeneration: 0} until the controller first
 	// writes it, so that kstatus (and Flux) see a new object as InProgress
 	// rather than Current before anything was reconciled.
