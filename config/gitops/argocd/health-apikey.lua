@@ -1,6 +1,7 @@
 -- Argo CD health of a posture.dev APIKey: the verdict kstatus gives it.
 -- Key in argocd-cm: resource.customizations.health.posture.dev_APIKey
--- A key revoked or expired as declared is Healthy (its Usable condition says it no longer works); an unknown user or a Secret problem is Degraded.
+-- A key revoked or expired as declared is Healthy (its Usable condition says it
+-- no longer works); an unknown user or a Secret problem is Degraded.
 -- Ready counts only for the generation it describes; Reconciling is
 -- Progressing, Stalled is Degraded.
 local hs = { status = "Progressing", message = "waiting for the Posture operator to reconcile it" }

@@ -1,6 +1,7 @@
 -- Argo CD health of a posture.dev Ingestion: the verdict kstatus gives it.
 -- Key in argocd-cm: resource.customizations.health.posture.dev_Ingestion
--- A completed ingestion is Healthy, a failed one Degraded (Stalled), a pending or processing one Progressing (Reconciling).
+-- A completed ingestion is Healthy, a failed one Degraded (Stalled), a pending
+-- or processing one Progressing (Reconciling).
 -- Ready counts only for the generation it describes; Reconciling is
 -- Progressing, Stalled is Degraded.
 local hs = { status = "Progressing", message = "waiting for the Posture operator to reconcile it" }

@@ -1,6 +1,7 @@
 -- Argo CD health of a posture.dev MCPServer: the verdict kstatus gives it.
 -- Key in argocd-cm: resource.customizations.health.posture.dev_MCPServer
--- A server rolling out is Progressing; one past its Deployment's progress deadline, without an image or with a refused apiBaseURL is Degraded.
+-- A server rolling out is Progressing; one past its Deployment's progress
+-- deadline, without an image or with a refused apiBaseURL is Degraded.
 -- Ready counts only for the generation it describes; Reconciling is
 -- Progressing, Stalled is Degraded.
 local hs = { status = "Progressing", message = "waiting for the Posture operator to reconcile it" }

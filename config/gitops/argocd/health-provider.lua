@@ -1,6 +1,7 @@
 -- Argo CD health of a posture.dev Provider: the verdict kstatus gives it.
 -- Key in argocd-cm: resource.customizations.health.posture.dev_Provider
--- A Provider over its tenant's plan limit, or in a namespace no Tenant uses, is Degraded.
+-- A Provider over its tenant's plan limit, or in a namespace no Tenant uses, is
+-- Degraded.
 -- Ready counts only for the generation it describes; Reconciling is
 -- Progressing, Stalled is Degraded.
 local hs = { status = "Progressing", message = "waiting for the Posture operator to reconcile it" }

@@ -1,6 +1,7 @@
 -- Argo CD health of a posture.dev Tenant: the verdict kstatus gives it.
 -- Key in argocd-cm: resource.customizations.health.posture.dev_Tenant
--- Stalled (namespace conflict, unknown role, missing password Secret) is Degraded.
+-- Stalled (namespace conflict, unknown role, missing password Secret) is
+-- Degraded.
 -- Ready counts only for the generation it describes; Reconciling is
 -- Progressing, Stalled is Degraded.
 local hs = { status = "Progressing", message = "waiting for the Posture operator to reconcile it" }
