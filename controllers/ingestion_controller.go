@@ -64,6 +64,8 @@ type IngestionReconciler struct {
 	// ingestion has ended (completed or failed); zero deletes it as soon as
 	// the outcome is in the status. The findings stay either way.
 	ReportRetention time.Duration
+	// Sources bounds how configMapRef, secretRef and url sources are read.
+	Sources SourceOptions
 }
 
 // +kubebuilder:rbac:groups=posture.dev,resources=ingestions,verbs=get;list;watch;create
@@ -121,6 +123,11 @@ func (r *IngestionReconciler) job(ing *posturev1.Ingestion, attempt int) ingest.
 	if ing.Spec.Source.Upload != nil {
 		j.BlobID = ing.Spec.Source.Upload.BlobID
 		j.ReportSHA256 = ing.Spec.Source.Upload.SHA256
+	} else if rep := ing.Status.Report; rep != nil {
+		// A declared source reaches the worker as the blob it was stored as.
+		j.BlobID = rep.BlobID
+		j.ReportSHA256 = rep.SHA256
+		j.Total = int(rep.RecordCount)
 	}
 	if r.Billing != nil {
 		// Every attempt bills as the first one decided.
@@ -137,17 +144,31 @@ func (r *IngestionReconciler) initialize(ctx context.Context, ing *posturev1.Ing
 	ing.Status.RequestedAt = &requested
 	ing.Status.ObservedGeneration = ing.Generation
 	ing.Status.Message = "Queued for processing"
-	setReady(&ing.Status.Conditions, ing.Generation, metav1.ConditionUnknown, ReasonPending, "Queued for processing")
+	if declared(ing) {
+		ing.Status.Message = "Reading the report from " + describeSource(ing)
+	}
+	setReady(&ing.Status.Conditions, ing.Generation, metav1.ConditionUnknown, ReasonPending, ing.Status.Message)
 	if err := r.Status().Update(ctx, ing); err != nil {
 		return err
 	}
-	emit(r.Recorder, ing, corev1.EventTypeNormal, ReasonPending, "Submit", "Accepted %d records from %s", ing.Spec.RecordCount, fileName(ing))
+	if declared(ing) {
+		emit(r.Recorder, ing, corev1.EventTypeNormal, ReasonPending, "Submit", "Accepted; reading the report from %s", describeSource(ing))
+	} else {
+		emit(r.Recorder, ing, corev1.EventTypeNormal, ReasonPending, "Submit", "Accepted %d records from %s", ing.Spec.RecordCount, fileName(ing))
+	}
 	return nil
 }
 
 // start hands the first attempt to the executor.
 func (r *IngestionReconciler) start(ctx context.Context, ing *posturev1.Ingestion) (ctrl.Result, error) {
 	attempt := int(ing.Status.Attempt) + 1
+	if fetch, err := r.needsFetch(ctx, ing); err != nil {
+		return ctrl.Result{}, err
+	} else if fetch {
+		if res, done, err := r.fetch(ctx, ing); !done {
+			return res, err
+		}
+	}
 	job := r.job(ing, attempt)
 	if job.BlobID == "" {
 		return r.finish(ctx, ing, job, store.Outcome{Status: store.RunFailed,
@@ -336,8 +357,13 @@ func (r *IngestionReconciler) settle(ctx context.Context, ing *posturev1.Ingesti
 // status, so that whichever executor ran the attempt has finished reading.
 // A report already gone counts as deleted, so repeating it is harmless.
 func (r *IngestionReconciler) releaseReport(ctx context.Context, ing *posturev1.Ingestion) (ctrl.Result, error) {
-	up := ing.Spec.Source.Upload
-	if up == nil || up.BlobID == "" {
+	blobID := ""
+	if up := ing.Spec.Source.Upload; up != nil {
+		blobID = up.BlobID
+	} else if rep := ing.Status.Report; rep != nil {
+		blobID = rep.BlobID
+	}
+	if blobID == "" {
 		return ctrl.Result{}, nil
 	}
 	if r.ReportRetention > 0 {
@@ -349,8 +375,8 @@ func (r *IngestionReconciler) releaseReport(ctx context.Context, ing *posturev1.
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
 	}
-	if err := r.Store.DeleteBlob(ctx, TenantOf(ing), up.BlobID); err != nil && !errors.Is(err, store.ErrNotFound) {
-		return ctrl.Result{}, fmt.Errorf("delete report %s of the ended ingestion: %w", up.BlobID, err)
+	if err := r.Store.DeleteBlob(ctx, TenantOf(ing), blobID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return ctrl.Result{}, fmt.Errorf("delete report %s of the ended ingestion: %w", blobID, err)
 	}
 	return ctrl.Result{}, nil
 }
@@ -381,7 +407,7 @@ func fileName(ing *posturev1.Ingestion) string {
 			return c
 		}, ing.Spec.Source.Upload.Filename)
 	}
-	return "an unknown source"
+	return describeSource(ing)
 }
 
 func jobSuffix(name string) string {
