@@ -208,7 +208,7 @@ func (r *APIKeyReconciler) checkAdoptable(ctx context.Context, key *posturev1.AP
 	value := string(raw)
 	prefix, perr := auth.ParseKey(value)
 	if perr != nil {
-		return "", ReasonKeyMalformed, fmt.Sprintf("Secret %s: its %s is not an API key of this operator (%v; %d bytes); write a key of the form pk_<8 lowercase letters or digits>.<43 or more base64url characters> there", sec.Name, APIKeySecretKey, perr, len(raw)), nil
+		return "", ReasonKeyMalformed, fmt.Sprintf("Secret %s: its %s is not an API key of this operator (%v); write a key of the form pk_<8 lowercase letters or digits>.<43 or more base64url characters> there", sec.Name, APIKeySecretKey, perr), nil
 	}
 	var others posturev1.APIKeyList
 	if err := r.List(ctx, &others, client.MatchingFields{auth.IndexAPIKeyPrefix: prefix}); err != nil {
