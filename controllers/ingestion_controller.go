@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/internal/auth"
 	"github.com/posture-dev/posture/internal/ingest"
 	"github.com/posture-dev/posture/internal/store"
 )
@@ -68,7 +69,7 @@ type IngestionReconciler struct {
 	Sources SourceOptions
 }
 
-// +kubebuilder:rbac:groups=posture.dev,resources=ingestions,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=posture.dev,resources=ingestions,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=posture.dev,resources=ingestions/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete,namespace=posture-system
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -420,6 +421,10 @@ func jobSuffix(name string) string {
 // SetupWithManager wires the reconciler: Ingestions, the worker Jobs that point
 // back at them by label, and the in-process pool's completions.
 func (r *IngestionReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	// A declared Ingestion's tenant is looked up by namespace (labelTenant).
+	if err := auth.SetupIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		// Status writes (ours alone) must not wake us: progress is polled.
 		For(&posturev1.Ingestion{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).

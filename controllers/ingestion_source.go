@@ -19,8 +19,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/internal/auth"
 	"github.com/posture-dev/posture/internal/ingest"
 	"github.com/posture-dev/posture/internal/ocsf"
 	"github.com/posture-dev/posture/internal/store"
@@ -130,8 +132,13 @@ func (r *IngestionReconciler) needsFetch(ctx context.Context, ing *posturev1.Ing
 // the ingestion fails rather than importing a different report under the
 // same object.
 func (r *IngestionReconciler) fetch(ctx context.Context, ing *posturev1.Ingestion) (res ctrl.Result, done bool, err error) {
+	err = r.labelTenant(ctx, ing)
+	var blob store.Blob
+	var records int
+	if err == nil {
+		blob, records, err = r.storeDeclared(ctx, ing, TenantOf(ing))
+	}
 	tenant := TenantOf(ing)
-	blob, records, err := r.storeDeclared(ctx, ing, tenant)
 	var se *sourceError
 	if errors.As(err, &se) {
 		if se.transient {
@@ -162,6 +169,37 @@ func (r *IngestionReconciler) fetch(ctx context.Context, ing *posturev1.Ingestio
 	}
 	emit(r.Recorder, ing, corev1.EventTypeNormal, ReasonFetched, "Fetch", "Stored %d records (%d bytes, sha256 %s) from %s", records, blob.Size, blob.SHA256, describeSource(ing))
 	return ctrl.Result{}, true, nil
+}
+
+// labelTenant gives a declared Ingestion the tenant label an upload gets
+// from the API, so that its report, run and findings are stored under the
+// tenant whose users read them. The Tenant of the namespace is looked up;
+// GitOps tools may create it after the Ingestion, so none is a wait. The
+// label is added by a merge patch, which a GitOps tool leaves alone: it is
+// not in the manifest it applies.
+func (r *IngestionReconciler) labelTenant(ctx context.Context, ing *posturev1.Ingestion) error {
+	if ing.Labels[posturev1.LabelTenant] != "" {
+		return nil
+	}
+	t, err := auth.TenantForNamespace(ctx, r.Client, ing.Namespace)
+	var ae *auth.Error
+	switch {
+	case errors.As(err, &ae):
+		return permanent(CodeTenantNotFound, "%s", ae.Reason)
+	case err != nil:
+		return err
+	case t == nil:
+		return transient("no Tenant uses namespace %s", ing.Namespace)
+	}
+	orig := ing.DeepCopy()
+	if ing.Labels == nil {
+		ing.Labels = map[string]string{}
+	}
+	ing.Labels[posturev1.LabelTenant] = t.Name
+	if err := r.Patch(ctx, ing, client.MergeFrom(orig)); err != nil {
+		return fmt.Errorf("label Ingestion %s/%s with its tenant %s: %w", ing.Namespace, ing.Name, t.Name, err)
+	}
+	return nil
 }
 
 func (r *IngestionReconciler) waitForSource(ctx context.Context, ing *posturev1.Ingestion, why string, deadline time.Time) (ctrl.Result, bool, error) {

@@ -81,6 +81,18 @@ func create(t *testing.T, o client.Object) {
 	}
 }
 
+// tenantNamespace is a namespace with a Tenant of the same name, whose
+// ingestions are stored under that name.
+func tenantNamespace(t *testing.T, prefix string) string {
+	t.Helper()
+	ns := newNamespace(t, prefix)
+	tn := &posturev1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: ns}, Spec: posturev1.TenantSpec{Namespace: ns,
+		Subscription: posturev1.Subscription{Active: true, Plan: "test", ProviderLimit: 5}}}
+	create(t, tn)
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), tn) })
+	return tn.Name
+}
+
 func declaredIngestion(ns, name string, src posturev1.IngestionSource) *posturev1.Ingestion {
 	return &posturev1.Ingestion{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
@@ -145,7 +157,7 @@ func TestDeclaredSourceImportsOnce(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ns := newNamespace(t, "declared")
+			ns := tenantNamespace(t, "declared")
 			hitsBefore := srv.hits.Load()
 			ing := declaredIngestion(ns, "nightly-scan", tc.setup(t, ns))
 			create(t, ing)
@@ -162,6 +174,9 @@ func TestDeclaredSourceImportsOnce(t *testing.T) {
 			}
 			if strings.Contains(got.Status.Message+fmt.Sprint(eventNotes(t, ing)), "secret-token") {
 				t.Errorf("the URL's query reached status or events: %q", got.Status.Message)
+			}
+			if got.Labels[posturev1.LabelTenant] != ns {
+				t.Errorf("tenant label = %q, want the namespace's Tenant %s", got.Labels[posturev1.LabelTenant], ns)
 			}
 			if n := findingCount(t, st, ns); n != 3 {
 				t.Errorf("findings = %d, want 3", n)
@@ -256,10 +271,17 @@ func TestDeclaredSourceFailures(t *testing.T) {
 			create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "report", Namespace: ns}, Data: map[string][]byte{"other": report}})
 			return posturev1.IngestionSource{SecretRef: &posturev1.ReportKeyRef{Name: "report", Key: "scan"}}
 		}, ingest.CodeUnreadable, "has no key scan"},
+		{"namespace without a Tenant", func(t *testing.T, ns string) posturev1.IngestionSource {
+			create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "report", Namespace: ns}, Data: map[string]string{"r": string(report)}})
+			return posturev1.IngestionSource{ConfigMapRef: &posturev1.ReportKeyRef{Name: "report", Key: "r"}}
+		}, ingest.CodeUnreadable, "no Tenant uses namespace"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ns := newNamespace(t, "declared-bad")
+			ns := tenantNamespace(t, "declared-bad")
+			if tc.name == "namespace without a Tenant" {
+				ns = newNamespace(t, "declared-bad")
+			}
 			ing := declaredIngestion(ns, "scan", tc.source(t, ns))
 			create(t, ing)
 			got := waitPhase(t, ing, posturev1.IngestionFailed)
@@ -295,7 +317,7 @@ func TestURLSourceRefusesInternalAddresses(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ns := newNamespace(t, "ssrf")
+			ns := tenantNamespace(t, "ssrf")
 			ing := declaredIngestion(ns, "scan", posturev1.IngestionSource{URL: &posturev1.URLSource{URL: tc.url, CABundleSecretRef: srv.caSecret(t, ns)}})
 			create(t, ing)
 			got := waitPhase(t, ing, posturev1.IngestionFailed)
@@ -327,7 +349,7 @@ func TestDeclaredSourceChangedDigest(t *testing.T) {
 	}
 	ings := make([]*posturev1.Ingestion, len(cases))
 	for i, tc := range cases {
-		ns := newNamespace(t, "digest")
+		ns := tenantNamespace(t, "digest")
 		ing := declaredIngestion(ns, "scan", posturev1.IngestionSource{URL: &posturev1.URLSource{URL: srv.URL + "/report.ocsf.json", CABundleSecretRef: srv.caSecret(t, ns)}})
 		create(t, ing)
 		// What a manager that stopped after recording the first fetch left.
