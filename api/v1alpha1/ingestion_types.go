@@ -97,7 +97,8 @@ type IngestionSource struct {
 // FetchedReport is what the manager stored for a configMapRef, secretRef or
 // url source: the same kind of blob an upload is.
 type FetchedReport struct {
-	// BlobID identifies the stored copy; empty once deleted after the run.
+	// BlobID identifies the stored copy, which is deleted once the
+	// ingestion has ended, as an upload is (--report-retention).
 	// +optional
 	BlobID string `json:"blobID,omitempty"`
 	// Size in bytes.
