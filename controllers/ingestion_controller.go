@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/internal/auth"
 	"github.com/posture-dev/posture/internal/ingest"
 	"github.com/posture-dev/posture/internal/store"
 )
@@ -64,9 +65,11 @@ type IngestionReconciler struct {
 	// ingestion has ended (completed or failed); zero deletes it as soon as
 	// the outcome is in the status. The findings stay either way.
 	ReportRetention time.Duration
+	// Sources bounds how configMapRef, secretRef and url sources are read.
+	Sources SourceOptions
 }
 
-// +kubebuilder:rbac:groups=posture.dev,resources=ingestions,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=posture.dev,resources=ingestions,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=posture.dev,resources=ingestions/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete,namespace=posture-system
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -155,6 +158,11 @@ func (r *IngestionReconciler) job(ing *posturev1.Ingestion, attempt int) ingest.
 	if ing.Spec.Source.Upload != nil {
 		j.BlobID = ing.Spec.Source.Upload.BlobID
 		j.ReportSHA256 = ing.Spec.Source.Upload.SHA256
+	} else if rep := ing.Status.Report; rep != nil {
+		// A declared source reaches the worker as the blob it was stored as.
+		j.BlobID = rep.BlobID
+		j.ReportSHA256 = rep.SHA256
+		j.Total = int(rep.RecordCount)
 	}
 	if r.Billing != nil {
 		// Every attempt bills as the first one decided.
@@ -168,13 +176,28 @@ func (r *IngestionReconciler) initialize(p *ingestionPass, ing *posturev1.Ingest
 	requested := ing.CreationTimestamp
 	ing.Status.Summary = posturev1.IngestionSummary{Total: ing.Spec.RecordCount}
 	ing.Status.RequestedAt = &requested
-	setIngestionPhase(ing, posturev1.IngestionPending, ReasonPending, "Queued for processing")
-	p.emit(r.Recorder, ing, corev1.EventTypeNormal, ReasonPending, "Submit", "Accepted %d records from %s", ing.Spec.RecordCount, fileName(ing))
+	msg := "Queued for processing"
+	if declared(ing) {
+		msg = "Reading the report from " + describeSource(ing)
+	}
+	setIngestionPhase(ing, posturev1.IngestionPending, ReasonPending, msg)
+	if declared(ing) {
+		p.emit(r.Recorder, ing, corev1.EventTypeNormal, ReasonPending, "Submit", "Accepted; reading the report from %s", describeSource(ing))
+	} else {
+		p.emit(r.Recorder, ing, corev1.EventTypeNormal, ReasonPending, "Submit", "Accepted %d records from %s", ing.Spec.RecordCount, fileName(ing))
+	}
 }
 
 // start hands the first attempt to the executor.
 func (r *IngestionReconciler) start(ctx context.Context, p *ingestionPass, ing *posturev1.Ingestion) (ctrl.Result, error) {
 	attempt := int(ing.Status.Attempt) + 1
+	if fetch, err := r.needsFetch(ctx, ing); err != nil {
+		return ctrl.Result{}, err
+	} else if fetch {
+		if res, done, err := r.fetch(ctx, p, ing); !done {
+			return res, err
+		}
+	}
 	job := r.job(ing, attempt)
 	if job.BlobID == "" {
 		return r.finish(ctx, p, ing, job, store.Outcome{Status: store.RunFailed,
@@ -347,8 +370,13 @@ func (r *IngestionReconciler) settle(ctx context.Context, p *ingestionPass, ing 
 // status, so that whichever executor ran the attempt has finished reading.
 // A report already gone counts as deleted, so repeating it is harmless.
 func (r *IngestionReconciler) releaseReport(ctx context.Context, ing *posturev1.Ingestion) (ctrl.Result, error) {
-	up := ing.Spec.Source.Upload
-	if up == nil || up.BlobID == "" {
+	blobID := ""
+	if up := ing.Spec.Source.Upload; up != nil {
+		blobID = up.BlobID
+	} else if rep := ing.Status.Report; rep != nil {
+		blobID = rep.BlobID
+	}
+	if blobID == "" {
 		return ctrl.Result{}, nil
 	}
 	if r.ReportRetention > 0 {
@@ -360,8 +388,8 @@ func (r *IngestionReconciler) releaseReport(ctx context.Context, ing *posturev1.
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
 	}
-	if err := r.Store.DeleteBlob(ctx, TenantOf(ing), up.BlobID); err != nil && !errors.Is(err, store.ErrNotFound) {
-		return ctrl.Result{}, fmt.Errorf("delete report %s of the ended ingestion: %w", up.BlobID, err)
+	if err := r.Store.DeleteBlob(ctx, TenantOf(ing), blobID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return ctrl.Result{}, fmt.Errorf("delete report %s of the ended ingestion: %w", blobID, err)
 	}
 	return ctrl.Result{}, nil
 }
@@ -392,7 +420,7 @@ func fileName(ing *posturev1.Ingestion) string {
 			return c
 		}, ing.Spec.Source.Upload.Filename)
 	}
-	return "an unknown source"
+	return describeSource(ing)
 }
 
 func jobSuffix(name string) string {
@@ -405,6 +433,10 @@ func jobSuffix(name string) string {
 // SetupWithManager wires the reconciler: Ingestions, the worker Jobs that point
 // back at them by label, and the in-process pool's completions.
 func (r *IngestionReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	// A declared Ingestion's tenant is looked up by namespace (labelTenant).
+	if err := auth.SetupIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		// Status writes (ours alone) must not wake us: progress is polled.
 		For(&posturev1.Ingestion{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).

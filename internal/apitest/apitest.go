@@ -88,6 +88,9 @@ type Options struct {
 	// subscription and runs the ingestion controller with billing through
 	// Provider objects, as the manager does.
 	Billing *posturev1.Subscription
+	// BillProviders runs the ingestion controller with billing, as the
+	// manager does, for tenants the test declares itself (Billing makes one).
+	BillProviders bool
 	// Setup runs against the manager before it starts (extra controllers).
 	Setup func(ctrl.Manager, store.Store) error
 	// Server is called with the API server before it starts serving.
@@ -178,13 +181,15 @@ func Start(t testing.TB, opts Options) *Env {
 		t.Fatal(err)
 	}
 	var billing *controllers.Billing
-	if opts.Billing != nil {
+	if opts.Billing != nil || opts.BillProviders {
 		billing = &controllers.Billing{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}
-		tenantObj := &posturev1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: tenant}, Spec: posturev1.TenantSpec{Namespace: tenant, Subscription: *opts.Billing}}
-		if err := k8s.Create(ctx, tenantObj); err != nil {
+		if err := auth.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 			t.Fatal(err)
 		}
-		if err := auth.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+	}
+	if opts.Billing != nil {
+		tenantObj := &posturev1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: tenant}, Spec: posturev1.TenantSpec{Namespace: tenant, Subscription: *opts.Billing}}
+		if err := k8s.Create(ctx, tenantObj); err != nil {
 			t.Fatal(err)
 		}
 	}
