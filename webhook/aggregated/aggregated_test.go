@@ -306,6 +306,21 @@ func TestThroughKubeAggregator(t *testing.T) {
 		if r.err == nil || !strings.Contains(r.stderr, "--field-selector ingestion=") {
 			t.Errorf("ingestion errors listed without an ingestion: %v %s", r.err, r.stderr)
 		}
+		// The mixed example has 4 invalid records of 7 (examples/README.md).
+		out := k.ok("create", "--raw", uploadPath(ns, "aws_mixed_7_records.ocsf.json"), "-f", filepath.Join(testenv.Root(), "examples", "aws_mixed_7_records.ocsf.json"))
+		var ing posturev1.Ingestion
+		if err := json.Unmarshal([]byte(out), &ing); err != nil {
+			t.Fatal(err)
+		}
+		waitCompleted(t, admin, ns, ing.Name)
+		errs := strings.Fields(k.ok("get", "ingestionerrors", "-n", ns, "--field-selector", "ingestion="+ing.Name, "--chunk-size=3", "-o", "name"))
+		if len(errs) != 4 {
+			t.Fatalf("the mixed example lists %d ingestion errors, want 4: %q", len(errs), errs)
+		}
+		table := k.ok("get", errs[0], "-n", ns)
+		if !strings.Contains(table, "RECORD") || !strings.Contains(table, "CODE") {
+			t.Errorf("kubectl get %s:\n%s", errs[0], table)
+		}
 	})
 
 	t.Run("a malformed report is a 400 naming the byte offset", func(t *testing.T) {
