@@ -324,6 +324,14 @@ func serve(ctx context.Context, cfg *rest.Config, f managerFlags, log logr.Logge
 		return err
 	}
 	if f.aggregatedAddr != "0" {
+		if staticKey {
+			// The aggregated API finds a namespace's Tenant through these
+			// indexes; a static key's setup skipped them (and has no Tenant
+			// objects, so every namespace answers 404 there).
+			if err := auth.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+				return err
+			}
+		}
 		ns := env("POD_NAMESPACE", "posture-system")
 		agg, err := aggregated.New(aggregated.Options{
 			BindAddress: f.aggregatedAddr, CertDir: f.aggregatedCertDir,
