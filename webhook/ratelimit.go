@@ -116,10 +116,19 @@ func (l *RateLimiter) Middleware(a auth.Authenticator, next http.Handler) http.H
 			return
 		}
 		if wait, ok := l.Allow(rateKey(p)); !ok {
+			// Metrics label a request by the route the mux would have
+			// matched, as the mux itself records it on the request.
+			if mux, ok := next.(*http.ServeMux); ok {
+				_, r.Pattern = mux.Handler(r)
+			}
 			writeError(w, l.tooMany(wait))
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+		inner := r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
+		next.ServeHTTP(w, inner)
+		// The mux recorded the matched route on the copy; the metrics read
+		// it from the request they handed down.
+		r.Pattern = inner.Pattern
 	})
 }
 
