@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +22,7 @@ import (
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/internal/apitest"
 	"github.com/posture-dev/posture/internal/restapi"
+	"github.com/posture-dev/posture/internal/testenv"
 )
 
 // The client package (restapi) and the server describe one contract; these
@@ -427,10 +429,13 @@ func TestServerSpeaksClientContract(t *testing.T) {
 				a.wait(id)
 			}
 		}()
-		var d restapi.ListDocument[restapi.Ingestion]
-		get(t, restapi.PathIngestions, nil, &d)
-		if len(d.Data) != restapi.DefaultPageSize || d.Meta.Pagination.Count != restapi.DefaultPageSize+2 || d.Meta.Pagination.NextPage() != 2 {
-			t.Errorf("default page: %d jobs, pagination %+v; want %d of %d", len(d.Data), *d.Meta.Pagination, restapi.DefaultPageSize, restapi.DefaultPageSize+2)
-		}
+		// The list is read from the manager's cache, which learns of the
+		// last uploads a moment after they were accepted.
+		testenv.Eventually(t, 30*time.Second, "a full default page of ingestions", func() (bool, string) {
+			var d restapi.ListDocument[restapi.Ingestion]
+			get(t, restapi.PathIngestions, nil, &d)
+			state := fmt.Sprintf("%d jobs, pagination %+v; want %d of %d", len(d.Data), *d.Meta.Pagination, restapi.DefaultPageSize, restapi.DefaultPageSize+2)
+			return len(d.Data) == restapi.DefaultPageSize && d.Meta.Pagination.Count == restapi.DefaultPageSize+2 && d.Meta.Pagination.NextPage() == 2, state
+		})
 	})
 }

@@ -23,11 +23,12 @@ import (
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/internal/auth"
 	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/uploads"
 	"github.com/posture-dev/posture/webhook/ui"
 )
 
 // DefaultMaxUploadBytes bounds one uploaded report (413 past it).
-const DefaultMaxUploadBytes int64 = 1 << 30
+const DefaultMaxUploadBytes = uploads.DefaultMaxBytes
 
 // Server serves the REST API and the web UI.
 type Server struct {
@@ -35,9 +36,11 @@ type Server struct {
 	Client client.Client
 	// APIReader reads the API server directly; used when the cache has not
 	// seen an object yet (a GET right after the POST that created it).
-	APIReader      client.Reader
-	Store          store.Store
-	Auth           auth.Authenticator
+	APIReader client.Reader
+	Store     store.Store
+	Auth      auth.Authenticator
+	// RateLimit limits each authenticated caller (nil: no limit).
+	RateLimit      *RateLimiter
 	Log            logr.Logger
 	Addr           string
 	MaxUploadBytes int64
@@ -104,7 +107,7 @@ func (s *Server) Handler() http.Handler {
 		// Metrics label API requests by the API mux's pattern, which a
 		// request the UI forwards (a clone carrying the session's token)
 		// still gets: so the instrument sits inside the UI, around the API.
-		s.handler = s.recoverer(ui.Wrap(instrument(mux), s.Now))
+		s.handler = s.recoverer(ui.Wrap(instrument(s.RateLimit.Middleware(s.Auth, mux)), s.Now))
 	}
 	return s.handler
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/store/engines"
 	"github.com/posture-dev/posture/webhook"
+	"github.com/posture-dev/posture/webhook/aggregated"
 )
 
 func main() {
@@ -55,30 +56,32 @@ func env(name, def string) string {
 
 type managerFlags struct {
 	apiAddr, probeAddr, metricsAddr string
-	leaderElect                     bool
-	leaderElectionNamespace         string
-	executor                        string
-	workers                         int
-	storeDriver, storeDSN           string
-	maxUploadBytes                  int64
-	shutdownDrain                   time.Duration
-	job                             controllers.WorkerJobConfig
-	staticTenant, staticNamespace   string
-	rateLimit                       float64
-	rateBurst                       int
-	jwtNamespace, jwtSecret         string
-	sessionMaxAge                   time.Duration
-	signIn                          *webhook.SignInGuard
-	pollInterval                    time.Duration
-	ingestBatchSize                 int
-	ingestRecordsPerSecond          float64
-	reportRetention, stalledUpload  time.Duration
-	mcp                             controllers.MCPServerDefaults
-	apiTLSCertFile, apiTLSKeyFile   string
-	metricsCertDir                  string
-	access                          controllers.TenantAccess
-	podConfig                       string
-	sources                         controllers.SourceOptions
+	// aggregatedAddr and aggregatedCertDir serve data.posture.dev.
+	aggregatedAddr, aggregatedCertDir string
+	leaderElect                       bool
+	leaderElectionNamespace           string
+	executor                          string
+	workers                           int
+	storeDriver, storeDSN             string
+	maxUploadBytes                    int64
+	shutdownDrain                     time.Duration
+	job                               controllers.WorkerJobConfig
+	staticTenant, staticNamespace     string
+	rateLimit                         float64
+	rateBurst                         int
+	jwtNamespace, jwtSecret           string
+	sessionMaxAge                     time.Duration
+	signIn                            *webhook.SignInGuard
+	pollInterval                      time.Duration
+	ingestBatchSize                   int
+	ingestRecordsPerSecond            float64
+	reportRetention, stalledUpload    time.Duration
+	mcp                               controllers.MCPServerDefaults
+	apiTLSCertFile, apiTLSKeyFile     string
+	metricsCertDir                    string
+	access                            controllers.TenantAccess
+	podConfig                         string
+	sources                           controllers.SourceOptions
 }
 
 func runManager(args []string) int {
@@ -99,6 +102,8 @@ func parseManagerFlags(args []string) (managerFlags, *zap.Options, error) {
 	f := managerFlags{signIn: &webhook.SignInGuard{}}
 	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
 	fs.StringVar(&f.apiAddr, "api-bind-address", ":8080", "Address of the REST API.")
+	fs.StringVar(&f.aggregatedAddr, "aggregated-api-bind-address", aggregated.DefaultBindAddress, "Address of the aggregated API (data.posture.dev, HTTPS, reached through kube-apiserver by an APIService); 0 disables.")
+	fs.StringVar(&f.aggregatedCertDir, "aggregated-api-cert-dir", "", "Directory holding tls.crt and tls.key of the aggregated API, reloaded when they change (default: a self-signed certificate generated in memory).")
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz.")
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "0", "Address of Prometheus metrics, served over HTTPS to callers the API server authenticates and authorizes (get on /metrics); 0 disables.")
 	fs.StringVar(&f.metricsCertDir, "metrics-cert-dir", "", "Directory holding tls.crt and tls.key of the metrics server (default: a self-signed certificate).")
@@ -310,7 +315,8 @@ func serve(ctx context.Context, cfg *rest.Config, f managerFlags, log logr.Logge
 		Client:         mgr.GetClient(),
 		APIReader:      mgr.GetAPIReader(),
 		Store:          st,
-		Auth:           webhook.NewRateLimiter(f.rateLimit, f.rateBurst).Wrap(authn),
+		Auth:           authn,
+		RateLimit:      webhook.NewRateLimiter(f.rateLimit, f.rateBurst),
 		Log:            ctrl.Log.WithName("api"),
 		Addr:           f.apiAddr,
 		MaxUploadBytes: f.maxUploadBytes,
@@ -321,6 +327,29 @@ func serve(ctx context.Context, cfg *rest.Config, f managerFlags, log logr.Logge
 	}
 	if err := mgr.Add(api); err != nil {
 		return err
+	}
+	if f.aggregatedAddr != "0" {
+		if staticKey {
+			// The aggregated API finds a namespace's Tenant through these
+			// indexes; a static key's setup skipped them (and has no Tenant
+			// objects, so every namespace answers 404 there).
+			if err := auth.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+				return err
+			}
+		}
+		ns := env("POD_NAMESPACE", "posture-system")
+		agg, err := aggregated.New(aggregated.Options{
+			BindAddress: f.aggregatedAddr, CertDir: f.aggregatedCertDir,
+			DNSNames:   []string{aggregated.ServiceName + "." + ns + ".svc", aggregated.ServiceName + "." + ns + ".svc.cluster.local"},
+			RESTConfig: cfg, Client: mgr.GetClient(), Store: st, MaxUploadBytes: f.maxUploadBytes,
+			Log: ctrl.Log.WithName("aggregated-api"),
+		})
+		if err != nil {
+			return err
+		}
+		if err := mgr.Add(agg); err != nil {
+			return err
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
