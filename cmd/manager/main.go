@@ -34,6 +34,7 @@ import (
 	"github.com/posture-dev/posture/controllers"
 	"github.com/posture-dev/posture/internal/auth"
 	"github.com/posture-dev/posture/internal/ingest"
+	"github.com/posture-dev/posture/internal/servingcert"
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/store/engines"
 	"github.com/posture-dev/posture/webhook"
@@ -78,6 +79,14 @@ type managerFlags struct {
 	metricsCertDir                  string
 	access                          controllers.TenantAccess
 	podConfig                       string
+	aggregatedCert                  aggregatedCertFlags
+}
+
+// aggregatedCertFlags: the manager issues and renews the aggregated API's
+// serving certificate itself when secret is set (installs without
+// cert-manager).
+type aggregatedCertFlags struct {
+	secret, namespace, service, apiService string
 }
 
 func runManager(args []string) int {
@@ -139,6 +148,10 @@ func parseManagerFlags(args []string) (managerFlags, *zap.Options, error) {
 	fs.IntVar(&f.signIn.FailureBurst, "sign-in-failure-burst", webhook.DefaultSignInFailureBurst, "Failed sign-ins allowed in a row per client address and per email.")
 	fs.IntVar(&f.signIn.Concurrency, "sign-in-concurrency", 0, "Passwords checked (bcrypt) at once; more sign-ins wait up to a second, then get 429 (default: half the CPUs Go uses, at least 1).")
 	fs.BoolVar(&f.signIn.TrustForwardedFor, "trust-forwarded-for", false, "Count sign-in failures against the last X-Forwarded-For address, for an API reached only through a reverse proxy that sets it.")
+	fs.StringVar(&f.aggregatedCert.secret, "aggregated-api-cert-secret", "", "Secret (in --aggregated-api-cert-namespace) in which the manager keeps a self-signed CA and the aggregated API's serving certificate, renews them, and sets the APIService's caBundle; the aggregated API serves from it. Empty: the certificate comes from elsewhere (cert-manager).")
+	fs.StringVar(&f.aggregatedCert.namespace, "aggregated-api-cert-namespace", env("POD_NAMESPACE", "posture-system"), "Namespace of --aggregated-api-cert-secret and of the aggregated API's Service.")
+	fs.StringVar(&f.aggregatedCert.service, "aggregated-api-service", "posture-aggregated-api", "Service the APIService routes to: the serving certificate is issued for its DNS names.")
+	fs.StringVar(&f.aggregatedCert.apiService, "aggregated-api-apiservice", controllers.DefaultAPIServiceName, "APIService whose caBundle the manager keeps equal to its CA.")
 	opts := zap.Options{}
 	opts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -301,6 +314,12 @@ func serve(ctx context.Context, cfg *rest.Config, f managerFlags, log logr.Logge
 		return err
 	}
 
+	if f.aggregatedCert.secret != "" {
+		if err := mgr.Add(aggregatedCertRotator(mgr.GetClient(), f.aggregatedCert)); err != nil {
+			return err
+		}
+	}
+
 	api := &webhook.Server{
 		Client:         mgr.GetClient(),
 		APIReader:      mgr.GetAPIReader(),
@@ -363,6 +382,18 @@ func authenticator(ctx context.Context, f managerFlags, mgr ctrl.Manager) (auth.
 		Secrets: mgr.GetAPIReader(),
 		Tokens:  &auth.TokenService{Keys: keys, MaxSessionAge: f.sessionMaxAge},
 	}, false, nil
+}
+
+func aggregatedCertRotator(c client.Client, f aggregatedCertFlags) *controllers.ServingCertRotator {
+	svc := f.service + "." + f.namespace
+	return &controllers.ServingCertRotator{
+		Client:      c,
+		Namespace:   f.namespace,
+		SecretName:  f.secret,
+		APIServices: []string{f.apiService},
+		Policy:      servingcert.Policy{DNSNames: []string{svc + ".svc", svc + ".svc.cluster.local", svc, f.service}},
+		Log:         ctrl.Log.WithName("aggregated-api-cert"),
+	}
 }
 
 // minStalledUpload keeps the sweep well clear of uploads in progress, which
