@@ -497,7 +497,7 @@ func (k *kubectlPlugin) list(ctx context.Context, c *kube, path string, l listFl
 		var cont string
 		if l.output == "json" {
 			var page struct {
-				Metadata metav1.ListMeta  `json:"metadata"`
+				Metadata metav1.ListMeta   `json:"metadata"`
 				Items    []json.RawMessage `json:"items"`
 			}
 			if err := json.Unmarshal(data, &page); err != nil {
