@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/posture-dev/posture/internal/auth"
+	"github.com/posture-dev/posture/internal/findings"
 	"github.com/posture-dev/posture/internal/store"
 )
 
@@ -40,7 +41,7 @@ var findingList = listSpec{
 }
 
 // Severities are OCSF's severity labels, what the store keeps (lower-case).
-var severities = set("unknown", "informational", "low", "medium", "high", "critical", "fatal", "other")
+var severities = set(findings.Severities...)
 
 func (s *Server) findingRoutes(mux *http.ServeMux) {
 	mux.Handle("/api/v1/findings", s.methods(map[string]handlerFunc{http.MethodGet: s.listFindings}))

@@ -3,7 +3,6 @@ package webhook
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"mime"
 	"mime/multipart"
@@ -12,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,12 +19,12 @@ import (
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/internal/auth"
-	"github.com/posture-dev/posture/internal/ocsf"
 	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/uploads"
 )
 
 // FileSuffix is the only accepted report file name ending.
-const FileSuffix = ".ocsf.json"
+const FileSuffix = uploads.FileSuffix
 
 var ingestionFields = set("status", "summary", "requested_at", "started_at", "completed_at")
 
@@ -50,63 +48,21 @@ func (s *Server) ingestionRoutes(mux *http.ServeMux) {
 	mux.Handle("/api/v1/ingestions/{id}/errors", s.methods(map[string]handlerFunc{http.MethodGet: s.listIngestionErrors}))
 }
 
-// errTooLarge marks the upload limit, independent of how the store wraps errors.
-var errTooLarge = errors.New("upload exceeds the size limit")
-
-type limitedReader struct {
-	r        io.Reader
-	left     int64
-	exceeded bool
-}
-
-func (l *limitedReader) Read(p []byte) (int, error) {
-	if l.left <= 0 {
-		// Probe one byte: a file of exactly the limit is fine.
-		var one [1]byte
-		n, err := l.r.Read(one[:])
-		if n > 0 {
-			l.exceeded = true
-			return 0, errTooLarge
-		}
-		return 0, err
-	}
-	if int64(len(p)) > l.left {
-		p = p[:l.left]
-	}
-	n, err := l.r.Read(p)
-	l.left -= int64(n)
-	return n, err
-}
-
-// readErrReader remembers the first error reading the request body gave,
-// so a failed upload can be told apart from a failing store.
-type readErrReader struct {
-	r   io.Reader
-	err error
-}
-
-func (e *readErrReader) Read(p []byte) (int, error) {
-	n, err := e.r.Read(p)
-	if err != nil && err != io.EOF && e.err == nil {
-		e.err = err
-	}
-	return n, err
-}
-
 func (s *Server) maxUpload() int64 {
-	if s.MaxUploadBytes > 0 {
-		return s.MaxUploadBytes
-	}
-	return DefaultMaxUploadBytes
+	return s.uploads().Limit()
+}
+
+// uploads is the use case both front doors share.
+func (s *Server) uploads() *uploads.Service {
+	return &uploads.Service{Client: s.Client, Store: s.Store, Log: s.Log, MaxBytes: s.MaxUploadBytes}
 }
 
 // multipartSlack is what multipart framing may add to the file: part
 // headers, boundaries and small fields around it.
 const multipartSlack = 1 << 20
 
-// MaxFilenameBytes bounds an uploaded report's name; the Ingestion CRD holds
-// the same bound, so a name the API accepts is one the API server stores.
-const MaxFilenameBytes = 255
+// MaxFilenameBytes bounds an uploaded report's name.
+const MaxFilenameBytes = uploads.MaxFilenameBytes
 
 // maxPartHeaderBytes bounds what the multipart reader may consume to find a
 // part and read its headers. Go's reader allows 10 MiB of headers, enough for
@@ -205,136 +161,36 @@ func (s *Server) createIngestion(w http.ResponseWriter, r *http.Request) (err er
 	}
 }
 
-// checkFilename refuses names that would be unsafe to show: the name is
-// printed by kubectl and carried in events, where control characters repaint
-// a terminal or forge lines, and a huge name bloats every listing.
-func checkFilename(name string) *apiError {
-	if name == "" {
-		return newError(400, CodeInvalid, "the part file carries no file name; its name must end in "+FileSuffix).pointer("/data/attributes/file")
-	}
-	shown := name
-	if len(shown) > 64 {
-		shown = shown[:64] + "..."
-	}
-	if len(name) > MaxFilenameBytes {
-		return errorf(400, CodeInvalid, "file name %q is %d bytes long; at most %d bytes are allowed", shown, len(name), MaxFilenameBytes).pointer("/data/attributes/file")
-	}
-	if !utf8.ValidString(name) {
-		return errorf(400, CodeInvalid, "file name %q is not valid UTF-8", shown).pointer("/data/attributes/file")
-	}
-	for i, c := range name {
-		if isControl(c) {
-			return errorf(400, CodeInvalid, "file name %q has the control character %U at byte %d; control characters are not allowed", shown, c, i).pointer("/data/attributes/file")
-		}
-	}
-	if !strings.HasSuffix(name, FileSuffix) {
-		return errorf(400, CodeInvalid, "file name %q must end in %s", name, FileSuffix).pointer("/data/attributes/file")
-	}
-	return nil
-}
-
 // printable replaces control characters, so text from a request can be
 // shown in an answer or a log without acting on a terminal.
-func printable(s string) string {
-	return strings.Map(func(c rune) rune {
-		if isControl(c) {
-			return utf8.RuneError
-		}
-		return c
-	}, s)
-}
-
-// isControl is C0, DEL and C1: the ranges the Ingestion CRD's pattern excludes.
-func isControl(c rune) bool {
-	return c < 0x20 || (c >= 0x7f && c <= 0x9f)
-}
+func printable(s string) string { return uploads.Printable(s) }
 
 func (s *Server) tooLarge() *apiError {
 	return errorf(413, CodeFileTooLarge, "the report is larger than the upload limit of %d bytes", s.maxUpload()).pointer("/data/attributes/file")
 }
 
 func (s *Server) ingestPart(w http.ResponseWriter, r *http.Request, p auth.Principal, filename string, body io.Reader) error {
-	ctx := r.Context()
-	if aerr := checkFilename(filename); aerr != nil {
-		return aerr
-	}
-	src := &readErrReader{r: body}
-	limited := &limitedReader{r: src, left: s.maxUpload()}
-	counting := ocsf.NewCountingReader(limited)
-	blob, err := s.Store.PutBlob(ctx, p.Tenant, failFast{counting})
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if limited.exceeded || errors.As(err, &mbe) {
+	ing, err := s.uploads().Accept(r.Context(), uploads.Request{
+		Tenant: p.Tenant, Namespace: p.Namespace, Filename: filename, Body: body, BodyName: "the part file",
+		RequestedBy: posturev1.Requester{User: p.User, APIKeyPrefix: p.KeyPrefix},
+	})
+	var ue *uploads.Error
+	if errors.As(err, &ue) {
+		if ue.Kind == uploads.TooLarge {
 			return s.tooLarge()
 		}
-		var fe *ocsf.FileError
-		if errors.As(err, &fe) {
-			return errorf(400, CodeInvalid, "%s is not a valid OCSF report: %s", filename, fe.Error()).pointer("/data/attributes/file")
+		e := newError(400, CodeInvalid, ue.Message)
+		if ue.Kind != uploads.Interrupted {
+			e = e.pointer("/data/attributes/file")
 		}
-		if src.err != nil {
-			// The request body broke off (truncated multipart, client gone):
-			// the client's problem, not the server's.
-			return errorf(400, CodeInvalid, "reading the part file failed after %d bytes: %v", s.maxUpload()-limited.left, src.err).pointer("/data/attributes/file")
-		}
-		if ctx.Err() != nil {
-			return errorf(400, CodeInvalid, "the upload was interrupted after %d bytes", s.maxUpload()-limited.left)
-		}
-		return fmt.Errorf("store upload: %w", err)
+		return e
 	}
-	records, err := counting.Result()
 	if err != nil {
-		s.deleteBlob(p.Tenant, blob.ID)
-		var fe *ocsf.FileError
-		if errors.As(err, &fe) {
-			return errorf(400, CodeInvalid, "%s is not a valid OCSF report: %s", filename, fe.Error()).pointer("/data/attributes/file")
-		}
-		return fmt.Errorf("count records: %w", err)
+		return err
 	}
-	ing := &posturev1.Ingestion{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      uuid.NewString(),
-			Namespace: p.Namespace,
-			Labels:    map[string]string{posturev1.LabelTenant: p.Tenant},
-		},
-		Spec: posturev1.IngestionSpec{
-			Source: posturev1.IngestionSource{Upload: &posturev1.UploadSource{
-				BlobID: blob.ID, Filename: filename, Size: blob.Size, SHA256: blob.SHA256,
-			}},
-			RecordCount: int64(records),
-			RequestedBy: posturev1.Requester{User: p.User, APIKeyPrefix: p.KeyPrefix},
-		},
-	}
-	if err := s.Client.Create(ctx, ing); err != nil {
-		s.deleteBlob(p.Tenant, blob.ID)
-		return fmt.Errorf("create Ingestion: %w", err)
-	}
-	s.Log.Info("ingestion accepted", "tenant", p.Tenant, "ingestion", ing.Name, "file", filename, "records", records, "bytes", blob.Size)
 	w.Header().Set("Location", "/api/v1/ingestions/"+ing.Name)
 	writeJSON(w, http.StatusAccepted, document{Data: ingestionResource(r, ing, nil), Meta: meta{Version: APIVersion}})
 	return nil
-}
-
-// failFast ends an upload as soon as the report is known to be malformed (an
-// object instead of an array, a stray byte), so a large bad file is not
-// stored whole only to be deleted.
-type failFast struct{ c *ocsf.CountingReader }
-
-func (f failFast) Read(p []byte) (int, error) {
-	n, err := f.c.Read(p)
-	if ferr := f.c.Err(); ferr != nil {
-		return n, ferr
-	}
-	return n, err
-}
-
-// deleteBlob cleans up after a rejected upload; it must not depend on the
-// request's context, which may be the reason for the cleanup.
-func (s *Server) deleteBlob(tenant, id string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := s.Store.DeleteBlob(ctx, tenant, id); err != nil && !errors.Is(err, store.ErrNotFound) {
-		s.Log.Error(err, "deleting a rejected upload failed", "tenant", tenant, "blob", id)
-	}
 }
 
 // lookupIngestion finds a job of the caller's tenant; another tenant's is a 404.

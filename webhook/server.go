@@ -23,11 +23,12 @@ import (
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/internal/auth"
 	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/uploads"
 	"github.com/posture-dev/posture/webhook/ui"
 )
 
 // DefaultMaxUploadBytes bounds one uploaded report (413 past it).
-const DefaultMaxUploadBytes int64 = 1 << 30
+const DefaultMaxUploadBytes = uploads.DefaultMaxBytes
 
 // Server serves the REST API and the web UI.
 type Server struct {

@@ -49,13 +49,17 @@ var restConfig *rest.Config
 
 // Main starts one control plane for the test binary, runs the tests, and
 // stops the control plane (and any throwaway PostgreSQL) afterwards.
-func Main(m *testing.M) {
+func Main(m *testing.M) { MainWith(m) }
+
+// MainWith is Main with options for the control plane (such as an
+// AggregatorRoute's).
+func MainWith(m *testing.M, opts ...testenv.Option) {
 	level := 2 // errors only
 	if os.Getenv("TEST_VERBOSE_LOGS") != "" {
 		level = -1
 	}
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr), zap.Level(zapcore.Level(level))))
-	env, cfg, err := testenv.Start()
+	env, cfg, err := testenv.Start(opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

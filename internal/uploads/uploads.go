@@ -1,0 +1,274 @@
+// Package uploads is the one home of accepting a report: the file name
+// rules, streaming the body into a blob while counting and checking its
+// records, and creating the pending Ingestion that hands it to the
+// controller. Each front door (the REST API, the aggregated API) adapts its
+// request to Accept and maps the errors to its own wire format.
+package uploads
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-logr/logr"
+	"github.com/google/uuid"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/internal/ocsf"
+	"github.com/posture-dev/posture/internal/store"
+)
+
+// FileSuffix is the only accepted report file name ending.
+const FileSuffix = ".ocsf.json"
+
+// MaxFilenameBytes bounds an uploaded report's name; the Ingestion CRD holds
+// the same bound, so a name accepted here is one the API server stores.
+const MaxFilenameBytes = 255
+
+// DefaultMaxBytes bounds one uploaded report.
+const DefaultMaxBytes int64 = 1 << 30
+
+// Kind says which answer a refused upload deserves.
+type Kind int
+
+const (
+	// Invalid is the client's mistake: a bad name or a malformed report (400).
+	Invalid Kind = iota + 1
+	// TooLarge is a report past the size limit (413).
+	TooLarge
+	// Interrupted is a request whose context ended mid-upload (400): no
+	// part of the report is to blame.
+	Interrupted
+)
+
+// Error is a refused upload. Message is safe to show the caller.
+type Error struct {
+	Kind    Kind
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+func invalidf(format string, args ...any) *Error {
+	return &Error{Kind: Invalid, Message: fmt.Sprintf(format, args...)}
+}
+
+// Service accepts uploads for every tenant.
+type Service struct {
+	// Client creates the Ingestion objects.
+	Client client.Client
+	Store  store.Store
+	Log    logr.Logger
+	// MaxBytes bounds one report (DefaultMaxBytes when zero).
+	MaxBytes int64
+}
+
+// Limit is the size limit in force.
+func (s *Service) Limit() int64 {
+	if s.MaxBytes > 0 {
+		return s.MaxBytes
+	}
+	return DefaultMaxBytes
+}
+
+// TooLargeError is the refusal of a report past the limit.
+func (s *Service) TooLargeError() *Error {
+	return &Error{Kind: TooLarge, Message: fmt.Sprintf("the report is larger than the upload limit of %d bytes", s.Limit())}
+}
+
+// Request is one report to accept.
+type Request struct {
+	Tenant    string
+	Namespace string
+	Filename  string
+	// Body is the report itself; it is read once, to its end or to the
+	// first error.
+	Body io.Reader
+	// BodyName names the body in messages ("the part file", "the request
+	// body"), as the caller knows it.
+	BodyName    string
+	RequestedBy posturev1.Requester
+}
+
+// CheckFilename refuses names that would be unsafe to show: the name is
+// printed by kubectl and carried in events, where control characters repaint
+// a terminal or forge lines, and a huge name bloats every listing.
+func CheckFilename(name string) *Error {
+	if name == "" {
+		return invalidf("the part file carries no file name; its name must end in %s", FileSuffix)
+	}
+	shown := name
+	if len(shown) > 64 {
+		shown = shown[:64] + "..."
+	}
+	if len(name) > MaxFilenameBytes {
+		return invalidf("file name %q is %d bytes long; at most %d bytes are allowed", shown, len(name), MaxFilenameBytes)
+	}
+	if !utf8.ValidString(name) {
+		return invalidf("file name %q is not valid UTF-8", shown)
+	}
+	for i, c := range name {
+		if isControl(c) {
+			return invalidf("file name %q has the control character %U at byte %d; control characters are not allowed", shown, c, i)
+		}
+	}
+	if !strings.HasSuffix(name, FileSuffix) {
+		return invalidf("file name %q must end in %s", name, FileSuffix)
+	}
+	return nil
+}
+
+// Printable replaces control characters, so text from a request can be
+// shown in an answer or a log without acting on a terminal.
+func Printable(s string) string {
+	return strings.Map(func(c rune) rune {
+		if isControl(c) {
+			return utf8.RuneError
+		}
+		return c
+	}, s)
+}
+
+// isControl is C0, DEL and C1: the ranges the Ingestion CRD's pattern excludes.
+func isControl(c rune) bool {
+	return c < 0x20 || (c >= 0x7f && c <= 0x9f)
+}
+
+// Accept streams the report into a blob while counting its records, then
+// creates the Ingestion (pending). A malformed report ends the stream at the
+// first bad byte, so a large bad file is never stored whole. Refusals are
+// *Error; anything else is the server's failure.
+func (s *Service) Accept(ctx context.Context, req Request) (*posturev1.Ingestion, error) {
+	if err := CheckFilename(req.Filename); err != nil {
+		return nil, err
+	}
+	bodyName := req.BodyName
+	if bodyName == "" {
+		bodyName = "the request body"
+	}
+	src := &readErrReader{r: req.Body}
+	limited := &limitedReader{r: src, left: s.Limit()}
+	counting := ocsf.NewCountingReader(limited)
+	blob, err := s.Store.PutBlob(ctx, req.Tenant, failFast{counting})
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if limited.exceeded || errors.As(err, &mbe) {
+			return nil, s.TooLargeError()
+		}
+		var fe *ocsf.FileError
+		if errors.As(err, &fe) {
+			return nil, invalidf("%s is not a valid OCSF report: %s", req.Filename, fe.Error())
+		}
+		if src.err != nil {
+			// The body broke off (truncated, client gone): the client's
+			// problem, not the server's.
+			return nil, invalidf("reading %s failed after %d bytes: %v", bodyName, s.Limit()-limited.left, src.err)
+		}
+		if ctx.Err() != nil {
+			return nil, &Error{Kind: Interrupted, Message: fmt.Sprintf("the upload was interrupted after %d bytes", s.Limit()-limited.left)}
+		}
+		return nil, fmt.Errorf("store upload: %w", err)
+	}
+	records, err := counting.Result()
+	if err != nil {
+		s.deleteBlob(req.Tenant, blob.ID)
+		var fe *ocsf.FileError
+		if errors.As(err, &fe) {
+			return nil, invalidf("%s is not a valid OCSF report: %s", req.Filename, fe.Error())
+		}
+		return nil, fmt.Errorf("count records: %w", err)
+	}
+	ing := &posturev1.Ingestion{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      uuid.NewString(),
+			Namespace: req.Namespace,
+			Labels:    map[string]string{posturev1.LabelTenant: req.Tenant},
+		},
+		Spec: posturev1.IngestionSpec{
+			Source: posturev1.IngestionSource{Upload: &posturev1.UploadSource{
+				BlobID: blob.ID, Filename: req.Filename, Size: blob.Size, SHA256: blob.SHA256,
+			}},
+			RecordCount: int64(records),
+			RequestedBy: req.RequestedBy,
+		},
+	}
+	if err := s.Client.Create(ctx, ing); err != nil {
+		s.deleteBlob(req.Tenant, blob.ID)
+		return nil, fmt.Errorf("create Ingestion: %w", err)
+	}
+	s.Log.Info("ingestion accepted", "tenant", req.Tenant, "ingestion", ing.Name, "file", req.Filename, "records", records, "bytes", blob.Size)
+	return ing, nil
+}
+
+// deleteBlob cleans up after a rejected upload; it must not depend on the
+// request's context, which may be the reason for the cleanup.
+func (s *Service) deleteBlob(tenant, id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.Store.DeleteBlob(ctx, tenant, id); err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.Log.Error(err, "deleting a rejected upload failed", "tenant", tenant, "blob", id)
+	}
+}
+
+// errTooLarge marks the upload limit, independent of how the store wraps errors.
+var errTooLarge = errors.New("upload exceeds the size limit")
+
+type limitedReader struct {
+	r        io.Reader
+	left     int64
+	exceeded bool
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		// Probe one byte: a file of exactly the limit is fine.
+		var one [1]byte
+		n, err := l.r.Read(one[:])
+		if n > 0 {
+			l.exceeded = true
+			return 0, errTooLarge
+		}
+		return 0, err
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	return n, err
+}
+
+// readErrReader remembers the first error reading the body gave, so a
+// failed upload can be told apart from a failing store.
+type readErrReader struct {
+	r   io.Reader
+	err error
+}
+
+func (e *readErrReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil && err != io.EOF && e.err == nil {
+		e.err = err
+	}
+	return n, err
+}
+
+// failFast ends an upload as soon as the report is known to be malformed (an
+// object instead of an array, a stray byte), so a large bad file is not
+// stored whole only to be deleted.
+type failFast struct{ c *ocsf.CountingReader }
+
+func (f failFast) Read(p []byte) (int, error) {
+	n, err := f.c.Read(p)
+	if ferr := f.c.Err(); ferr != nil {
+		return n, ferr
+	}
+	return n, err
+}

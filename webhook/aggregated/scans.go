@@ -1,0 +1,241 @@
+package aggregated
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	datav1 "github.com/posture-dev/posture/api/data/v1alpha1"
+	"github.com/posture-dev/posture/internal/findings"
+	"github.com/posture-dev/posture/internal/store"
+)
+
+type scanStorage struct {
+	base
+	s *Server
+}
+
+var (
+	_ rest.Getter = &scanStorage{}
+	_ rest.Lister = &scanStorage{}
+)
+
+func (*scanStorage) New() runtime.Object     { return &datav1.Scan{} }
+func (*scanStorage) NewList() runtime.Object { return &datav1.ScanList{} }
+func (*scanStorage) GetSingularName() string { return "scan" }
+
+// scanPageSize is what a get reads per page while looking for one scan: a
+// tenant has a handful of scans per provider and ingestion.
+const scanPageSize = 500
+
+func (st *scanStorage) Get(ctx context.Context, name string, _ *metav1.GetOptions) (runtime.Object, error) {
+	tenant, err := st.s.tenants.tenantOf(ctx, "scans")
+	if err != nil {
+		return nil, err
+	}
+	for page := 1; ; page++ {
+		rows, count, err := st.s.opts.Store.ListScans(ctx, tenant.Name, store.ScanQuery{Page: store.Page{Number: page, Size: scanPageSize}})
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		for i := range rows {
+			if rows[i].ID == name {
+				return toScan(&rows[i], tenant.NamespaceName()), nil
+			}
+		}
+		if page*scanPageSize >= count || len(rows) == 0 {
+			return nil, apierrors.NewNotFound(resource("scans"), name)
+		}
+	}
+}
+
+func (st *scanStorage) List(ctx context.Context, opts *metainternalversion.ListOptions) (runtime.Object, error) {
+	tenant, err := st.s.tenants.tenantOf(ctx, "scans")
+	if err != nil {
+		return nil, err
+	}
+	list := &datav1.ScanList{Items: []datav1.Scan{}}
+	var sel fields.Selector
+	if opts != nil {
+		sel = opts.FieldSelector
+	}
+	filters, err := selectorFilters(sel, "scans", datav1.ScanFieldSelectors)
+	if err != nil || !matchesNoLabels(opts) {
+		return list, err
+	}
+	binding := findings.Binding(filters, nil)
+	page, err := readPageToken(opts, binding)
+	if err != nil {
+		return nil, err
+	}
+	size := listLimit(opts)
+	rows, count, err := st.s.opts.Store.ListScans(ctx, tenant.Name, store.ScanQuery{
+		ProviderType: filters["providerType"], ProviderUID: filters["providerUID"],
+		Page: store.Page{Number: page, Size: size},
+	})
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	for i := range rows {
+		if name := filters["metadata.name"]; name != "" && rows[i].ID != name {
+			continue
+		}
+		list.Items = append(list.Items, *toScan(&rows[i], tenant.NamespaceName()))
+	}
+	if page*size < count {
+		list.Continue = pageToken(page+1, binding)
+	}
+	return list, nil
+}
+
+func toScan(sc *store.Scan, ns string) *datav1.Scan {
+	return &datav1.Scan{
+		TypeMeta:     metav1.TypeMeta{APIVersion: datav1.SchemeGroupVersion.String(), Kind: "Scan"},
+		ObjectMeta:   metav1.ObjectMeta{Name: sc.ID, Namespace: ns, CreationTimestamp: metav1.NewTime(sc.InsertedAt)},
+		ProviderType: sc.ProviderType, ProviderUID: sc.ProviderUID, Trigger: sc.Trigger,
+		Ingestion: sc.IngestionID, FindingCount: sc.FindingCount, UpdatedAt: metav1.NewTime(sc.UpdatedAt),
+	}
+}
+
+func (*scanStorage) ConvertToTable(_ context.Context, obj runtime.Object, _ runtime.Object) (*metav1.Table, error) {
+	t := &metav1.Table{ColumnDefinitions: []metav1.TableColumnDefinition{
+		{Name: "Name", Type: "string", Format: "name"},
+		{Name: "Provider", Type: "string"},
+		{Name: "Findings", Type: "integer"},
+		{Name: "Ingestion", Type: "string"},
+		{Name: "Age", Type: "string"},
+	}}
+	return t, eachItem(obj, t, func(o runtime.Object) {
+		sc := o.(*datav1.Scan)
+		t.Rows = append(t.Rows, metav1.TableRow{
+			Cells:  []any{sc.Name, sc.ProviderType + "/" + sc.ProviderUID, int64(sc.FindingCount), sc.Ingestion, age(sc.CreationTimestamp)},
+			Object: runtime.RawExtension{Object: sc},
+		})
+	})
+}
+
+type errorStorage struct {
+	base
+	s *Server
+}
+
+var (
+	_ rest.Getter = &errorStorage{}
+	_ rest.Lister = &errorStorage{}
+)
+
+func (*errorStorage) New() runtime.Object     { return &datav1.IngestionError{} }
+func (*errorStorage) NewList() runtime.Object { return &datav1.IngestionErrorList{} }
+func (*errorStorage) GetSingularName() string { return "ingestionerror" }
+
+// errorName is an error row's name: its ingestion and its row id, so a get
+// needs no other lookup to know which ingestion to read.
+func errorName(ingestion string, id int64) string { return ingestion + "." + strconv.FormatInt(id, 10) }
+
+func (st *errorStorage) Get(ctx context.Context, name string, _ *metav1.GetOptions) (runtime.Object, error) {
+	tenant, err := st.s.tenants.tenantOf(ctx, "ingestionerrors")
+	if err != nil {
+		return nil, err
+	}
+	ing, idText, ok := strings.Cut(name, ".")
+	id, perr := strconv.ParseInt(idText, 10, 64)
+	if !ok || perr != nil {
+		return nil, apierrors.NewNotFound(resource("ingestionerrors"), name)
+	}
+	for page := 1; ; page++ {
+		rows, count, err := st.s.opts.Store.ListIngestionErrors(ctx, tenant.Name, ing, store.Page{Number: page, Size: scanPageSize})
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		for i := range rows {
+			if rows[i].ID == id {
+				return toError(&rows[i], ing, tenant.NamespaceName()), nil
+			}
+		}
+		if page*scanPageSize >= count || len(rows) == 0 {
+			return nil, apierrors.NewNotFound(resource("ingestionerrors"), name)
+		}
+	}
+}
+
+func (st *errorStorage) List(ctx context.Context, opts *metainternalversion.ListOptions) (runtime.Object, error) {
+	tenant, err := st.s.tenants.tenantOf(ctx, "ingestionerrors")
+	if err != nil {
+		return nil, err
+	}
+	list := &datav1.IngestionErrorList{Items: []datav1.IngestionError{}}
+	var sel fields.Selector
+	if opts != nil {
+		sel = opts.FieldSelector
+	}
+	filters, err := selectorFilters(sel, "ingestionerrors", datav1.ErrorFieldSelectors)
+	if err != nil {
+		return nil, err
+	}
+	ing := filters["ingestion"]
+	if ing == "" {
+		return nil, apierrors.NewBadRequest("ingestion errors are listed per ingestion: add --field-selector ingestion=<Ingestion name>")
+	}
+	if !matchesNoLabels(opts) {
+		return list, nil
+	}
+	binding := findings.Binding(filters, nil)
+	page, err := readPageToken(opts, binding)
+	if err != nil {
+		return nil, err
+	}
+	size := listLimit(opts)
+	rows, count, err := st.s.opts.Store.ListIngestionErrors(ctx, tenant.Name, ing, store.Page{Number: page, Size: size})
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	for i := range rows {
+		e := toError(&rows[i], ing, tenant.NamespaceName())
+		if name := filters["metadata.name"]; name != "" && e.Name != name {
+			continue
+		}
+		list.Items = append(list.Items, *e)
+	}
+	if page*size < count {
+		list.Continue = pageToken(page+1, binding)
+	}
+	return list, nil
+}
+
+func toError(e *store.IngestionError, ingestion, ns string) *datav1.IngestionError {
+	return &datav1.IngestionError{
+		TypeMeta:   metav1.TypeMeta{APIVersion: datav1.SchemeGroupVersion.String(), Kind: "IngestionError"},
+		ObjectMeta: metav1.ObjectMeta{Name: errorName(ingestion, e.ID), Namespace: ns},
+		Ingestion:  ingestion, RecordIndex: e.RecordIndex, FindingUID: e.FindingUID,
+		Code: e.Code, Detail: e.Detail, Pointer: e.Pointer, Value: e.Value,
+	}
+}
+
+func (*errorStorage) ConvertToTable(_ context.Context, obj runtime.Object, _ runtime.Object) (*metav1.Table, error) {
+	t := &metav1.Table{ColumnDefinitions: []metav1.TableColumnDefinition{
+		{Name: "Name", Type: "string", Format: "name"},
+		{Name: "Record", Type: "string"},
+		{Name: "Code", Type: "string"},
+		{Name: "Pointer", Type: "string"},
+		{Name: "Detail", Type: "string"},
+	}}
+	return t, eachItem(obj, t, func(o runtime.Object) {
+		e := o.(*datav1.IngestionError)
+		rec := "-"
+		if e.RecordIndex != nil {
+			rec = fmt.Sprint(*e.RecordIndex)
+		}
+		t.Rows = append(t.Rows, metav1.TableRow{
+			Cells:  []any{e.Name, rec, e.Code, e.Pointer, e.Detail},
+			Object: runtime.RawExtension{Object: e},
+		})
+	})
+}
