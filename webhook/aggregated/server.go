@@ -29,6 +29,7 @@ import (
 	apirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	genericfilters "k8s.io/apiserver/pkg/server/filters"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	restclient "k8s.io/client-go/rest"
@@ -78,6 +79,10 @@ type Options struct {
 	// CABundle).
 	CertDir  string
 	DNSNames []string
+	// Cert, when set, serves the certificate it provides instead of CertDir:
+	// the manager's own (servingcert.SecretSource), reread from its Secret
+	// and reloaded without a restart when the manager renews it.
+	Cert dynamiccertificates.CertKeyContentProvider
 	// RESTConfig reaches kube-apiserver for delegated authentication and
 	// authorization (TokenReview, SubjectAccessReview, and the
 	// extension-apiserver-authentication ConfigMap).
@@ -129,10 +134,13 @@ func New(o Options) (*Server, error) {
 			}
 		}
 	}
-	if o.CertDir != "" {
+	switch {
+	case o.Cert != nil:
+		// Set on the serving config below.
+	case o.CertDir != "":
 		secure.ServerCert.CertKey.CertFile = filepath.Join(o.CertDir, "tls.crt")
 		secure.ServerCert.CertKey.KeyFile = filepath.Join(o.CertDir, "tls.key")
-	} else {
+	default:
 		if err := secure.MaybeDefaultWithSelfSignedCerts("localhost", o.DNSNames, []net.IP{net.ParseIP("127.0.0.1")}); err != nil {
 			return nil, fmt.Errorf("generate the aggregated API's self-signed certificate: %w", err)
 		}
@@ -165,6 +173,9 @@ func New(o Options) (*Server, error) {
 	cfg.OpenAPIV3Config.Info.Title = "Posture data.posture.dev"
 	if err := secure.ApplyTo(&cfg.SecureServing, &cfg.LoopbackClientConfig); err != nil {
 		return nil, fmt.Errorf("aggregated API serving: %w", err)
+	}
+	if o.Cert != nil {
+		cfg.SecureServing.Cert = o.Cert
 	}
 	if err := authn.ApplyTo(&cfg.Authentication, cfg.SecureServing, nil); err != nil {
 		return nil, fmt.Errorf("aggregated API delegated authentication: %w", err)
