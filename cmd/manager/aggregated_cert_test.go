@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/posture-dev/posture/internal/testenv"
+)
+
+// TestAggregatedCertRights runs the manager's certificate rotator as the
+// manager's ServiceAccount with the RBAC of config/rbac, against the
+// APIService of config/aggregated: it may issue and renew its Secret and
+// patch that APIService, and nothing next to them.
+func TestAggregatedCertRights(t *testing.T) {
+	ctx := context.Background()
+	applyRBAC(t)
+
+	raw, err := os.ReadFile(filepath.Join(testenv.Root(), "config", "aggregated", "apiservice.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(raw, &ours.Object); err != nil {
+		t.Fatal(err)
+	}
+	other := ours.DeepCopy()
+	other.SetName("v1.other.example.com")
+	if err := unstructured.SetNestedField(other.Object, "other.example.com", "spec", "group"); err != nil {
+		t.Fatal(err)
+	}
+	_ = unstructured.SetNestedField(other.Object, "v1", "spec", "version")
+	for _, o := range []*unstructured.Unstructured{ours, other} {
+		if err := admin.Create(ctx, o); err != nil {
+			t.Fatalf("APIService %s: %v", o.GetName(), err)
+		}
+		t.Cleanup(func() { _ = admin.Delete(context.Background(), o) })
+	}
+	foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "someone-elses", Namespace: operatorNS},
+		Data: map[string][]byte{"k": []byte("v")}}
+	if err := admin.Create(ctx, foreign); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+
+	sa, err := client.New(asServiceAccount(restConfig, operatorNS, managerSA), client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _, err := parseManagerFlags([]string{"--aggregated-api-cert-secret=posture-aggregated-api-tls",
+		"--aggregated-api-cert-namespace=" + operatorNS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := aggregatedCertRotator(sa, f.aggregatedCert)
+	t.Cleanup(func() {
+		_ = admin.Delete(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: r.SecretName, Namespace: operatorNS}})
+	})
+
+	if _, err := r.Reconcile(ctx); err != nil {
+		t.Fatalf("issue as the manager's ServiceAccount: %v", err)
+	}
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(ours), ours); err != nil {
+		t.Fatal(err)
+	}
+	if ca, _, _ := unstructured.NestedString(ours.Object, "spec", "caBundle"); ca == "" {
+		t.Error("the APIService of config/aggregated has no caBundle after the first check")
+	}
+	// A renewal (here: a new Service name) updates the Secret.
+	r.Policy.DNSNames = append(r.Policy.DNSNames, "posture-aggregated-api.renamed.svc")
+	if _, err := r.Reconcile(ctx); err != nil {
+		t.Fatalf("renew as the manager's ServiceAccount: %v", err)
+	}
+
+	for _, tc := range []struct {
+		name string
+		do   func() error
+	}{
+		{"patch another APIService", func() error {
+			return sa.Patch(ctx, other.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"caBundle":"AAAA"}}`)))
+		}},
+		{"read another APIService", func() error {
+			return sa.Get(ctx, client.ObjectKeyFromObject(other), other.DeepCopy())
+		}},
+		{"update another Secret of its namespace", func() error {
+			var s corev1.Secret
+			if err := sa.Get(ctx, client.ObjectKeyFromObject(foreign), &s); err != nil {
+				return err
+			}
+			s.Data["k"] = []byte("changed")
+			return sa.Update(ctx, &s)
+		}},
+		{"delete its own Secret", func() error {
+			return sa.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: r.SecretName, Namespace: operatorNS}})
+		}},
+		{"list APIServices", func() error {
+			l := &unstructured.UnstructuredList{}
+			l.SetAPIVersion("apiregistration.k8s.io/v1")
+			l.SetKind("APIServiceList")
+			return sa.List(ctx, l)
+		}},
+	} {
+		t.Run("refused: "+tc.name, func(t *testing.T) {
+			if err := tc.do(); !apierrors.IsForbidden(err) {
+				t.Errorf("got %v, want Forbidden", err)
+			}
+		})
+	}
+}
