@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -38,6 +39,7 @@ import (
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/store/engines"
 	"github.com/posture-dev/posture/webhook"
+	"github.com/posture-dev/posture/webhook/aggregated"
 )
 
 func main() {
@@ -56,30 +58,32 @@ func env(name, def string) string {
 
 type managerFlags struct {
 	apiAddr, probeAddr, metricsAddr string
-	leaderElect                     bool
-	leaderElectionNamespace         string
-	executor                        string
-	workers                         int
-	storeDriver, storeDSN           string
-	maxUploadBytes                  int64
-	shutdownDrain                   time.Duration
-	job                             controllers.WorkerJobConfig
-	staticTenant, staticNamespace   string
-	rateLimit                       float64
-	rateBurst                       int
-	jwtNamespace, jwtSecret         string
-	sessionMaxAge                   time.Duration
-	signIn                          *webhook.SignInGuard
-	pollInterval                    time.Duration
-	ingestBatchSize                 int
-	ingestRecordsPerSecond          float64
-	reportRetention, stalledUpload  time.Duration
-	mcp                             controllers.MCPServerDefaults
-	apiTLSCertFile, apiTLSKeyFile   string
-	metricsCertDir                  string
-	access                          controllers.TenantAccess
-	podConfig                       string
-	aggregatedCert                  aggregatedCertFlags
+	// aggregatedAddr and aggregatedCertDir serve data.posture.dev.
+	aggregatedAddr, aggregatedCertDir string
+	leaderElect                       bool
+	leaderElectionNamespace           string
+	executor                          string
+	workers                           int
+	storeDriver, storeDSN             string
+	maxUploadBytes                    int64
+	shutdownDrain                     time.Duration
+	job                               controllers.WorkerJobConfig
+	staticTenant, staticNamespace     string
+	rateLimit                         float64
+	rateBurst                         int
+	jwtNamespace, jwtSecret           string
+	sessionMaxAge                     time.Duration
+	signIn                            *webhook.SignInGuard
+	pollInterval                      time.Duration
+	ingestBatchSize                   int
+	ingestRecordsPerSecond            float64
+	reportRetention, stalledUpload    time.Duration
+	mcp                               controllers.MCPServerDefaults
+	apiTLSCertFile, apiTLSKeyFile     string
+	metricsCertDir                    string
+	access                            controllers.TenantAccess
+	podConfig                         string
+	aggregatedCert                    aggregatedCertFlags
 }
 
 // aggregatedCertFlags: the manager issues and renews the aggregated API's
@@ -107,6 +111,8 @@ func parseManagerFlags(args []string) (managerFlags, *zap.Options, error) {
 	f := managerFlags{signIn: &webhook.SignInGuard{}}
 	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
 	fs.StringVar(&f.apiAddr, "api-bind-address", ":8080", "Address of the REST API.")
+	fs.StringVar(&f.aggregatedAddr, "aggregated-api-bind-address", aggregated.DefaultBindAddress, "Address of the aggregated API (data.posture.dev, HTTPS, reached through kube-apiserver by an APIService); 0 disables.")
+	fs.StringVar(&f.aggregatedCertDir, "aggregated-api-cert-dir", "", "Directory holding tls.crt and tls.key of the aggregated API, reloaded when they change (default: a self-signed certificate generated in memory).")
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz.")
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "0", "Address of Prometheus metrics, served over HTTPS to callers the API server authenticates and authorizes (get on /metrics); 0 disables.")
 	fs.StringVar(&f.metricsCertDir, "metrics-cert-dir", "", "Directory holding tls.crt and tls.key of the metrics server (default: a self-signed certificate).")
@@ -183,6 +189,11 @@ func parseManagerFlags(args []string) (managerFlags, *zap.Options, error) {
 	}
 	if f.stalledUpload < minStalledUpload {
 		err := fmt.Errorf("--stalled-upload-timeout %s: want at least %s", f.stalledUpload, minStalledUpload)
+		fmt.Fprintln(fs.Output(), err)
+		return f, nil, err
+	}
+	if f.aggregatedCert.secret != "" && f.aggregatedCertDir != "" {
+		err := errors.New("--aggregated-api-cert-secret and --aggregated-api-cert-dir exclude each other: the manager issues the certificate, or it comes from the directory")
 		fmt.Fprintln(fs.Output(), err)
 		return f, nil, err
 	}
@@ -314,9 +325,18 @@ func serve(ctx context.Context, cfg *rest.Config, f managerFlags, log logr.Logge
 		return err
 	}
 
+	// The aggregated API's certificate: the manager's own when
+	// --aggregated-api-cert-secret is set (the leader renews it, every
+	// replica serves it from the Secret), else --aggregated-api-cert-dir.
+	var aggregatedCert dynamiccertificates.CertKeyContentProvider
 	if f.aggregatedCert.secret != "" {
-		if err := mgr.Add(aggregatedCertRotator(mgr.GetClient(), f.aggregatedCert)); err != nil {
+		rotator := aggregatedCertRotator(mgr.GetClient(), f.aggregatedCert)
+		if err := mgr.Add(rotator); err != nil {
 			return err
+		}
+		aggregatedCert = &servingcert.SecretSource{
+			Reader: mgr.GetAPIReader(), Namespace: rotator.Namespace, SecretName: rotator.SecretName,
+			Bootstrap: rotator.CreateIfMissing, Log: ctrl.Log.WithName("aggregated-api-cert"),
 		}
 	}
 
@@ -335,6 +355,20 @@ func serve(ctx context.Context, cfg *rest.Config, f managerFlags, log logr.Logge
 	}
 	if err := mgr.Add(api); err != nil {
 		return err
+	}
+	if f.aggregatedAddr != "0" {
+		agg, err := aggregated.New(aggregated.Options{
+			BindAddress: f.aggregatedAddr, CertDir: f.aggregatedCertDir, Cert: aggregatedCert,
+			DNSNames:   aggregatedDNSNames(f.aggregatedCert),
+			RESTConfig: cfg, Client: mgr.GetClient(), Store: st, MaxUploadBytes: f.maxUploadBytes,
+			Log: ctrl.Log.WithName("aggregated-api"),
+		})
+		if err != nil {
+			return err
+		}
+		if err := mgr.Add(agg); err != nil {
+			return err
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
@@ -384,14 +418,20 @@ func authenticator(ctx context.Context, f managerFlags, mgr ctrl.Manager) (auth.
 	}, false, nil
 }
 
-func aggregatedCertRotator(c client.Client, f aggregatedCertFlags) *controllers.ServingCertRotator {
+// aggregatedDNSNames are the names of the aggregated API's Service;
+// kube-aggregator checks the first.
+func aggregatedDNSNames(f aggregatedCertFlags) []string {
 	svc := f.service + "." + f.namespace
+	return []string{svc + ".svc", svc + ".svc.cluster.local", svc, f.service}
+}
+
+func aggregatedCertRotator(c client.Client, f aggregatedCertFlags) *controllers.ServingCertRotator {
 	return &controllers.ServingCertRotator{
 		Client:      c,
 		Namespace:   f.namespace,
 		SecretName:  f.secret,
 		APIServices: []string{f.apiService},
-		Policy:      servingcert.Policy{DNSNames: []string{svc + ".svc", svc + ".svc.cluster.local", svc, f.service}},
+		Policy:      servingcert.Policy{DNSNames: aggregatedDNSNames(f)},
 		Log:         ctrl.Log.WithName("aggregated-api-cert"),
 	}
 }

@@ -180,6 +180,7 @@ func startManager(t *testing.T) *runningManager {
 	f, _, err := parseManagerFlags([]string{
 		"--api-bind-address=" + m.apiAddr,
 		"--health-probe-bind-address=0",
+		"--aggregated-api-bind-address=127.0.0.1:0",
 		"--metrics-bind-address=" + m.metricsAddr,
 		"--executor=inprocess",
 		"--store-driver=sqlite",

@@ -140,6 +140,7 @@ func startManagerProcess(t *testing.T, bin, kubeconfig string, drain time.Durati
 	m.cmd = exec.Command(bin,
 		"--api-bind-address="+m.api,
 		"--health-probe-bind-address="+m.probes,
+		"--aggregated-api-bind-address=127.0.0.1:0",
 		"--executor=inprocess",
 		"--store-driver=sqlite",
 		"--store-dsn="+filepath.Join(t.TempDir(), "posture.db"),

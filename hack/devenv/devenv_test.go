@@ -45,6 +45,7 @@ func TestDevEnvironment(t *testing.T) {
 		"POSTURE_DEV_API_ADDR="+freeAddr(t),
 		"POSTURE_DEV_MCP_ADDR="+freeAddr(t),
 		"POSTURE_DEV_METRICS_ADDR="+freeAddr(t),
+		"POSTURE_DEV_AGGREGATED_ADDR="+freeAddr(t),
 		// 300 records a second: the 1,500-record report takes 5 s per
 		// attempt, so the kill below lands in the middle of one; small
 		// batches and a short poll make the progress visible early.
@@ -101,6 +102,25 @@ func TestDevEnvironment(t *testing.T) {
 		}
 		if n := api.errorsCount(t, mixed); n != 4 {
 			t.Errorf("GET /api/v1/ingestions/%s/errors counts %d rows, want one per invalid record: 4", mixed, n)
+		}
+	})
+
+	t.Run("kubectl reaches the aggregated API through kube-apiserver", func(t *testing.T) {
+		kubectl := func(args ...string) string {
+			t.Helper()
+			out, err := exec.Command("kubectl", append([]string{"--kubeconfig", api.vars["KUBECONFIG"]}, args...)...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+			return string(out)
+		}
+		available := kubectl("get", "apiservice", "v1alpha1.data.posture.dev", "-o", "jsonpath={.status.conditions[?(@.type==\"Available\")].status}")
+		if available != "True" {
+			t.Errorf("kubectl get apiservice v1alpha1.data.posture.dev reads Available=%q, want True", available)
+		}
+		names := strings.Fields(kubectl("get", "findings", "-n", api.vars["POSTURE_TENANT_NAMESPACE"], "--chunk-size=400", "-o", "name"))
+		if len(names) != 1503 {
+			t.Errorf("kubectl get findings lists %d, want the 1,500 + 3 valid findings of both examples", len(names))
 		}
 	})
 

@@ -32,6 +32,10 @@ type settings struct {
 	mcpAddr string
 	// metricsAddr is where the manager serves /metrics (POSTURE_DEV_METRICS_ADDR).
 	metricsAddr string
+	// aggregatedAddr is where the manager serves data.posture.dev, which the
+	// local kube-apiserver reaches through its egress proxy
+	// (POSTURE_DEV_AGGREGATED_ADDR).
+	aggregatedAddr string
 	// managerArgs are extra manager flags (POSTURE_DEV_MANAGER_ARGS), e.g.
 	// --ingest-records-per-second to slow ingestions down enough to kill the
 	// manager in the middle of one.
@@ -48,12 +52,13 @@ func main() {
 			err = reset(devDir)
 		} else {
 			err = run(ctx, settings{
-				root:        root,
-				devDir:      devDir,
-				apiAddr:     envOr("POSTURE_DEV_API_ADDR", "127.0.0.1:8080"),
-				mcpAddr:     envOr("POSTURE_DEV_MCP_ADDR", "127.0.0.1:8090"),
-				metricsAddr: envOr("POSTURE_DEV_METRICS_ADDR", "127.0.0.1:8082"),
-				managerArgs: strings.Fields(os.Getenv("POSTURE_DEV_MANAGER_ARGS")),
+				root:           root,
+				devDir:         devDir,
+				apiAddr:        envOr("POSTURE_DEV_API_ADDR", "127.0.0.1:8080"),
+				mcpAddr:        envOr("POSTURE_DEV_MCP_ADDR", "127.0.0.1:8090"),
+				metricsAddr:    envOr("POSTURE_DEV_METRICS_ADDR", "127.0.0.1:8082"),
+				aggregatedAddr: envOr("POSTURE_DEV_AGGREGATED_ADDR", "127.0.0.1:8443"),
+				managerArgs:    strings.Fields(os.Getenv("POSTURE_DEV_MANAGER_ARGS")),
 			})
 		}
 	}
@@ -76,7 +81,7 @@ func run(ctx context.Context, s settings) error {
 		return err
 	}
 	defer lock.release()
-	for _, addr := range []string{s.apiAddr, s.mcpAddr, s.metricsAddr} {
+	for _, addr := range []string{s.apiAddr, s.mcpAddr, s.metricsAddr, s.aggregatedAddr} {
 		if err := portFree(addr); err != nil {
 			return err
 		}
@@ -94,8 +99,21 @@ func run(ctx context.Context, s settings) error {
 	}
 	step(kept)
 
-	step("starting the control plane (kube-apiserver + etcd)")
-	env, _, err := testenv.Start(testenv.EtcdDataDir(filepath.Join(s.devDir, etcdDirName)))
+	// A fresh route each run: its certificates and socket are not kept, and
+	// Register brings the kept APIService's caBundle up to date. The socket
+	// lives in a short temporary path (Unix socket paths are limited).
+	route, err := testenv.NewAggregatorRoute("", "posture-system")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		_ = route.Close()
+		_ = os.RemoveAll(route.Dir)
+	}()
+	route.SetBackend(s.aggregatedAddr)
+
+	step("starting the control plane (kube-apiserver + etcd, front proxy and egress to the local manager)")
+	env, _, err := testenv.Start(testenv.EtcdDataDir(filepath.Join(s.devDir, etcdDirName)), route.Option())
 	if err != nil {
 		return err
 	}
@@ -119,6 +137,11 @@ func run(ctx context.Context, s settings) error {
 		return err
 	}
 
+	step("installing the aggregated API's roles (config/rbac/aggregated_api_roles.yaml)")
+	if err := testenv.ApplyFile(ctx, admin, "config/rbac/aggregated_api_roles.yaml"); err != nil {
+		return err
+	}
+
 	step("seeding demo tenants")
 	seed, err := seedTenants(ctx, admin)
 	if err != nil {
@@ -136,6 +159,8 @@ func run(ctx context.Context, s settings) error {
 		"--health-probe-bind-address=127.0.0.1:0",
 		// HTTPS with the same token check as in a cluster (self-signed).
 		"--metrics-bind-address=" + s.metricsAddr,
+		"--aggregated-api-bind-address=" + s.aggregatedAddr,
+		"--aggregated-api-cert-dir=" + route.ServingCertDir,
 		"--executor=inprocess",
 		"--store-driver=sqlite",
 		"--store-dsn=" + filepath.Join(s.devDir, storeName),
@@ -151,6 +176,16 @@ func run(ctx context.Context, s settings) error {
 	}
 	if err := waitHTTP(ctx, apiURL+"/healthz", procs); err != nil {
 		return fmt.Errorf("the API never answered: %w (see the manager's lines above)", err)
+	}
+	step("registering the aggregated API (APIService v1alpha1.data.posture.dev)")
+	if err := route.Register(ctx, admin); err != nil {
+		return err
+	}
+	waitCtx, cancelWait := context.WithTimeout(ctx, time.Minute)
+	err = testenv.WaitAvailable(waitCtx, admin)
+	cancelWait()
+	if err != nil {
+		return err
 	}
 	step("waiting for the demo API keys")
 	if err := seed.awaitKeys(ctx, admin); err != nil {
@@ -208,6 +243,8 @@ Posture is running locally. In another shell, in ` + root + `:
        -F file=@examples/aws_1500_records.ocsf.json \
        "$POSTURE_API_URL/api/v1/ingestions"
   kubectl get ingestions -n "$POSTURE_TENANT_NAMESPACE"
+  kubectl get apiservice v1alpha1.data.posture.dev
+  kubectl get findings -n "$POSTURE_TENANT_NAMESPACE" --chunk-size=100
   kubectl get events -n "$POSTURE_TENANT_NAMESPACE"
   curl -sk -H "Authorization: Bearer $POSTURE_METRICS_TOKEN" "$POSTURE_METRICS_URL" | grep ^posture_
 

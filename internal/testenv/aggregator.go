@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -28,6 +29,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -399,3 +401,28 @@ func serial() *big.Int {
 // caBundleField is how an unstructured object carries []byte: base64, as
 // JSON encodes it.
 func caBundleField(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+// ApplyFile creates every object of a multi-document YAML file of the
+// repository (path relative to its root); objects that exist are left as
+// they are.
+func ApplyFile(ctx context.Context, c client.Client, path string) error {
+	data, err := os.ReadFile(filepath.Join(Root(), path))
+	if err != nil {
+		return err
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for i := 0; ; i++ {
+		var u unstructured.Unstructured
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("%s, document %d: %w", path, i, err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if err := c.Create(ctx, &u); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("%s, document %d: create %s %s: %w", path, i, u.GetKind(), u.GetName(), err)
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -19,8 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -90,31 +87,6 @@ func adminKubeconfig(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return path
-}
-
-// applyYAML creates every object of a multi-document file of the repository.
-func applyYAML(t *testing.T, c client.Client, path string) {
-	t.Helper()
-	f, err := os.Open(filepath.Join(testenv.Root(), path))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
-	for {
-		var u unstructured.Unstructured
-		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-			return
-		} else if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
-		if err := c.Create(context.Background(), &u); client.IgnoreAlreadyExists(err) != nil {
-			t.Fatalf("%s: create %s %s: %v", path, u.GetKind(), u.GetName(), err)
-		}
-	}
 }
 
 // newTenant creates a namespace and the Tenant that owns it.
@@ -199,9 +171,11 @@ func TestThroughKubeAggregator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	applyYAML(t, admin, "config/rbac/aggregated_api_roles.yaml")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
+	if err := testenv.ApplyFile(ctx, admin, "config/rbac/aggregated_api_roles.yaml"); err != nil {
+		t.Fatal(err)
+	}
 	if err := route.Register(ctx, admin); err != nil {
 		t.Fatal(err)
 	}

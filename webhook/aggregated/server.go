@@ -15,7 +15,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 
 	"github.com/go-logr/logr"
 	apiextensionsopenapi "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
@@ -47,6 +46,10 @@ import (
 // DefaultBindAddress is the aggregated API's port in the manager.
 const DefaultBindAddress = ":8443"
 
+// ServiceName is the Service an APIService names to reach the manager; the
+// self-signed certificate is valid for it.
+const ServiceName = "posture-aggregated-api"
+
 var (
 	scheme = runtime.NewScheme()
 	codecs = serializer.NewCodecFactory(scheme)
@@ -70,7 +73,8 @@ func must(err error) {
 
 // Options configure the aggregated API server.
 type Options struct {
-	// BindAddress is host:port to serve on; ignored when Listener is set.
+	// BindAddress is host:port to serve on (port 0 picks one); ignored
+	// when Listener is set.
 	BindAddress string
 	// Listener, when set, is served instead of binding BindAddress.
 	Listener net.Listener
@@ -112,28 +116,21 @@ func New(o Options) (*Server, error) {
 		tenants: tenancy{reader: o.Client},
 	}
 	secure := genericoptions.NewSecureServingOptions().WithLoopback()
-	if o.Listener != nil {
-		secure.Listener = o.Listener
-		secure.BindPort = o.Listener.Addr().(*net.TCPAddr).Port
-	} else {
+	ln := o.Listener
+	if ln == nil {
 		addr := o.BindAddress
 		if addr == "" {
 			addr = DefaultBindAddress
 		}
-		host, port, err := net.SplitHostPort(addr)
-		if err != nil {
-			return nil, fmt.Errorf("--aggregated-api-bind-address %q: %w", addr, err)
-		}
-		if secure.BindPort, err = strconv.Atoi(port); err != nil {
-			return nil, fmt.Errorf("--aggregated-api-bind-address %q: port %q is not a number", addr, port)
-		}
-		if host != "" {
-			secure.BindAddress = net.ParseIP(host)
-			if secure.BindAddress == nil {
-				return nil, fmt.Errorf("--aggregated-api-bind-address %q: %q is not an IP address", addr, host)
-			}
+		var err error
+		// Listening here, not in the generic server, lets a port of 0 pick
+		// a free one.
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			return nil, fmt.Errorf("aggregated API: listen on %s: %w", addr, err)
 		}
 	}
+	secure.Listener = ln
+	secure.BindPort = ln.Addr().(*net.TCPAddr).Port
 	switch {
 	case o.Cert != nil:
 		// Set on the serving config below.
@@ -141,6 +138,9 @@ func New(o Options) (*Server, error) {
 		secure.ServerCert.CertKey.CertFile = filepath.Join(o.CertDir, "tls.crt")
 		secure.ServerCert.CertKey.KeyFile = filepath.Join(o.CertDir, "tls.key")
 	default:
+		// The options default to writing the certificate under the working
+		// directory; an empty one keeps it in memory.
+		secure.ServerCert.CertDirectory = ""
 		if err := secure.MaybeDefaultWithSelfSignedCerts("localhost", o.DNSNames, []net.IP{net.ParseIP("127.0.0.1")}); err != nil {
 			return nil, fmt.Errorf("generate the aggregated API's self-signed certificate: %w", err)
 		}
@@ -159,6 +159,10 @@ func New(o Options) (*Server, error) {
 	}
 	authn := genericoptions.NewDelegatingAuthenticationOptions()
 	authn.RemoteKubeConfigFile = kubeconfig
+	// Without read access to kube-system/extension-apiserver-authentication
+	// the server still starts; it then trusts no front-proxy headers, so
+	// every request through kube-apiserver is refused until the RBAC exists.
+	authn.TolerateInClusterLookupFailure = true
 	authz := genericoptions.NewDelegatingAuthorizationOptions().WithAlwaysAllowPaths("/healthz", "/readyz", "/livez")
 	authz.RemoteKubeConfigFile = kubeconfig
 
