@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -183,4 +184,49 @@ func TestAggregatedCertRights(t *testing.T) {
 		}
 		return true, ""
 	})
+}
+
+// TestKustomizeManagerArgs: the manager accepts every flag config/manager
+// gives it, and the aggregated API's certificate comes from the manager.
+func TestKustomizeManagerArgs(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(testenv.Root(), "config", "manager", "manager.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args []string
+	for _, doc := range strings.Split(string(raw), "\n---") {
+		var d struct {
+			Kind string `json:"kind"`
+			Spec struct {
+				Template struct {
+					Spec struct {
+						Containers []struct {
+							Name string   `json:"name"`
+							Args []string `json:"args"`
+						} `json:"containers"`
+					} `json:"spec"`
+				} `json:"template"`
+			} `json:"spec"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &d); err != nil {
+			t.Fatal(err)
+		}
+		if d.Kind == "Deployment" {
+			args = d.Spec.Template.Spec.Containers[0].Args
+		}
+	}
+	if len(args) == 0 {
+		t.Fatal("no manager args in config/manager/manager.yaml")
+	}
+	f, _, err := parseManagerFlags(args)
+	if err != nil {
+		t.Fatalf("config/manager's args %v: %v", args, err)
+	}
+	if f.aggregatedCert.secret != "posture-aggregated-api-tls" || f.aggregatedAddr != ":8443" || f.aggregatedCert.service != "posture-aggregated-api" {
+		t.Errorf("aggregated API flags %+v, addr %q", f.aggregatedCert, f.aggregatedAddr)
+	}
+	if _, _, err := parseManagerFlags([]string{"--aggregated-api-cert-secret=x", "--aggregated-api-cert-dir=/d"}); err == nil ||
+		!strings.Contains(err.Error(), "exclude each other") {
+		t.Errorf("both certificate sources: %v", err)
+	}
 }
