@@ -72,6 +72,9 @@ func TestRenderAggregatedAPI(t *testing.T) {
 					t.Errorf("args %v lack %s", args(c), want)
 				}
 			}
+			if !strings.Contains(r.notes, "kubectl get apiservice v1alpha1.data.posture.dev") || !strings.Contains(r.notes, "from the manager, Secret posture-aggregated-api-tls") {
+				t.Errorf("NOTES do not say how to check the aggregated API:\n%s", r.notes)
+			}
 			if len(r.all("Certificate")) != 0 || len(r.all("Issuer")) != 0 {
 				t.Errorf("cert-manager objects rendered without certManager.enabled")
 			}
