@@ -116,7 +116,7 @@ func startTenancy(t *testing.T, opts tenancyOpts) *tenancyEnv {
 				s.Now = te.clock.Now
 			}
 			if opts.rate != nil {
-				s.Auth = opts.rate.Wrap(s.Auth)
+				s.RateLimit = opts.rate
 			}
 			if opts.server != nil {
 				opts.server(s)

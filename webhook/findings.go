@@ -63,20 +63,25 @@ func (s *Server) listFindings(w http.ResponseWriter, r *http.Request) error {
 		return aerr
 	}
 	binding := cursorBinding(q)
+	var (
+		rows  []store.Finding
+		count int
+		more  bool
+	)
 	if q.cursor != "" {
 		k, aerr := decodeCursor(q.cursor, binding)
 		if aerr != nil {
 			return aerr
 		}
-		fq.After = &k
-		// One row more than the page tells whether a next page exists
-		// without knowing where this page is.
-		fq.Page = store.Page{Size: q.size + 1}
+		var page findings.Page
+		page, err = findings.ReadAfter(r.Context(), s.Store, p.Tenant, fq, &k, q.size)
+		rows, count, more = page.Rows, page.Count, page.Next != nil
 	} else if offset := (q.page - 1) * q.size; offset > MaxPageOffset {
 		return errorf(400, CodeInvalid, "page[number]=%d with page[size]=%d skips %d findings; at most %d can be skipped: "+
 			"follow links.next, which carries page[cursor], to read further", q.page, q.size, offset, MaxPageOffset).parameter("page[number]")
+	} else {
+		rows, count, err = s.Store.ListFindings(r.Context(), p.Tenant, fq)
 	}
-	rows, count, err := s.Store.ListFindings(r.Context(), p.Tenant, fq)
 	if errors.Is(err, store.ErrInvalidArgument) {
 		return errorf(400, CodeInvalid, "%v", err).parameter("sort")
 	}
@@ -86,11 +91,8 @@ func (s *Server) listFindings(w http.ResponseWriter, r *http.Request) error {
 	var (
 		pg    pagination
 		links *listLink
-		more  bool
 	)
 	if q.cursor != "" {
-		more = len(rows) > q.size
-		rows = rows[:min(len(rows), q.size)]
 		pg = pagination{Pages: max(1, (count+q.size-1)/q.size), Count: count}
 		links = &listLink{First: pageLink(r, 1)}
 	} else {

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"net/http"
@@ -93,36 +94,55 @@ func (l *RateLimiter) tooMany(retryAfter time.Duration) *apiError {
 	return e
 }
 
-// Wrap limits the requests of each authenticated caller: after a successful
-// authentication the caller's bucket must hold a token, else the request is
-// answered 429 rate_limited with Retry-After (before 402 and 403, which need
-// no work to answer but would let a caller probe without limit otherwise).
-// Failed authentications are not counted against anyone's key.
-func (l *RateLimiter) Wrap(a auth.Authenticator) auth.Authenticator {
+// Middleware limits the requests of each authenticated caller: once a
+// request's credentials authenticate, the caller's bucket must hold a token,
+// else the request is answered 429 rate_limited with Retry-After (before
+// 402 and 403, which need no work to answer but would let a caller probe
+// without limit otherwise). Failed authentications are not counted against
+// anyone's key: the handler answers them 401. The principal travels in the
+// request's context, so the handler does not authenticate again.
+func (l *RateLimiter) Middleware(a auth.Authenticator, next http.Handler) http.Handler {
 	if l == nil {
-		return a
+		return next
 	}
-	return &rateLimitedAuth{next: a, limiter: l}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !hasCredentials(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		p, err := a.Authenticate(r)
+		if err != nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if wait, ok := l.Allow(rateKey(p)); !ok {
+			// Metrics label a request by the route the mux would have
+			// matched, as the mux itself records it on the request.
+			if mux, ok := next.(*http.ServeMux); ok {
+				_, r.Pattern = mux.Handler(r)
+			}
+			writeError(w, l.tooMany(wait))
+			return
+		}
+		inner := r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
+		next.ServeHTTP(w, inner)
+		// The mux recorded the matched route on the copy; the metrics read
+		// it from the request they handed down.
+		r.Pattern = inner.Pattern
+	})
 }
 
-type rateLimitedAuth struct {
-	next    auth.Authenticator
-	limiter *RateLimiter
-}
+// hasCredentials is whether a request carries something to authenticate;
+// sign-in and the UI's pages carry none.
+func hasCredentials(r *http.Request) bool { return r.Header.Get("Authorization") != "" }
 
-func (r *rateLimitedAuth) Authenticate(req *http.Request) (auth.Principal, error) {
-	p, err := r.next.Authenticate(req)
-	if err != nil {
-		return p, err
-	}
-	if wait, ok := r.limiter.Allow(rateKey(p)); !ok {
-		return auth.Principal{}, r.limiter.tooMany(wait)
-	}
-	return p, nil
-}
+type principalKey struct{}
 
-// Unwrap gives access to the wrapped authenticator (e.g. for token sign-in).
-func (r *rateLimitedAuth) Unwrap() auth.Authenticator { return r.next }
+// principalFrom is the principal Middleware authenticated, if any.
+func principalFrom(r *http.Request) (auth.Principal, bool) {
+	p, ok := r.Context().Value(principalKey{}).(auth.Principal)
+	return p, ok
+}
 
 // rateKey is the bucket of a caller: its API key, or for tokens its user.
 func rateKey(p auth.Principal) string {
@@ -144,19 +164,6 @@ func unwrapAuth(a auth.Authenticator, visit func(auth.Authenticator) bool) {
 		}
 		a = u.Unwrap()
 	}
-}
-
-// rateLimiter finds the limiter wrapping the server's authenticator, if any.
-func (s *Server) rateLimiter() *RateLimiter {
-	var l *RateLimiter
-	unwrapAuth(s.Auth, func(a auth.Authenticator) bool {
-		if r, ok := a.(*rateLimitedAuth); ok {
-			l = r.limiter
-			return true
-		}
-		return false
-	})
-	return l
 }
 
 // bucketFor finds or makes key's bucket; l.mu is held.

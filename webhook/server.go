@@ -36,9 +36,11 @@ type Server struct {
 	Client client.Client
 	// APIReader reads the API server directly; used when the cache has not
 	// seen an object yet (a GET right after the POST that created it).
-	APIReader      client.Reader
-	Store          store.Store
-	Auth           auth.Authenticator
+	APIReader client.Reader
+	Store     store.Store
+	Auth      auth.Authenticator
+	// RateLimit limits each authenticated caller (nil: no limit).
+	RateLimit      *RateLimiter
 	Log            logr.Logger
 	Addr           string
 	MaxUploadBytes int64
@@ -105,7 +107,7 @@ func (s *Server) Handler() http.Handler {
 		// Metrics label API requests by the API mux's pattern, which a
 		// request the UI forwards (a clone carrying the session's token)
 		// still gets: so the instrument sits inside the UI, around the API.
-		s.handler = s.recoverer(ui.Wrap(instrument(mux), s.Now))
+		s.handler = s.recoverer(ui.Wrap(instrument(s.RateLimit.Middleware(s.Auth, mux)), s.Now))
 	}
 	return s.handler
 }

@@ -105,8 +105,8 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
 	// guard's stricter buckets of the address and the email. Those are
 	// checked before and after waiting for a slot: sign-ins queued behind
 	// others may find them emptied meanwhile.
-	if wait, ok := s.rateLimiter().Allow("login:" + auth.NormalizeEmail(a.Email)); !ok {
-		return fail(signInThrottledAccount, s.rateLimiter().tooMany(wait))
+	if wait, ok := s.RateLimit.Allow("login:" + auth.NormalizeEmail(a.Email)); !ok {
+		return fail(signInThrottledAccount, s.RateLimit.tooMany(wait))
 	}
 	if aerr, reason := g.throttled(client, a.Email); aerr != nil {
 		return fail(reason, aerr)

@@ -344,7 +344,8 @@ func serve(ctx context.Context, cfg *rest.Config, f managerFlags, log logr.Logge
 		Client:         mgr.GetClient(),
 		APIReader:      mgr.GetAPIReader(),
 		Store:          st,
-		Auth:           webhook.NewRateLimiter(f.rateLimit, f.rateBurst).Wrap(authn),
+		Auth:           authn,
+		RateLimit:      webhook.NewRateLimiter(f.rateLimit, f.rateBurst),
 		Log:            ctrl.Log.WithName("api"),
 		Addr:           f.apiAddr,
 		MaxUploadBytes: f.maxUploadBytes,
@@ -357,6 +358,14 @@ func serve(ctx context.Context, cfg *rest.Config, f managerFlags, log logr.Logge
 		return err
 	}
 	if f.aggregatedAddr != "0" {
+		if staticKey {
+			// The aggregated API finds a namespace's Tenant through these
+			// indexes; a static key's setup skipped them (and has no Tenant
+			// objects, so every namespace answers 404 there).
+			if err := auth.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+				return err
+			}
+		}
 		agg, err := aggregated.New(aggregated.Options{
 			BindAddress: f.aggregatedAddr, CertDir: f.aggregatedCertDir, Cert: aggregatedCert,
 			DNSNames:   aggregatedDNSNames(f.aggregatedCert),

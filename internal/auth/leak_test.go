@@ -113,7 +113,7 @@ func TestNoKeyMaterialAnywhere(t *testing.T) {
 			}
 			return nil
 		},
-		Server: func(s *webhook.Server) { s.Auth = webhook.NewRateLimiter(100, 100).Wrap(s.Auth) },
+		Server: func(s *webhook.Server) { s.RateLimit = webhook.NewRateLimiter(100, 100) },
 	})
 
 	// A tenant (reusing the harness's namespace) with a password user and a key.

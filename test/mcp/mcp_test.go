@@ -412,7 +412,8 @@ func TestAPIFailuresAreToolErrors(t *testing.T) {
 		static := &auth.StaticKey{KeyHash: auth.HashKey(key)}
 		// One request, then a long wait: the gate's check uses the request,
 		// the tool call meets the limit.
-		env := apitest.Start(t, apitest.Options{Auth: webhook.NewRateLimiter(0.001, 1).Wrap(staticRef{static})})
+		env := apitest.Start(t, apitest.Options{Auth: staticRef{static},
+			Server: func(s *webhook.Server) { s.RateLimit = webhook.NewRateLimiter(0.001, 1) }})
 		static.Principal = auth.Principal{Tenant: env.Tenant, Namespace: env.Namespace, User: "admin@example.com", KeyPrefix: "pk_test",
 			Permissions: auth.AllPermissions(), Subscribed: true}
 		srv := startHTTPServer(t, env.URL+"/api/v1")

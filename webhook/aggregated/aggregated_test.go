@@ -160,6 +160,9 @@ func TestThroughKubeAggregator(t *testing.T) {
 			srv, err := aggregated.New(aggregated.Options{
 				Listener: ln, CertDir: route.ServingCertDir, RESTConfig: apitest.RESTConfig(),
 				Client: mgr.GetClient(), Store: st, Log: ctrl.Log.WithName("aggregated"),
+				// Above the 1,500-record report (3.3 MB), below what the
+				// 413 subtest sends.
+				MaxUploadBytes: 4 << 20,
 			})
 			if err != nil {
 				return err
@@ -303,6 +306,21 @@ func TestThroughKubeAggregator(t *testing.T) {
 		if r.err == nil || !strings.Contains(r.stderr, "--field-selector ingestion=") {
 			t.Errorf("ingestion errors listed without an ingestion: %v %s", r.err, r.stderr)
 		}
+		// The mixed example has 4 invalid records of 7 (examples/README.md).
+		out := k.ok("create", "--raw", uploadPath(ns, "aws_mixed_7_records.ocsf.json"), "-f", filepath.Join(testenv.Root(), "examples", "aws_mixed_7_records.ocsf.json"))
+		var ing posturev1.Ingestion
+		if err := json.Unmarshal([]byte(out), &ing); err != nil {
+			t.Fatal(err)
+		}
+		waitCompleted(t, admin, ns, ing.Name)
+		errs := strings.Fields(k.ok("get", "ingestionerrors", "-n", ns, "--field-selector", "ingestion="+ing.Name, "--chunk-size=3", "-o", "name"))
+		if len(errs) != 4 {
+			t.Fatalf("the mixed example lists %d ingestion errors, want 4: %q", len(errs), errs)
+		}
+		table := k.ok("get", errs[0], "-n", ns)
+		if !strings.Contains(table, "RECORD") || !strings.Contains(table, "CODE") {
+			t.Errorf("kubectl get %s:\n%s", errs[0], table)
+		}
 	})
 
 	t.Run("a malformed report is a 400 naming the byte offset", func(t *testing.T) {
@@ -318,6 +336,19 @@ func TestThroughKubeAggregator(t *testing.T) {
 		r = k.run(nil, "create", "--raw", uploadPath(ns, "report.json"), "-f", bad)
 		if r.err == nil || !strings.Contains(r.stderr, `must end in .ocsf.json`) {
 			t.Errorf("a name without .ocsf.json was not refused: %v %s", r.err, r.stderr)
+		}
+	})
+
+	t.Run("a report past the limit is a 413", func(t *testing.T) {
+		k := kubectl{t: t, kubeconfig: k.kubeconfig}
+		big := filepath.Join(t.TempDir(), "big.ocsf.json")
+		// Whitespace is valid JSON: only the size is wrong with it.
+		if err := os.WriteFile(big, []byte("["+strings.Repeat(" ", 5<<20)+"]"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r := k.run(nil, "create", "--raw", uploadPath(ns, "big.ocsf.json"), "-f", big)
+		if r.err == nil || !strings.Contains(r.stderr, "larger than the upload limit of 4194304 bytes") {
+			t.Errorf("kubectl create --raw of a 5 MiB report: %v\n%s%s", r.err, r.stdout, r.stderr)
 		}
 	})
 
