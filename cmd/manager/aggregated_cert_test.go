@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/base64"
 	"encoding/pem"
 	"os"
 	"path/filepath"
@@ -18,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -123,63 +121,30 @@ func TestAggregatedCertRights(t *testing.T) {
 		})
 	}
 
-	// Back to the manager's own names, so the manager below finds nothing
-	// to renew.
-	r.Policy.DNSNames = aggregatedDNSNames(f.aggregatedCert)
-	if _, err := r.Reconcile(ctx); err != nil {
-		t.Fatal(err)
-	}
+}
 
-	// The manager itself, as that ServiceAccount: its aggregated server
-	// presents the Secret's certificate, which the APIService's caBundle
-	// verifies for the name kube-aggregator dials.
-	addr := freeAddr(t)
-	mf, _, err := parseManagerFlags([]string{
-		"--api-bind-address=" + freeAddr(t), "--health-probe-bind-address=0", "--metrics-bind-address=0",
-		"--aggregated-api-bind-address=" + addr,
-		"--aggregated-api-cert-secret=" + r.SecretName, "--aggregated-api-cert-namespace=" + operatorNS,
-		"--executor=inprocess", "--store-driver=sqlite", "--store-dsn=" + filepath.Join(t.TempDir(), "posture.db"),
-		"--job-namespace=" + operatorNS, "--jwt-secret-namespace=" + operatorNS,
-		"--service-account=" + managerSA, "--service-account-namespace=" + operatorNS,
-		"--mcp-image=registry.example/posture-mcp:1.0.0",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() {
-		done <- serve(mctx, asServiceAccount(restConfig, operatorNS, managerSA), mf, ctrl.Log.WithName("setup"))
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
-	if err := admin.Get(ctx, client.ObjectKeyFromObject(ours), ours); err != nil {
-		t.Fatal(err)
-	}
-	b64, _, _ := unstructured.NestedString(ours.Object, "spec", "caBundle")
-	bundle, err := base64.StdEncoding.DecodeString(b64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(bundle)
+// testAggregatedCert: the manager started by startManager (its
+// ServiceAccount, --aggregated-api-cert-secret) serves, on its aggregated
+// port, the certificate of the Secret it keeps, valid for the name
+// kube-aggregator dials under the Secret's CA.
+func testAggregatedCert(t *testing.T, m *runningManager) {
+	ctx := context.Background()
 	testenv.Eventually(t, 30*time.Second, "the manager's aggregated server to serve the Secret's certificate", func() (bool, string) {
-		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, ServerName: "posture-aggregated-api." + operatorNS + ".svc", MinVersion: tls.VersionTLS12})
+		var sec corev1.Secret
+		if err := admin.Get(ctx, client.ObjectKey{Namespace: operatorNS, Name: "posture-aggregated-api-tls"}, &sec); err != nil {
+			return false, err.Error()
+		}
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(sec.Data["ca.crt"]) {
+			return false, "no CA in ca.crt"
+		}
+		conn, err := tls.Dial("tcp", m.aggregatedAddr, &tls.Config{RootCAs: roots, ServerName: "posture-aggregated-api." + operatorNS + ".svc", MinVersion: tls.VersionTLS12})
 		if err != nil {
 			return false, err.Error()
 		}
 		defer conn.Close()
-		var sec corev1.Secret
-		if err := admin.Get(ctx, client.ObjectKey{Namespace: operatorNS, Name: r.SecretName}, &sec); err != nil {
-			return false, err.Error()
-		}
-		leaf := conn.ConnectionState().PeerCertificates[0]
 		block, _ := pem.Decode(sec.Data["tls.crt"])
-		if block == nil || !bytes.Equal(leaf.Raw, block.Bytes) {
+		if block == nil || !bytes.Equal(conn.ConnectionState().PeerCertificates[0].Raw, block.Bytes) {
 			return false, "a certificate other than the Secret's"
 		}
 		return true, ""
