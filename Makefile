@@ -49,6 +49,10 @@ verify: manifests generate ## Fails when generated files are stale or code is no
 build: ## Binaries into bin/.
 	CGO_ENABLED=0 go build -trimpath -o $(LOCALBIN)/ ./cmd/...
 
+.PHONY: krew
+krew: ## kubectl-posture archives and their krew manifest into dist/krew (VERSION=v1.2.3).
+	go run ./hack/krew -version $${VERSION:?set VERSION, e.g. make krew VERSION=v1.2.3} -out dist/krew
+
 .PHONY: control-plane
 control-plane: ## Builds kube-apiserver and etcd from Go modules (cached, first time ~8 min).
 	@hack/control-plane.sh

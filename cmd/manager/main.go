@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -34,6 +35,7 @@ import (
 	"github.com/posture-dev/posture/controllers"
 	"github.com/posture-dev/posture/internal/auth"
 	"github.com/posture-dev/posture/internal/ingest"
+	"github.com/posture-dev/posture/internal/servingcert"
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/store/engines"
 	"github.com/posture-dev/posture/webhook"
@@ -82,6 +84,14 @@ type managerFlags struct {
 	access                            controllers.TenantAccess
 	podConfig                         string
 	sources                           controllers.SourceOptions
+	aggregatedCert                    aggregatedCertFlags
+}
+
+// aggregatedCertFlags: the manager issues and renews the aggregated API's
+// serving certificate itself when secret is set (installs without
+// cert-manager).
+type aggregatedCertFlags struct {
+	secret, namespace, service, apiService string
 }
 
 func runManager(args []string) int {
@@ -148,6 +158,10 @@ func parseManagerFlags(args []string) (managerFlags, *zap.Options, error) {
 	fs.IntVar(&f.signIn.FailureBurst, "sign-in-failure-burst", webhook.DefaultSignInFailureBurst, "Failed sign-ins allowed in a row per client address and per email.")
 	fs.IntVar(&f.signIn.Concurrency, "sign-in-concurrency", 0, "Passwords checked (bcrypt) at once; more sign-ins wait up to a second, then get 429 (default: half the CPUs Go uses, at least 1).")
 	fs.BoolVar(&f.signIn.TrustForwardedFor, "trust-forwarded-for", false, "Count sign-in failures against the last X-Forwarded-For address, for an API reached only through a reverse proxy that sets it.")
+	fs.StringVar(&f.aggregatedCert.secret, "aggregated-api-cert-secret", "", "Secret (in --aggregated-api-cert-namespace) in which the manager keeps a self-signed CA and the aggregated API's serving certificate, renews them, and sets the APIService's caBundle; the aggregated API serves from it. Empty: the certificate comes from elsewhere (cert-manager).")
+	fs.StringVar(&f.aggregatedCert.namespace, "aggregated-api-cert-namespace", env("POD_NAMESPACE", "posture-system"), "Namespace of --aggregated-api-cert-secret and of the aggregated API's Service.")
+	fs.StringVar(&f.aggregatedCert.service, "aggregated-api-service", "posture-aggregated-api", "Service the APIService routes to: the serving certificate is issued for its DNS names.")
+	fs.StringVar(&f.aggregatedCert.apiService, "aggregated-api-apiservice", controllers.DefaultAPIServiceName, "APIService whose caBundle the manager keeps equal to its CA.")
 	opts := zap.Options{}
 	opts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -179,6 +193,11 @@ func parseManagerFlags(args []string) (managerFlags, *zap.Options, error) {
 	}
 	if f.stalledUpload < minStalledUpload {
 		err := fmt.Errorf("--stalled-upload-timeout %s: want at least %s", f.stalledUpload, minStalledUpload)
+		fmt.Fprintln(fs.Output(), err)
+		return f, nil, err
+	}
+	if f.aggregatedCert.secret != "" && f.aggregatedCertDir != "" {
+		err := errors.New("--aggregated-api-cert-secret and --aggregated-api-cert-dir exclude each other: the manager issues the certificate, or it comes from the directory")
 		fmt.Fprintln(fs.Output(), err)
 		return f, nil, err
 	}
@@ -311,6 +330,21 @@ func serve(ctx context.Context, cfg *rest.Config, f managerFlags, log logr.Logge
 		return err
 	}
 
+	// The aggregated API's certificate: the manager's own when
+	// --aggregated-api-cert-secret is set (the leader renews it, every
+	// replica serves it from the Secret), else --aggregated-api-cert-dir.
+	var aggregatedCert dynamiccertificates.CertKeyContentProvider
+	if f.aggregatedCert.secret != "" {
+		rotator := aggregatedCertRotator(mgr.GetClient(), f.aggregatedCert)
+		if err := mgr.Add(rotator); err != nil {
+			return err
+		}
+		aggregatedCert = &servingcert.SecretSource{
+			Reader: mgr.GetAPIReader(), Namespace: rotator.Namespace, SecretName: rotator.SecretName,
+			Bootstrap: rotator.CreateIfMissing, Log: ctrl.Log.WithName("aggregated-api-cert"),
+		}
+	}
+
 	api := &webhook.Server{
 		Client:         mgr.GetClient(),
 		APIReader:      mgr.GetAPIReader(),
@@ -337,10 +371,9 @@ func serve(ctx context.Context, cfg *rest.Config, f managerFlags, log logr.Logge
 				return err
 			}
 		}
-		ns := env("POD_NAMESPACE", "posture-system")
 		agg, err := aggregated.New(aggregated.Options{
-			BindAddress: f.aggregatedAddr, CertDir: f.aggregatedCertDir,
-			DNSNames:   []string{aggregated.ServiceName + "." + ns + ".svc", aggregated.ServiceName + "." + ns + ".svc.cluster.local"},
+			BindAddress: f.aggregatedAddr, CertDir: f.aggregatedCertDir, Cert: aggregatedCert,
+			DNSNames:   aggregatedDNSNames(f.aggregatedCert),
 			RESTConfig: cfg, Client: mgr.GetClient(), Store: st, MaxUploadBytes: f.maxUploadBytes,
 			Log: ctrl.Log.WithName("aggregated-api"),
 		})
@@ -397,6 +430,24 @@ func authenticator(ctx context.Context, f managerFlags, mgr ctrl.Manager) (auth.
 		Secrets: mgr.GetAPIReader(),
 		Tokens:  &auth.TokenService{Keys: keys, MaxSessionAge: f.sessionMaxAge},
 	}, false, nil
+}
+
+// aggregatedDNSNames are the names of the aggregated API's Service;
+// kube-aggregator checks the first.
+func aggregatedDNSNames(f aggregatedCertFlags) []string {
+	svc := f.service + "." + f.namespace
+	return []string{svc + ".svc", svc + ".svc.cluster.local", svc, f.service}
+}
+
+func aggregatedCertRotator(c client.Client, f aggregatedCertFlags) *controllers.ServingCertRotator {
+	return &controllers.ServingCertRotator{
+		Client:      c,
+		Namespace:   f.namespace,
+		SecretName:  f.secret,
+		APIServices: []string{f.apiService},
+		Policy:      servingcert.Policy{DNSNames: aggregatedDNSNames(f)},
+		Log:         ctrl.Log.WithName("aggregated-api-cert"),
+	}
 }
 
 // minStalledUpload keeps the sweep well clear of uploads in progress, which

@@ -162,6 +162,7 @@ func writeCert(t *testing.T, certFile, keyFile string) *x509.Certificate {
 
 type runningManager struct {
 	apiAddr, metricsAddr string
+	aggregatedAddr       string
 	certFile, keyFile    string
 	cert                 *x509.Certificate
 }
@@ -173,14 +174,16 @@ func startManager(t *testing.T) *runningManager {
 	t.Helper()
 	applyRBAC(t)
 	dir := t.TempDir()
-	m := &runningManager{apiAddr: freeAddr(t), metricsAddr: freeAddr(t),
+	m := &runningManager{apiAddr: freeAddr(t), metricsAddr: freeAddr(t), aggregatedAddr: freeAddr(t),
 		certFile: filepath.Join(dir, "tls.crt"), keyFile: filepath.Join(dir, "tls.key")}
 	m.cert = writeCert(t, m.certFile, m.keyFile)
 	t.Setenv("POSTURE_STATIC_API_KEY", "")
 	f, _, err := parseManagerFlags([]string{
 		"--api-bind-address=" + m.apiAddr,
 		"--health-probe-bind-address=0",
-		"--aggregated-api-bind-address=127.0.0.1:0",
+		"--aggregated-api-bind-address=" + m.aggregatedAddr,
+		"--aggregated-api-cert-secret=posture-aggregated-api-tls",
+		"--aggregated-api-cert-namespace=" + operatorNS,
 		"--metrics-bind-address=" + m.metricsAddr,
 		"--executor=inprocess",
 		"--ingestion-source-wait=5s",
@@ -227,6 +230,7 @@ func TestManagerSecurity(t *testing.T) {
 	t.Run("metrics need an authorized caller", func(t *testing.T) { testMetricsAuth(t, m) })
 	t.Run("metrics show an ingestion", func(t *testing.T) { testMetricsAfterIngestion(t, m) })
 	t.Run("API serves TLS only", func(t *testing.T) { testAPITLS(t, m) })
+	t.Run("aggregated API serves the manager's certificate", func(t *testing.T) { testAggregatedCert(t, m) })
 	// After the metrics checks, which count one ingestion.
 	t.Run("declared ingestions read ConfigMaps of tenant namespaces only", testDeclaredIngestions)
 }

@@ -37,7 +37,16 @@ import (
 	"github.com/posture-dev/posture/internal/testenv"
 )
 
-func TestMain(m *testing.M) { apitest.Main(m) }
+// TestMain starts the package's control plane with the route of the
+// aggregated API (the plugin's tests go through kube-aggregator).
+func TestMain(m *testing.M) {
+	var err error
+	if aggregatorRoute, err = testenv.NewAggregatorRoute("", "posture-system"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	apitest.MainWith(m, aggregatorRoute.Option())
+}
 
 // kubeconfig writes a kubeconfig for the test control plane.
 func kubeconfig(t *testing.T) string {

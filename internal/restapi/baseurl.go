@@ -17,7 +17,7 @@ import (
 func ParseBaseURL(raw string) (*url.URL, error) {
 	u, err := url.Parse(strings.TrimSpace(raw))
 	if err != nil {
-		return nil, fmt.Errorf("it is not a URL: %w", unwrapURL(err))
+		return nil, fmt.Errorf("it is not a URL: %w", UnwrapURLError(err))
 	}
 	switch {
 	case u.Scheme != "https" && u.Scheme != "http":

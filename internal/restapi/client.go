@@ -201,7 +201,7 @@ func (c *Client) Do(ctx context.Context, call Call) (*Response, error) {
 			err = ctxErr
 		}
 		// url.Error repeats the method and URL Endpoint names.
-		fail.Cause = unwrapURL(err)
+		fail.Cause = UnwrapURLError(err)
 		return nil, fail
 	}
 	defer resp.Body.Close()
@@ -212,7 +212,7 @@ func (c *Client) Do(ctx context.Context, call Call) (*Response, error) {
 	fail.Status, fail.Header = resp.StatusCode, resp.Header
 	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
-		fail.Cause = fmt.Errorf("reading the response: %w", unwrapURL(err))
+		fail.Cause = fmt.Errorf("reading the response: %w", UnwrapURLError(err))
 		return nil, fail
 	}
 	if int64(len(body)) > limit {
@@ -251,7 +251,9 @@ func (c *Client) SendJSON(ctx context.Context, method, path string, body any) (*
 	return c.Do(ctx, Call{Method: method, Path: path, Body: bytes.NewReader(b), ContentType: MediaType})
 }
 
-func unwrapURL(err error) error {
+// UnwrapURLError drops net/http's "Get \"url\": " wrapping, whose method and URL
+// the caller names itself.
+func UnwrapURLError(err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		return ue.Err

@@ -94,13 +94,19 @@ func TestDefaultManifestsAreAdmitted(t *testing.T) {
 	kinds := map[string]int{}
 	for _, o := range objs {
 		kinds[o.GetKind()]++
+		// The aggregated API's authentication reader binding must stay in
+		// kube-system, where the Role it names lives.
+		kubeSystem := o.GetKind() == "RoleBinding" && o.GetName() == "posture-manager-auth-reader"
 		if o.GetKind() != "Namespace" && o.GetKind() != "CustomResourceDefinition" && o.GetKind() != "ClusterRole" &&
-			o.GetKind() != "ClusterRoleBinding" && o.GetNamespace() != "posture-system" {
+			o.GetKind() != "ClusterRoleBinding" && o.GetKind() != "APIService" && !kubeSystem && o.GetNamespace() != "posture-system" {
 			t.Errorf("%s %s is not in posture-system", o.GetKind(), o.GetName())
+		}
+		if kubeSystem && o.GetNamespace() != "kube-system" {
+			t.Errorf("RoleBinding %s is in %q, want kube-system", o.GetName(), o.GetNamespace())
 		}
 	}
 	for _, want := range []string{"CustomResourceDefinition", "Deployment", "Service", "ServiceAccount", "ClusterRole", "Role",
-		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
+		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "APIService"} {
 		if kinds[want] == 0 {
 			t.Errorf("config/default renders no %s", want)
 		}
@@ -168,6 +174,7 @@ func TestHelmChartIsAdmitted(t *testing.T) {
 			"extraEnv[0].name=HTTPS_PROXY", "extraEnv[0].value=http://proxy:3128",
 			"extraVolumes[0].name=db-ca", "extraVolumes[0].configMap.name=db-ca", "extraVolumeMounts[0].name=db-ca", "extraVolumeMounts[0].mountPath=/etc/db-ca",
 		}, nil, []string{"Ingress", "PodDisruptionBudget"}},
+		{"aggregated API certificate from cert-manager", []string{"aggregatedAPI.certManager.enabled=true"}, nil, []string{"Certificate", "Issuer"}},
 		{"SQLite on a PVC", []string{"executor=inprocess", "store.driver=sqlite", "replicaCount=1", "persistence.enabled=true", "persistence.size=2Gi",
 			"podDisruptionBudget.enabled=true"}, nil, []string{"PersistentVolumeClaim", "PodDisruptionBudget"}},
 	} {
@@ -178,7 +185,7 @@ func TestHelmChartIsAdmitted(t *testing.T) {
 				kinds[o.GetKind()]++
 			}
 			for _, want := range append([]string{"CustomResourceDefinition", "Deployment", "Service", "ServiceAccount", "ClusterRole", "Role", "RoleBinding",
-				"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}, tc.kinds...) {
+				"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "APIService"}, tc.kinds...) {
 				if kinds[want] == 0 {
 					t.Errorf("the chart renders no %s", want)
 				}
@@ -199,7 +206,7 @@ func TestHelmChartIsAdmitted(t *testing.T) {
 				}
 				// cert-manager's CRDs are not installed here; its Certificate is
 				// checked by TestHelmChartTLSAndNetworkPolicies.
-				if o.GetKind() != "Certificate" {
+				if o.GetKind() != "Certificate" && o.GetKind() != "Issuer" {
 					admitted = append(admitted, o)
 				}
 			}
@@ -235,7 +242,7 @@ func TestHelmChartTLSAndNetworkPolicies(t *testing.T) {
 		policy          string
 		ingress, egress []string
 	}{
-		{"posture-system/posture-manager", []string{"TCP/api", "TCP/probes", "TCP/metrics"}, []string{"UDP/53", "TCP/53", "TCP/443", "TCP/6443", "TCP/5432"}},
+		{"posture-system/posture-manager", []string{"TCP/api", "TCP/aggregated-api", "TCP/probes", "TCP/metrics"}, []string{"UDP/53", "TCP/53", "TCP/443", "TCP/6443", "TCP/5432"}},
 		{"posture-system/posture-worker", nil, []string{"UDP/53", "TCP/53", "TCP/5432"}},
 		{"tenant-acme/posture-mcp", []string{"TCP/http"}, []string{"UDP/53", "TCP/53", "TCP/8080"}},
 	} {

@@ -328,8 +328,8 @@ func TestRender(t *testing.T) {
 				if dig(o, "metadata", "labels", "team") != "platform" {
 					t.Errorf("%s %s lacks commonLabels", o.kind(), o.name())
 				}
-				// Cluster-wide fixed names: CRDs and the admission policies' objects.
-				if o.kind() != "CustomResourceDefinition" && !strings.HasPrefix(o.name(), "posture-apikey-") && !strings.HasPrefix(o.name(), "posture-mcpserver-") &&
+				// Cluster-wide fixed names: CRDs, the APIService and the admission policies' objects.
+				if o.kind() != "CustomResourceDefinition" && o.kind() != "APIService" && !strings.HasPrefix(o.name(), "posture-apikey-") && !strings.HasPrefix(o.name(), "posture-mcpserver-") &&
 					!strings.HasPrefix(o.name(), "sec") {
 					t.Errorf("%s %s is not named after fullnameOverride", o.kind(), o.name())
 				}
@@ -363,6 +363,8 @@ func TestSchemaRejects(t *testing.T) {
 		{"crds.enable=false", "additional properties 'enable' not allowed"},
 		{"extraArgs={poll-interval=2s}", "at '/extraArgs/0'"},
 		{"persistence.size=lots", "at '/persistence/size'"},
+		{"aggregatedAPI.port=0", "at '/aggregatedAPI/port': minimum"},
+		{"aggregatedAPI.certManager.issuer=ca", "additional properties 'issuer' not allowed"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			_, err := render(chartDir, "posture", "posture-system", []string{tc.set}, false)

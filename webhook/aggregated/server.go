@@ -28,6 +28,7 @@ import (
 	apirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	genericfilters "k8s.io/apiserver/pkg/server/filters"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	restclient "k8s.io/client-go/rest"
@@ -82,6 +83,10 @@ type Options struct {
 	// CABundle).
 	CertDir  string
 	DNSNames []string
+	// Cert, when set, serves the certificate it provides instead of CertDir:
+	// the manager's own (servingcert.SecretSource), reread from its Secret
+	// and reloaded without a restart when the manager renews it.
+	Cert dynamiccertificates.CertKeyContentProvider
 	// RESTConfig reaches kube-apiserver for delegated authentication and
 	// authorization (TokenReview, SubjectAccessReview, and the
 	// extension-apiserver-authentication ConfigMap).
@@ -126,10 +131,13 @@ func New(o Options) (*Server, error) {
 	}
 	secure.Listener = ln
 	secure.BindPort = ln.Addr().(*net.TCPAddr).Port
-	if o.CertDir != "" {
+	switch {
+	case o.Cert != nil:
+		// Set on the serving config below.
+	case o.CertDir != "":
 		secure.ServerCert.CertKey.CertFile = filepath.Join(o.CertDir, "tls.crt")
 		secure.ServerCert.CertKey.KeyFile = filepath.Join(o.CertDir, "tls.key")
-	} else {
+	default:
 		// The options default to writing the certificate under the working
 		// directory; an empty one keeps it in memory.
 		secure.ServerCert.CertDirectory = ""
@@ -169,6 +177,9 @@ func New(o Options) (*Server, error) {
 	cfg.OpenAPIV3Config.Info.Title = "Posture data.posture.dev"
 	if err := secure.ApplyTo(&cfg.SecureServing, &cfg.LoopbackClientConfig); err != nil {
 		return nil, fmt.Errorf("aggregated API serving: %w", err)
+	}
+	if o.Cert != nil {
+		cfg.SecureServing.Cert = o.Cert
 	}
 	if err := authn.ApplyTo(&cfg.Authentication, cfg.SecureServing, nil); err != nil {
 		return nil, fmt.Errorf("aggregated API delegated authentication: %w", err)

@@ -94,11 +94,23 @@ app.kubernetes.io/component: manager
 {{- if has "clusterroles" .resources -}}
 {{- $_ := set . "resourceNames" (list (include "posture.tenantAccessRole" $root)) -}}
 {{- end -}}
+{{- /* The one Secret the manager may update: the aggregated API's serving certificate. */ -}}
+{{- if and (has "secrets" .resources) .resourceNames -}}
+{{- $_ := set . "resourceNames" (list (include "posture.aggregatedAPISecret" $root)) -}}
+{{- end -}}
 {{- $rules = append $rules . -}}
 {{- end -}}
 {{ toYaml $rules }}
 {{- end -}}
 {{- end -}}
+{{- end -}}
+
+{{/* The aggregated API's Service, and the Secret (kubernetes.io/tls, with ca.crt) it serves from. */}}
+{{- define "posture.aggregatedAPIService" -}}
+{{ printf "%s-aggregated-api" (include "posture.fullname" .) }}
+{{- end -}}
+{{- define "posture.aggregatedAPISecret" -}}
+{{ printf "%s-aggregated-api-tls" (include "posture.fullname" .) }}
 {{- end -}}
 
 {{/* The Secret (type kubernetes.io/tls) the API serves its certificate from. */}}

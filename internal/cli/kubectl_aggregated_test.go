@@ -1,0 +1,269 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/controllers"
+	"github.com/posture-dev/posture/internal/apitest"
+	"github.com/posture-dev/posture/internal/servingcert"
+	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/testenv"
+	"github.com/posture-dev/posture/webhook/aggregated"
+)
+
+// aggregatorRoute routes the package's control plane to a local aggregated
+// API server (TestMain passes its flags to kube-apiserver).
+var aggregatorRoute *testenv.AggregatorRoute
+
+// TestKubectlPluginThroughKubeAggregator drives kubectl-posture against the
+// real kube-apiserver, whose aggregator proxies data.posture.dev to an
+// aggregated server that serves the certificate the manager issues itself
+// (ServingCertRotator + SecretSource), with caBundle kept in step.
+func TestKubectlPluginThroughKubeAggregator(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	aggregatorRoute.SetBackend(ln.Addr().String())
+	admin, err := client.New(apitest.RESTConfig(), client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := aggregatorRoute.Namespace
+	rotator := &controllers.ServingCertRotator{
+		Client: admin, Namespace: ns, SecretName: "posture-aggregated-api-tls",
+		APIServices: []string{controllers.DefaultAPIServiceName},
+		// kube-aggregator checks the name <service>.<namespace>.svc.
+		Policy: servingcert.Policy{DNSNames: []string{testenv.AggregatedServiceName + "." + ns + ".svc"}},
+		Log:    logr.Discard(),
+	}
+	src := &servingcert.SecretSource{Reader: admin, Namespace: ns, SecretName: rotator.SecretName,
+		Interval: 100 * time.Millisecond, Bootstrap: rotator.CreateIfMissing, Log: logr.Discard()}
+	env := apitest.Start(t, apitest.Options{
+		Billing: &posturev1.Subscription{Active: true},
+		Setup: func(mgr ctrl.Manager, st store.Store) error {
+			srv, err := aggregated.New(aggregated.Options{
+				Listener: ln, Cert: src, RESTConfig: apitest.RESTConfig(),
+				Client: mgr.GetClient(), Store: st, Log: ctrl.Log.WithName("aggregated"),
+			})
+			if err != nil {
+				return err
+			}
+			return mgr.Add(srv)
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	// The route registers the APIService with its own CA; the rotator then
+	// replaces caBundle with the CA of the certificate the server serves.
+	if err := aggregatorRoute.Register(ctx, admin); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rotator.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := testenv.WaitAvailable(ctx, admin); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), testenv.APIService(ns, nil)) })
+
+	kc := []string{"--kubeconfig", kubeconfig(t)}
+	plugin := func(args ...string) result { return runPlugin(nil, append(kc, args...)...) }
+	tenantNS := env.Namespace
+	created := regexp.MustCompile(`ingestion\.posture\.dev/(\S+) created`)
+
+	var total int
+	t.Run("push --wait of the 1,500-record report completes", func(t *testing.T) {
+		r := plugin("push", testenv.Fixture("aws_1500_records.ocsf.json"), "-n", tenantNS, "--wait", "--interval", "200ms")
+		if r.code != ExitOK || !strings.Contains(r.stdout, "completed, 1500/1500 processed, 0 invalid") {
+			t.Fatalf("%s", r)
+		}
+		m := created.FindStringSubmatch(r.stdout)
+		if m == nil {
+			t.Fatalf("no ingestion named in %q", r.stdout)
+		}
+		r = plugin("get", "ingestions", "-n", tenantNS)
+		if r.code != ExitOK || !strings.Contains(r.stdout, m[1]) || !strings.Contains(r.stdout, "completed") {
+			t.Errorf("get ingestions: %s", r)
+		}
+	})
+	_, total, err = env.Store.ListFindings(ctx, env.Tenant, store.FindingQuery{Page: store.Page{Number: 1, Size: 1}})
+	if err != nil || total == 0 {
+		t.Fatalf("the store holds %d findings (%v); the push failed", total, err)
+	}
+
+	t.Run("get findings pages through every finding, with field selectors", func(t *testing.T) {
+		r := plugin("get", "findings", "-n", tenantNS, "--chunk-size", "250")
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if r.code != ExitOK || strings.Join(strings.Fields(lines[0]), " ") != "NAME SEVERITY STATUS CODE CHECK RESOURCE PROVIDER AGE" {
+			t.Fatalf("header %q: %s", lines[0], r)
+		}
+		if len(lines)-1 != total {
+			t.Errorf("%d rows, the store holds %d findings", len(lines)-1, total)
+		}
+		rows, _, err := env.Store.ListFindings(ctx, env.Tenant, store.FindingQuery{Page: store.Page{Number: 1, Size: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sev := rows[0].Severity
+		_, want, err := env.Store.ListFindings(ctx, env.Tenant, store.FindingQuery{Severity: []string{sev}, Page: store.Page{Number: 1, Size: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = plugin("get", "findings", "-n", tenantNS, "--field-selector", "severity="+sev, "-o", "name", "--chunk-size", "100")
+		if got := len(strings.Fields(r.stdout)); r.code != ExitOK || got != want {
+			t.Errorf("severity=%s: %d names, the store has %d: %s", sev, got, want, r)
+		}
+	})
+
+	t.Run("errors of a report whose records are all invalid", func(t *testing.T) {
+		bad := filepath.Join(t.TempDir(), "invalid.ocsf.json")
+		if err := os.WriteFile(bad, []byte(`[{"class_uid":2004},{"class_uid":2004}]`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r := plugin("push", bad, "-n", tenantNS, "--wait", "--interval", "100ms")
+		m := created.FindStringSubmatch(r.stdout)
+		if r.code != ExitJobFailed || m == nil || !strings.Contains(r.stderr, "kubectl posture errors "+m[1]) {
+			t.Fatalf("push --wait of an all-invalid report: %s", r)
+		}
+		r = plugin("errors", m[1], "-n", tenantNS)
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if r.code != ExitOK || len(lines) < 3 || !strings.HasPrefix(strings.Join(strings.Fields(lines[0]), " "), "NAME RECORD CODE") {
+			t.Errorf("errors %s: %s", m[1], r)
+		}
+	})
+
+	t.Run("a malformed report is refused with the byte offset", func(t *testing.T) {
+		bad := filepath.Join(t.TempDir(), "bad.ocsf.json")
+		if err := os.WriteFile(bad, []byte(`[{"a":1},{"b":]`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r := plugin("push", bad, "-n", tenantNS)
+		if r.code != ExitError || !strings.Contains(r.stderr, "malformed JSON at byte 14") || !strings.Contains(r.stderr, "400 Bad Request") {
+			t.Errorf("%s", r)
+		}
+	})
+
+	t.Run("RBAC: --as a user without rights, then bound to posture-uploader", func(t *testing.T) {
+		report := testenv.Fixture("aws_3_records.ocsf.json")
+		r := plugin("--as", "ci-bot", "push", report, "-n", tenantNS)
+		if r.code != ExitError || !strings.Contains(r.stderr, "403 Forbidden") || !strings.Contains(r.stderr, `cannot create resource "uploads"`) {
+			t.Fatalf("unbound user: %s", r)
+		}
+		rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "ci-bot-uploader", Namespace: tenantNS},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "ci-bot"}},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "posture-uploader"}}
+		applyClusterRoles(t, admin)
+		if err := admin.Create(ctx, rb); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, 10*time.Second, "ci-bot's upload to be allowed", func() (bool, string) {
+			r = plugin("--as", "ci-bot", "push", report, "-n", tenantNS, "--wait", "--interval", "100ms")
+			return r.code == ExitOK, r.String()
+		})
+		if r := plugin("--as", "ci-bot", "get", "findings", "-n", tenantNS); r.code != ExitError || !strings.Contains(r.stderr, "403 Forbidden") {
+			t.Errorf("posture-uploader reads findings: %s", r)
+		}
+	})
+
+	t.Run("a new CA and certificate keep the APIService available", func(t *testing.T) {
+		// A CA is renewed years from now; an unreadable ca.key makes the
+		// rotator renew both today, with certificates valid in real time,
+		// so kube-aggregator really checks the new pair.
+		var sec corev1.Secret
+		if err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: rotator.SecretName}, &sec); err != nil {
+			t.Fatal(err)
+		}
+		before := servingcert.FromData(sec.Data)
+		sec.Data[servingcert.KeyCAKey] = []byte("lost")
+		if err := admin.Update(ctx, &sec); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rotator.Reconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_, after := secretBundle(t, admin, ns, rotator.SecretName)
+		if string(after.Cert) == string(before.Cert) || strings.Count(string(after.CAs), "BEGIN CERTIFICATE") != 2 {
+			t.Fatalf("no new CA beside the old one: %d CAs", strings.Count(string(after.CAs), "BEGIN CERTIFICATE"))
+		}
+		testenv.Eventually(t, 30*time.Second, "the aggregated server to serve the renewed certificate", func() (bool, string) {
+			cur, _ := src.CurrentCertKeyContent()
+			return string(cur) == string(after.Cert), "the old certificate"
+		})
+		if err := testenv.WaitAvailable(ctx, admin); err != nil {
+			t.Fatal(err)
+		}
+		if r := plugin("get", "scans", "-n", tenantNS); r.code != ExitOK {
+			t.Errorf("after renewal: %s", r)
+		}
+	})
+
+	t.Run("kubectl finds the plugin on PATH", func(t *testing.T) {
+		bin := t.TempDir()
+		build := exec.Command("go", "build", "-o", filepath.Join(bin, "kubectl-posture"), "./cmd/kubectl-posture")
+		build.Dir = testenv.Root()
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("go build: %v\n%s", err, out)
+		}
+		cmd := exec.Command("kubectl", append([]string{"posture"}, append(kc, "get", "findings", "-n", tenantNS, "-o", "name")...)...)
+		cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+		out, err := cmd.CombinedOutput()
+		if err != nil || len(strings.Fields(string(out))) < total {
+			t.Errorf("kubectl posture get findings: %v\n%.500s", err, out)
+		}
+	})
+}
+
+func secretBundle(t *testing.T, c client.Client, ns, name string) (string, servingcert.Bundle) {
+	t.Helper()
+	var s corev1.Secret
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &s); err != nil {
+		t.Fatal(err)
+	}
+	return s.ResourceVersion, servingcert.FromData(s.Data)
+}
+
+// applyClusterRoles installs config/rbac's roles of the aggregated API.
+func applyClusterRoles(t *testing.T, c client.Client) {
+	t.Helper()
+	f, err := os.Open(filepath.Join(testenv.Root(), "config", "rbac", "aggregated_api_roles.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			return
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if err := c.Create(context.Background(), u); client.IgnoreAlreadyExists(err) != nil {
+			t.Fatal(err)
+		}
+	}
+}
