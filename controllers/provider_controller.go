@@ -3,8 +3,10 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -21,17 +23,28 @@ import (
 const (
 	ReasonProviderBilled = "Billed"
 	ReasonNoTenant       = "NoTenant"
+	// ReasonPlanLimit: the tenant's plan is full, so the Provider is not
+	// billed (Stalled) until a place frees up or the limit is raised.
+	ReasonPlanLimit = "PlanLimitExceeded"
 )
 
-// ProviderReconciler keeps a Provider's status telling whether it is billed,
-// and to which tenant. Billing itself (creating imported Providers within the
-// plan limit) is done by the ingestion controller through Billing.
+// ProviderReconciler admits every Provider to its tenant's plan, whoever
+// wrote it (an ingestion, a person, GitOps), and keeps its status telling
+// whether it is billed and to which tenant. A Provider beyond the plan's
+// limit is not billed: it reads Ready=False and Stalled=True with reason
+// PlanLimitExceeded, and is admitted later if a place frees up.
 type ProviderReconciler struct {
 	client.Client
+	// APIReader reads Tenants and Providers uncached for admission.
+	APIReader client.Reader
+	// RecheckInterval is how often a Provider over the limit looks for a
+	// free place. Default 30 s.
+	RecheckInterval time.Duration
 }
 
 // +kubebuilder:rbac:groups=posture.dev,resources=providers,verbs=get;list;watch
 // +kubebuilder:rbac:groups=posture.dev,resources=providers/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=posture.dev,resources=tenants/status,verbs=get;update;patch
 
 func (r *ProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var p posturev1.Provider
@@ -43,6 +56,7 @@ func (r *ProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	}
 	before := p.Status.DeepCopy()
 	p.Status.ObservedGeneration = p.Generation
+	var requeue time.Duration
 	tenant, err := auth.TenantForNamespace(ctx, r.Client, p.Namespace)
 	switch {
 	case err != nil:
@@ -55,13 +69,54 @@ func (r *ProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		if origin == "" {
 			origin = posturev1.ProviderConnected
 		}
+		b := &Billing{Client: r.Client, APIReader: r.apiReader()}
+		admitted, count, limit, err := b.AdmitProvider(ctx, tenant.Name, &p)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if !admitted {
+			msg := fmt.Sprintf("tenant %s's plan bills %d providers and has %d; this %s account %s is not billed and its findings are not imported until a provider is deleted or spec.subscription.providerLimit is raised",
+				tenant.Name, limit, count, p.Spec.Type, p.Spec.UID)
+			setProviderStalled(&p, true, msg)
+			setReady(&p.Status.Conditions, p.Generation, metav1.ConditionFalse, ReasonPlanLimit, msg)
+			requeue = r.recheck()
+			break
+		}
+		setProviderStalled(&p, false, "")
 		setReady(&p.Status.Conditions, p.Generation, metav1.ConditionTrue, ReasonProviderBilled,
 			fmt.Sprintf("%s account %s billed to tenant %s (%s)", p.Spec.Type, p.Spec.UID, tenant.Name, origin))
 	}
 	if equality.Semantic.DeepEqual(before, &p.Status) {
-		return ctrl.Result{}, nil
+		return ctrl.Result{RequeueAfter: requeue}, nil
 	}
-	return ctrl.Result{}, client.IgnoreNotFound(ignoreConflict(r.Status().Update(ctx, &p)))
+	return ctrl.Result{RequeueAfter: requeue}, client.IgnoreNotFound(ignoreConflict(r.Status().Update(ctx, &p)))
+}
+
+func (r *ProviderReconciler) apiReader() client.Reader {
+	if r.APIReader != nil {
+		return r.APIReader
+	}
+	return r.Client
+}
+
+func (r *ProviderReconciler) recheck() time.Duration {
+	if r.RecheckInterval > 0 {
+		return r.RecheckInterval
+	}
+	return 30 * time.Second
+}
+
+// setProviderStalled keeps Stalled=True on a Provider the plan does not bill,
+// so that kstatus (and Argo CD, Flux) report it failed instead of waiting.
+func setProviderStalled(p *posturev1.Provider, stalled bool, msg string) {
+	if !stalled {
+		meta.RemoveStatusCondition(&p.Status.Conditions, posturev1.ConditionStalled)
+		return
+	}
+	meta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{
+		Type: posturev1.ConditionStalled, Status: metav1.ConditionTrue,
+		Reason: ReasonPlanLimit, Message: msg, ObservedGeneration: p.Generation,
+	})
 }
 
 // SetupWithManager watches Providers and the Tenants they are billed to.
