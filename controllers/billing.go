@@ -101,7 +101,7 @@ func (b *Billing) admit(ctx context.Context, name string, decide func(t *posture
 		}
 		now := b.now()
 		l = billing.NewLedger(&t)
-		l.Prune(billing.States(list.Items), now)
+		l.Prune(billing.Observe(list.Items), now)
 		if err := decide(&t, l, list.Items); err != nil {
 			return err
 		}
@@ -130,27 +130,32 @@ func (b *Billing) Resolve(ctx context.Context, t *posturev1.Tenant, accounts []b
 	_, l, err := b.admit(ctx, t.Name, func(t *posturev1.Tenant, l *billing.Ledger, ps []posturev1.Provider) error {
 		res = Resolution{Limit: l.Limit()}
 		create, createNames = nil, nil
-		byAccount := map[billing.Account]string{}
+		byAccount := map[billing.Account]*posturev1.Provider{}
 		taken := map[string]billing.Account{}
-		for _, p := range ps {
+		for i := range ps {
+			p := &ps[i]
 			acct := billing.Account{Type: billing.ProviderType(p.Spec.Type), UID: p.Spec.UID}
 			taken[p.Name] = acct
 			if p.DeletionTimestamp.IsZero() {
-				byAccount[acct] = p.Name
+				byAccount[acct] = p
 			}
 		}
 		now := b.now()
 		for _, a := range accounts {
 			id := a.Normal()
-			name, exists := byAccount[id]
-			if !exists {
+			var name string
+			var uid types.UID
+			p, exists := byAccount[id]
+			if exists {
+				name, uid = p.Name, p.UID
+			} else {
 				name = billing.ProviderName(a.Type, a.UID)
 				if other, ok := taken[name]; ok && other != id {
 					// The plain name belongs to another account.
 					name = billing.HashedProviderName(a.Type, a.UID)
 				}
 			}
-			if !l.Admit(name, a, now) {
+			if !l.Admit(name, a, uid, now) {
 				res.Denied = append(res.Denied, a)
 				continue
 			}
@@ -159,7 +164,8 @@ func (b *Billing) Resolve(ctx context.Context, t *posturev1.Tenant, accounts []b
 				res.Reused = append(res.Reused, name)
 				continue
 			}
-			byAccount[id], taken[name] = name, id
+			byAccount[id] = &posturev1.Provider{ObjectMeta: metav1.ObjectMeta{Name: name}}
+			taken[name] = id
 			create, createNames = append(create, a), append(createNames, name)
 		}
 		return nil
@@ -187,7 +193,7 @@ func (b *Billing) Resolve(ctx context.Context, t *posturev1.Tenant, accounts []b
 // and limit afterwards.
 func (b *Billing) AdmitProvider(ctx context.Context, tenant string, p *posturev1.Provider) (admitted bool, count int, limit int32, err error) {
 	_, l, err := b.admit(ctx, tenant, func(_ *posturev1.Tenant, l *billing.Ledger, _ []posturev1.Provider) error {
-		admitted = l.Admit(p.Name, billing.Account{Type: p.Spec.Type, UID: p.Spec.UID}, b.now())
+		admitted = l.Admit(p.Name, billing.Account{Type: p.Spec.Type, UID: p.Spec.UID}, p.UID, b.now())
 		return nil
 	})
 	if err != nil {

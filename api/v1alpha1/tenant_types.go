@@ -4,6 +4,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Permission names of the platform's RBAC.
@@ -134,6 +135,10 @@ type AdmittedProvider struct {
 	Name string `json:"name"`
 	// Account is "type/uid" of the Provider.
 	Account string `json:"account"`
+	// UID of the Provider once it has been seen; empty while its creation
+	// is pending. A Provider of that name with another UID is a new one.
+	// +optional
+	UID types.UID `json:"uid,omitempty"`
 	// AdmittedAt is when it was admitted; an admission whose Provider does
 	// not exist a while later (its creation failed) is dropped.
 	AdmittedAt metav1.Time `json:"admittedAt"`

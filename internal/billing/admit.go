@@ -5,6 +5,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 )
@@ -45,45 +46,40 @@ func NewLedger(t *posturev1.Tenant) *Ledger {
 	return &Ledger{limit: t.Spec.Subscription.ProviderLimit, admitted: slices.Clone(t.Status.AdmittedProviders)}
 }
 
-// ProviderState is what a Provider name refers to now.
-type ProviderState int
-
-const (
-	// Absent: no Provider of that name.
-	Absent ProviderState = iota
-	// Live: the Provider exists and is not being deleted.
-	Live
+// Observed is what the API server holds under a Provider name.
+type Observed struct {
+	UID types.UID
 	// Deleting: the Provider has a deletion timestamp; it no longer counts.
-	Deleting
-)
+	Deleting bool
+}
 
-// States maps a tenant namespace's Providers to their states.
-func States(providers []posturev1.Provider) map[string]ProviderState {
-	m := make(map[string]ProviderState, len(providers))
+// Observe maps a tenant namespace's Providers by name.
+func Observe(providers []posturev1.Provider) map[string]Observed {
+	m := make(map[string]Observed, len(providers))
 	for i := range providers {
-		if providers[i].DeletionTimestamp.IsZero() {
-			m[providers[i].Name] = Live
-		} else {
-			m[providers[i].Name] = Deleting
-		}
+		m[providers[i].Name] = Observed{UID: providers[i].UID, Deleting: !providers[i].DeletionTimestamp.IsZero()}
 	}
 	return m
 }
 
-// Prune drops the admissions of Providers being deleted, and of Providers
-// that are absent and were admitted more than AdmissionGrace before now.
-func (l *Ledger) Prune(states map[string]ProviderState, now time.Time) {
+// Prune drops the admissions of Providers that were deleted (being deleted,
+// gone after they were seen, or replaced by a new object of the same name),
+// and of Providers never created within AdmissionGrace of their admission.
+// It records the UID of a Provider seen for the first time.
+func (l *Ledger) Prune(observed map[string]Observed, now time.Time) {
 	kept := l.admitted[:0]
 	for _, a := range l.admitted {
-		switch states[a.Name] {
-		case Deleting:
+		o, exists := observed[a.Name]
+		switch {
+		case exists && o.Deleting,
+			exists && a.UID != "" && a.UID != o.UID,
+			!exists && a.UID != "",
+			!exists && now.Sub(a.AdmittedAt.Time) > AdmissionGrace:
 			l.changed = true
 			continue
-		case Absent:
-			if now.Sub(a.AdmittedAt.Time) > AdmissionGrace {
-				l.changed = true
-				continue
-			}
+		case exists && a.UID == "":
+			a.UID = o.UID
+			l.changed = true
 		}
 		kept = append(kept, a)
 	}
@@ -96,15 +92,16 @@ func (l *Ledger) Has(name string) bool {
 }
 
 // Admit admits the Provider name of account a if it is not admitted yet and
-// the plan has room; it reports whether the Provider is admitted.
-func (l *Ledger) Admit(name string, a Account, now time.Time) bool {
+// the plan has room; it reports whether the Provider is admitted. uid is the
+// Provider's when it exists, empty when it is yet to be created.
+func (l *Ledger) Admit(name string, a Account, uid types.UID, now time.Time) bool {
 	if l.Has(name) {
 		return true
 	}
 	if l.limit > 0 && len(l.admitted) >= int(l.limit) {
 		return false
 	}
-	l.admitted = append(l.admitted, posturev1.AdmittedProvider{Name: name, Account: a.Normal().Key(), AdmittedAt: metav1.NewTime(now.UTC().Truncate(time.Second))})
+	l.admitted = append(l.admitted, posturev1.AdmittedProvider{Name: name, Account: a.Normal().Key(), UID: uid, AdmittedAt: metav1.NewTime(now.UTC().Truncate(time.Second))})
 	l.changed = true
 	return true
 }
