@@ -116,7 +116,8 @@ func (l *Ledger) Limit() int32 { return l.limit }
 func (l *Ledger) Changed() bool { return l.changed }
 
 // Apply writes the list into t's status, sorted by name so that equal sets
-// read equal.
+// read equal. status.providers is left to the Tenant controller, which
+// writes it with the message that reports it.
 func (l *Ledger) Apply(t *posturev1.Tenant) {
 	out := slices.Clone(l.admitted)
 	slices.SortFunc(out, func(a, b posturev1.AdmittedProvider) int {
@@ -129,5 +130,4 @@ func (l *Ledger) Apply(t *posturev1.Tenant) {
 		return 0
 	})
 	t.Status.AdmittedProviders = out
-	t.Status.Providers = int32(len(out))
 }
