@@ -194,3 +194,57 @@ func TestPlanLimitHoldsForEveryWriter(t *testing.T) {
 	}
 	t.Logf("%d versions of the Tenant watched; at most %d providers billed", versions, maxBilled)
 }
+
+// A Provider a person declares beyond the plan waits, Stalled, and is
+// billed as soon as a place frees up: by raising the limit or by deleting
+// a billed Provider.
+func TestStalledProviderBilledOncePlaceFrees(t *testing.T) {
+	startManager(t, "default", func(mgr ctrl.Manager) error {
+		ctx := context.Background()
+		if err := (&controllers.TenantReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(ctx, mgr); err != nil {
+			return err
+		}
+		return (&controllers.ProviderReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), RecheckInterval: 200 * time.Millisecond}).SetupWithManager(ctx, mgr)
+	})
+	billed := func(p *posturev1.Provider) bool {
+		return readyIs(p.Status.Conditions, metav1.ConditionTrue, controllers.ReasonProviderBilled) &&
+			meta.FindStatusCondition(p.Status.Conditions, posturev1.ConditionStalled) == nil
+	}
+	stalled := func(p *posturev1.Provider) bool {
+		s := meta.FindStatusCondition(p.Status.Conditions, posturev1.ConditionStalled)
+		return readyIs(p.Status.Conditions, metav1.ConditionFalse, controllers.ReasonPlanLimit) &&
+			s != nil && s.Status == metav1.ConditionTrue && s.Reason == controllers.ReasonPlanLimit
+	}
+	for _, tc := range []struct {
+		name string
+		free func(t *testing.T, tn *posturev1.Tenant, first *posturev1.Provider)
+	}{
+		{"the limit is raised", func(t *testing.T, tn *posturev1.Tenant, _ *posturev1.Provider) {
+			patch := client.MergeFrom(tn.DeepCopy())
+			tn.Spec.Subscription.ProviderLimit = 2
+			if err := k8s.Patch(context.Background(), tn, patch); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a billed Provider is deleted", func(t *testing.T, _ *posturev1.Tenant, first *posturev1.Provider) {
+			deleteObject(t, first)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tn := newTenant(t, func(tn *posturev1.Tenant) { tn.Spec.Subscription.ProviderLimit = 1 })
+			ns := waitTenant(t, tn.Name, "Ready", tenantReady(metav1.ConditionTrue, "")).Status.Namespace
+			first := newProvider(t, ns, "aws", "111111111111", posturev1.ProviderConnected)
+			waitProvider(t, first, billed)
+			second := newProvider(t, ns, "aws", "222222222222", posturev1.ProviderConnected)
+			waitProvider(t, second, stalled)
+			if got := waitTenant(t, tn.Name, "1 billed", func(t *posturev1.Tenant) bool { return t.Status.Providers == 1 }); billing.Billed(got) != 1 {
+				t.Fatalf("the tenant bills %d providers, want 1", billing.Billed(got))
+			}
+			if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(tn), tn); err != nil {
+				t.Fatal(err)
+			}
+			tc.free(t, tn, first)
+			waitProvider(t, second, billed)
+		})
+	}
+}
