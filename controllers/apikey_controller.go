@@ -98,48 +98,66 @@ func (r *APIKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if !key.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	before := key.Status.DeepCopy()
-	key.Status.ObservedGeneration = key.Generation
+	orig := key.DeepCopy()
 	r.recordEnd(&key)
 
 	secretName := SecretNameOf(&key)
 	generated := false
+	f := apiKeyFacts{Now: r.now()}
 	// A key is issued once. An APIKey whose status already records its end
 	// never gets one again, even if its hash were lost: a new key takes a new
 	// APIKey. (One created already revoked still gets its key, which never
 	// works, so that its Secret shows what was issued.)
 	ended := key.Status.RevokedAt != nil || key.Status.ExpiredAt != nil
 	switch {
-	case key.Status.Hash == "" && before.RevokedAt == nil && before.ExpiredAt == nil:
+	case key.Status.Hash == "" && orig.Status.RevokedAt == nil && orig.Status.ExpiredAt == nil:
 		prefix, hash, reason, msg, err := r.generate(ctx, &key, secretName)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
 		if reason != "" {
-			return r.writeStatus(ctx, &key, before, metav1.ConditionFalse, reason, msg, 0)
+			f.DeliveryReason, f.DeliveryMessage = reason, msg
+			break
 		}
 		key.Status.Prefix, key.Status.Hash, key.Status.SecretName = prefix, hash, secretName
 		generated = true
 	case ended:
-		// A dead key's Secret no longer matters; the condition says why it is dead.
+		// A dead key's Secret no longer matters; the conditions say why it is dead.
 	default:
 		if ok, err := r.secretPresent(ctx, &key); err != nil {
 			return ctrl.Result{}, err
 		} else if !ok {
-			return r.writeStatus(ctx, &key, before, metav1.ConditionFalse, ReasonSecretMissing,
-				fmt.Sprintf("Secret %s with key %s is gone; the key still works for whoever holds it (revoke or delete this APIKey to stop it) but cannot be shown again: create a new APIKey for a new key", key.Status.SecretName, key.Status.Prefix), 0)
+			f.DeliveryReason = ReasonSecretMissing
+			f.DeliveryMessage = fmt.Sprintf("Secret %s with key %s is gone; the key still works for whoever holds it (revoke or delete this APIKey to stop it) but cannot be shown again: create a new APIKey for a new key", key.Status.SecretName, key.Status.Prefix)
 		}
 	}
 
-	status, reason, msg, requeue := r.validity(ctx, &key)
-	if recheck := r.recheck(); requeue == 0 || requeue > recheck {
-		requeue = recheck
+	tenant, err := auth.TenantForNamespace(ctx, r.Client, key.Namespace)
+	var ae *auth.Error
+	switch {
+	case errors.As(err, &ae):
+		f.TenantProblem = ae.Reason
+	case err != nil:
+		f.LookupError = err.Error()
+	case tenant != nil:
+		f.Tenant = tenant.Name
+		_, f.UserKnown = auth.FindUser(tenant, key.Spec.User)
 	}
-	res, err := r.writeStatus(ctx, &key, before, status, reason, msg, requeue)
-	if err == nil && generated {
+	requeue := deriveAPIKeyStatus(&key, f)
+	switch {
+	case f.LookupError != "":
+		requeue = 10 * time.Second
+	case requeue == 0 || requeue > r.recheck():
+		requeue = r.recheck()
+	}
+	written, res, err := patchStatus(ctx, r.Client, &key, orig)
+	if err != nil || res.RequeueAfter > 0 {
+		return res, err
+	}
+	if written && generated {
 		emit(r.Recorder, &key, corev1.EventTypeNormal, ReasonKeyGenerated, "Generate", "Generated API key %s into Secret %s (data key %s)", key.Status.Prefix, secretName, APIKeySecretKey)
 	}
-	return res, err
+	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
 // generate makes the key and its Secret, or adopts the key of a Secret this
@@ -242,40 +260,6 @@ func (r *APIKeyReconciler) recordEnd(key *posturev1.APIKey) {
 	case key.Spec.ExpiresAt != nil:
 		key.Status.ExpiresAt = key.Spec.ExpiresAt.DeepCopy()
 	}
-}
-
-// validity is whether the key authenticates now, and when that changes next.
-func (r *APIKeyReconciler) validity(ctx context.Context, key *posturev1.APIKey) (metav1.ConditionStatus, string, string, time.Duration) {
-	if at := key.Status.RevokedAt; at != nil {
-		return metav1.ConditionFalse, ReasonKeyRevoked, fmt.Sprintf("API key %s was revoked at %s; revocation is permanent: create a new APIKey for a new key", key.Status.Prefix, at.UTC().Format(time.RFC3339)), 0
-	}
-	if at := key.Status.ExpiredAt; at != nil {
-		return metav1.ConditionFalse, ReasonKeyExpired, fmt.Sprintf("API key %s expired at %s; expiry is permanent: create a new APIKey for a new key", key.Status.Prefix, at.UTC().Format(time.RFC3339)), 0
-	}
-	exp := auth.ExpiresAt(key)
-	tenant, err := auth.TenantForNamespace(ctx, r.Client, key.Namespace)
-	var ae *auth.Error
-	switch {
-	case errors.As(err, &ae):
-		return metav1.ConditionFalse, ReasonUserUnknown, ae.Reason, 0
-	case err != nil:
-		return metav1.ConditionUnknown, ReasonUserUnknown, err.Error(), 10 * time.Second
-	case tenant == nil:
-		return metav1.ConditionFalse, ReasonUserUnknown, fmt.Sprintf("no Tenant uses namespace %s, so user %s is unknown", key.Namespace, key.Spec.User), 0
-	}
-	if _, ok := auth.FindUser(tenant, key.Spec.User); !ok {
-		return metav1.ConditionFalse, ReasonUserUnknown, fmt.Sprintf("%s is not a user of tenant %s", key.Spec.User, tenant.Name), 0
-	}
-	var requeue time.Duration
-	if exp != nil {
-		// Wake up when it expires, so the condition flips on time.
-		requeue = exp.Sub(r.now()) + time.Second
-	}
-	return metav1.ConditionTrue, ReasonKeyActive, fmt.Sprintf("API key %s acts for %s in tenant %s; its key is in Secret %s", key.Status.Prefix, key.Spec.User, tenant.Name, key.Status.SecretName), requeue
-}
-
-func (r *APIKeyReconciler) writeStatus(ctx context.Context, key *posturev1.APIKey, before *posturev1.APIKeyStatus, status metav1.ConditionStatus, reason, msg string, requeue time.Duration) (ctrl.Result, error) {
-	return writeReady(ctx, r.Client, key, &key.Status.Conditions, before, &key.Status, status, reason, msg, requeue)
 }
 
 // SetupWithManager watches APIKeys and Tenants (a user removed from a Tenant

@@ -56,7 +56,7 @@ func providersManifest(ns string, uids []string) string {
 // ingestions' accounts), and people applying Providers with kubectl. Every
 // version of the Tenant the API server ever held must bill at most the
 // limit; in the end exactly the limit is billed, the billed Providers read
-// Ready and every other one Stalled with PlanLimitExceeded.
+// Ready and every other one Stalled with ProviderLimitExceeded.
 func TestPlanLimitHoldsForEveryWriter(t *testing.T) {
 	const limit = 4
 	st := newStore(t)
@@ -168,7 +168,7 @@ func TestPlanLimitHoldsForEveryWriter(t *testing.T) {
 			switch {
 			case r != nil && r.Status == metav1.ConditionTrue && s == nil:
 				ready++
-			case r != nil && r.Reason == controllers.ReasonPlanLimit && s != nil && s.Status == metav1.ConditionTrue && s.Reason == controllers.ReasonPlanLimit:
+			case r != nil && r.Reason == controllers.ReasonProviderOverLimit && s != nil && s.Status == metav1.ConditionTrue && s.Reason == controllers.ReasonProviderOverLimit:
 				stalled++
 			}
 		}
@@ -212,8 +212,8 @@ func TestStalledProviderBilledOncePlaceFrees(t *testing.T) {
 	}
 	stalled := func(p *posturev1.Provider) bool {
 		s := meta.FindStatusCondition(p.Status.Conditions, posturev1.ConditionStalled)
-		return readyIs(p.Status.Conditions, metav1.ConditionFalse, controllers.ReasonPlanLimit) &&
-			s != nil && s.Status == metav1.ConditionTrue && s.Reason == controllers.ReasonPlanLimit
+		return readyIs(p.Status.Conditions, metav1.ConditionFalse, controllers.ReasonProviderOverLimit) &&
+			s != nil && s.Status == metav1.ConditionTrue && s.Reason == controllers.ReasonProviderOverLimit
 	}
 	for _, tc := range []struct {
 		name string

@@ -2,15 +2,13 @@ package controllers
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -23,16 +21,13 @@ import (
 const (
 	ReasonProviderBilled = "Billed"
 	ReasonNoTenant       = "NoTenant"
-	// ReasonPlanLimit: the tenant's plan is full, so the Provider is not
-	// billed (Stalled) until a place frees up or the limit is raised.
-	ReasonPlanLimit = "PlanLimitExceeded"
 )
 
 // ProviderReconciler admits every Provider to its tenant's plan, whoever
 // wrote it (an ingestion, a person, GitOps), and keeps its status telling
 // whether it is billed and to which tenant. A Provider beyond the plan's
 // limit is not billed: it reads Ready=False and Stalled=True with reason
-// PlanLimitExceeded, and is admitted later if a place frees up.
+// ProviderLimitExceeded, and is admitted later if a place frees up.
 type ProviderReconciler struct {
 	client.Client
 	// APIReader reads Tenants and Providers uncached for admission.
@@ -54,42 +49,31 @@ func (r *ProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if !p.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	before := p.Status.DeepCopy()
-	p.Status.ObservedGeneration = p.Generation
-	var requeue time.Duration
+	orig := p.DeepCopy()
+	var f providerFacts
 	tenant, err := auth.TenantForNamespace(ctx, r.Client, p.Namespace)
+	var ae *auth.Error
 	switch {
+	case errors.As(err, &ae):
+		f.TenantProblem = ae.Reason
 	case err != nil:
-		setReady(&p.Status.Conditions, p.Generation, metav1.ConditionFalse, ReasonNoTenant, err.Error())
-	case tenant == nil:
-		setReady(&p.Status.Conditions, p.Generation, metav1.ConditionFalse, ReasonNoTenant,
-			fmt.Sprintf("no Tenant uses namespace %s, so this provider is not billed to anyone", p.Namespace))
-	default:
-		origin := p.Spec.Origin
-		if origin == "" {
-			origin = posturev1.ProviderConnected
-		}
+		return ctrl.Result{}, err
+	case tenant != nil:
+		f.Tenant = tenant.Name
 		b := &Billing{Client: r.Client, APIReader: r.apiReader()}
-		admitted, count, limit, err := b.AdmitProvider(ctx, tenant.Name, &p)
-		if err != nil {
+		if f.Admitted, f.Billed, f.Limit, err = b.AdmitProvider(ctx, tenant.Name, &p); err != nil {
 			return ctrl.Result{}, err
 		}
-		if !admitted {
-			msg := fmt.Sprintf("tenant %s's plan bills %d providers and has %d; this %s account %s is not billed and its findings are not imported until a provider is deleted or spec.subscription.providerLimit is raised",
-				tenant.Name, limit, count, p.Spec.Type, p.Spec.UID)
-			setProviderStalled(&p, true, msg)
-			setReady(&p.Status.Conditions, p.Generation, metav1.ConditionFalse, ReasonPlanLimit, msg)
-			requeue = r.recheck()
-			break
-		}
-		setProviderStalled(&p, false, "")
-		setReady(&p.Status.Conditions, p.Generation, metav1.ConditionTrue, ReasonProviderBilled,
-			fmt.Sprintf("%s account %s billed to tenant %s (%s)", p.Spec.Type, p.Spec.UID, tenant.Name, origin))
 	}
-	if equality.Semantic.DeepEqual(before, &p.Status) {
-		return ctrl.Result{RequeueAfter: requeue}, nil
+	deriveProviderStatus(&p, f)
+	var requeue time.Duration
+	if f.Tenant != "" && !f.Admitted {
+		// A place frees up on events this controller watches (a Provider
+		// deleted, the limit raised) and also when an admission lapses,
+		// which nothing announces: look again now and then.
+		requeue = r.recheck()
 	}
-	return ctrl.Result{RequeueAfter: requeue}, client.IgnoreNotFound(ignoreConflict(r.Status().Update(ctx, &p)))
+	return finishStatus(ctx, r.Client, &p, orig, requeue)
 }
 
 func (r *ProviderReconciler) apiReader() client.Reader {
@@ -106,19 +90,6 @@ func (r *ProviderReconciler) recheck() time.Duration {
 	return 30 * time.Second
 }
 
-// setProviderStalled keeps Stalled=True on a Provider the plan does not bill,
-// so that kstatus (and Argo CD, Flux) report it failed instead of waiting.
-func setProviderStalled(p *posturev1.Provider, stalled bool, msg string) {
-	if !stalled {
-		meta.RemoveStatusCondition(&p.Status.Conditions, posturev1.ConditionStalled)
-		return
-	}
-	meta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{
-		Type: posturev1.ConditionStalled, Status: metav1.ConditionTrue,
-		Reason: ReasonPlanLimit, Message: msg, ObservedGeneration: p.Generation,
-	})
-}
-
 // SetupWithManager watches Providers and the Tenants they are billed to.
 func (r *ProviderReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	if err := auth.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
@@ -127,15 +98,30 @@ func (r *ProviderReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Mana
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&posturev1.Provider{}).
 		Watches(&posturev1.Tenant{}, handler.EnqueueRequestsFromMapFunc(r.providersOfTenant),
-			// Only spec changes (users, namespace) matter, not status writes.
+			// Only spec changes (users, namespace, limit) matter, not status writes.
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A Provider created or deleted moves the others' places against
+		// the limit; its updates do not.
+		Watches(&posturev1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.providersOfNamespace),
+			builder.WithPredicates(predicate.Funcs{
+				UpdateFunc: func(e event.UpdateEvent) bool {
+					return e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
+				},
+				GenericFunc: func(event.GenericEvent) bool { return false },
+			})).
 		Named("provider").
 		Complete(quietConflicts(r))
+}
+
+func (r *ProviderReconciler) providersOfNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+	// Places matter only under a limit; without one, each Provider's own
+	// events suffice (and an ingestion creating many stays linear).
+	if t, err := auth.TenantForNamespace(ctx, r.Client, o.GetNamespace()); err == nil && (t == nil || t.Spec.Subscription.ProviderLimit == 0) {
+		return nil
+	}
+	return requestsInNamespace(ctx, r.Client, &posturev1.ProviderList{}, o.GetNamespace())
 }
 
 func (r *ProviderReconciler) providersOfTenant(ctx context.Context, o client.Object) []reconcile.Request {
 	return requestsInNamespace(ctx, r.Client, &posturev1.ProviderList{}, o.(*posturev1.Tenant).NamespaceName())
 }
-
-// ignoreConflict drops an optimistic-concurrency conflict: the newer version
-// of the object that caused it is queued for its own reconcile.

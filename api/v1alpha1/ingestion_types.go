@@ -100,6 +100,13 @@ type IngestionStatus struct {
 	// +listType=set
 	// +optional
 	Providers []string `json:"providers,omitempty"`
+	// DeniedProviders are the accounts, as type/uid, that billing refused
+	// because the plan was full: their records are invalid. It is the
+	// decision every attempt of this ingestion repeats, so it is kept here
+	// rather than re-derived.
+	// +listType=set
+	// +optional
+	DeniedProviders []string `json:"deniedProviders,omitempty"`
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -123,7 +130,12 @@ type Ingestion struct {
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable; submit a new Ingestion to retry"
-	Spec   IngestionSpec   `json:"spec"`
+	Spec IngestionSpec `json:"spec"`
+
+	// Status reads as {observedGeneration: 0} until the controller first
+	// writes it, so that kstatus (and Flux) see a new object as InProgress
+	// rather than Current before anything was reconciled.
+	// +kubebuilder:default={observedGeneration: 0}
 	Status IngestionStatus `json:"status,omitempty"`
 }
 

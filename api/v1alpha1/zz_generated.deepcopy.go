@@ -296,6 +296,11 @@ func (in *IngestionStatus) DeepCopyInto(out *IngestionStatus) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.DeniedProviders != nil {
+		in, out := &in.DeniedProviders, &out.DeniedProviders
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]v1.Condition, len(*in))

@@ -5,7 +5,8 @@
 //
 //	func TestMain(m *testing.M) { apitest.Main(m) }
 //	env := apitest.Start(t, apitest.Options{})
-//	http.Post(env.URL+"/api/v1/ingestions", ...) with env.Authorization()
+//	env.API().Get(ctx, restapi.PathIngestions, nil)
+//	or raw: http.Post(env.URL+"/api/v1/ingestions", ...) with env.Authorization()
 package apitest
 
 import (
@@ -37,6 +38,7 @@ import (
 	"github.com/posture-dev/posture/controllers"
 	"github.com/posture-dev/posture/internal/auth"
 	"github.com/posture-dev/posture/internal/ingest"
+	"github.com/posture-dev/posture/internal/restapi"
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/store/pgtest"
 	"github.com/posture-dev/posture/internal/store/postgres"
@@ -110,6 +112,18 @@ type Env struct {
 
 // Authorization is the header value for APIKey.
 func (e *Env) Authorization() string { return "Api-Key " + e.APIKey }
+
+// API is a client of the env's API, the one postctl and the MCP server use,
+// authenticated as APIKey.
+func (e *Env) API() *restapi.Client {
+	base, err := restapi.ParseBaseURL(e.URL)
+	if err != nil {
+		panic(err) // httptest's URL is always a base URL
+	}
+	c := restapi.New(base, nil, "apitest")
+	c.Authorization = e.Authorization()
+	return c
+}
 
 // Start brings up an API for one test; everything stops when the test ends.
 // Its manager watches every namespace (tenants, keys and providers live in
