@@ -1,30 +1,26 @@
 package controllers
 
 import (
-	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"regexp"
 	"slices"
 	"strings"
-	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/internal/auth"
+	"github.com/posture-dev/posture/internal/billing"
 	"github.com/posture-dev/posture/internal/ingest"
-	"github.com/posture-dev/posture/internal/ocsf"
 	"github.com/posture-dev/posture/internal/store"
 )
 
@@ -43,189 +39,219 @@ const (
 	LabelOrigin = "posture.dev/origin"
 )
 
-// Account is one billable cloud account: a provider type and an account id,
-// as the validator reports them (type lower-cased, both trimmed).
-type Account struct{ Type, UID string }
-
-// Key is the "type/uid" form ingest.Job.AllowedAccounts and
-// Ingestion status.providers use.
-func (a Account) Key() string { return a.Type + "/" + a.UID }
-
 // Resolution is the outcome of resolving an ingestion's accounts.
 type Resolution struct {
-	// Allowed accounts have a Provider: reused or created now.
-	Allowed []Account
+	// Allowed accounts have an admitted Provider: reused or created now.
+	Allowed []billing.Account
 	Reused  []string // Provider names
 	Created []string // Provider names
 	// Denied accounts found the plan full; their records are invalid.
-	Denied []Account
-	// Count is the tenant's number of Providers afterwards; Limit its plan's (0 = unlimited).
+	Denied []billing.Account
+	// Count is the tenant's number of billed Providers afterwards; Limit its
+	// plan's (0 = unlimited).
 	Count int
 	Limit int32
 }
 
-// Billing is the single authority that creates imported Providers. For each
-// account it reuses the Provider that exists (no new billing) or creates one
-// while the plan limit allows. It serializes per tenant and counts with an
-// uncached reader, so concurrent ingestions of one tenant can never exceed the
-// limit: the manager runs controllers on the elected leader only, so one
-// process does all the creating.
+// Billing admits Providers to a tenant's plan, whoever wrote them: the
+// ingestions' imported Providers and the Providers people or GitOps apply.
+// The admitted set lives in the Tenant's status (status.admittedProviders)
+// and every change to it is an update with the resourceVersion just read, so
+// the API server serialises admissions across goroutines, controllers and
+// manager replicas alike: of two writers admitting at once, one gets a
+// conflict and decides again on the other's result.
 type Billing struct {
-	// Client creates Providers.
+	// Client writes Tenant status and creates Providers.
 	Client client.Client
-	// APIReader lists Providers straight from the API server: a cache that
-	// has not yet seen a Provider created a moment ago would undercount.
+	// APIReader reads Tenants and Providers straight from the API server: a
+	// decision on a cached Tenant would only meet a conflict and retry.
 	APIReader client.Reader
-
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex
+	Now       func() time.Time
 }
 
 // +kubebuilder:rbac:groups=posture.dev,resources=providers,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=posture.dev,resources=tenants,verbs=get;list;watch
+// +kubebuilder:rbac:groups=posture.dev,resources=tenants/status,verbs=get;update;patch
 
-func (b *Billing) lock(ns string) func() {
-	b.mu.Lock()
-	if b.locks == nil {
-		b.locks = map[string]*sync.Mutex{}
+// admitBackoff spreads the retries of writers that keep losing the race for
+// the same Tenant; many ingestions starting at once all admit through it.
+var admitBackoff = wait.Backoff{Steps: 30, Duration: 20 * time.Millisecond, Factor: 1.3, Jitter: 1, Cap: 2 * time.Second}
+
+func (b *Billing) now() time.Time {
+	if b.Now != nil {
+		return b.Now()
 	}
-	l := b.locks[ns]
-	if l == nil {
-		l = &sync.Mutex{}
-		b.locks[ns] = l
-	}
-	b.mu.Unlock()
-	l.Lock()
-	return l.Unlock
+	return time.Now()
 }
 
-// Resolve gives each account, in order, a Provider of tenant t or denies it.
-// ingestion names who created a Provider (an annotation); it may be empty.
-func (b *Billing) Resolve(ctx context.Context, t *posturev1.Tenant, accounts []Account, ingestion string) (Resolution, error) {
-	ns := t.NamespaceName()
-	res := Resolution{Limit: t.Spec.Subscription.ProviderLimit}
-	unlock := b.lock(ns)
-	defer unlock()
+// admit reads tenant name and its Providers afresh, lets decide change the
+// ledger, and writes the ledger back guarded by the Tenant's resourceVersion,
+// deciding again after a conflict. decide must be repeatable: it runs once
+// per try.
+func (b *Billing) admit(ctx context.Context, name string, decide func(t *posturev1.Tenant, l *billing.Ledger, ps []posturev1.Provider) error) (*posturev1.Tenant, *billing.Ledger, error) {
+	var t posturev1.Tenant
+	var l *billing.Ledger
+	err := retry.RetryOnConflict(admitBackoff, func() error {
+		if err := b.APIReader.Get(ctx, types.NamespacedName{Name: name}, &t); err != nil {
+			return fmt.Errorf("read Tenant %s: %w", name, err)
+		}
+		var list posturev1.ProviderList
+		if err := b.APIReader.List(ctx, &list, client.InNamespace(t.NamespaceName())); err != nil {
+			return fmt.Errorf("list the Providers of tenant %s: %w", name, err)
+		}
+		now := b.now()
+		l = billing.NewLedger(&t)
+		l.Prune(billing.Observe(list.Items), now)
+		if err := decide(&t, l, list.Items); err != nil {
+			return err
+		}
+		if !l.Changed() {
+			return nil
+		}
+		l.Apply(&t)
+		return b.Client.Status().Update(ctx, &t)
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return &t, l, nil
+}
 
-	var list posturev1.ProviderList
-	if err := b.APIReader.List(ctx, &list, client.InNamespace(ns)); err != nil {
-		return res, fmt.Errorf("list the Providers of tenant %s: %w", t.Name, err)
-	}
-	existing := map[Account]string{}
-	for _, p := range list.Items {
-		if !p.DeletionTimestamp.IsZero() {
-			continue // being deleted: no longer counts, cannot be reused
+// Resolve gives each account, in order, an admitted Provider of tenant t or
+// denies it. An account whose Provider exists is admitted if it was already
+// or the plan has room; one without is admitted first and its imported
+// Provider created right after. ingestion names who created a Provider (an
+// annotation); it may be empty.
+func (b *Billing) Resolve(ctx context.Context, t *posturev1.Tenant, accounts []billing.Account, ingestion string) (Resolution, error) {
+	ns := t.NamespaceName()
+	var res Resolution
+	var create []billing.Account
+	var createNames []string
+	_, l, err := b.admit(ctx, t.Name, func(t *posturev1.Tenant, l *billing.Ledger, ps []posturev1.Provider) error {
+		res = Resolution{Limit: l.Limit()}
+		create, createNames = nil, nil
+		byAccount := map[billing.Account]*posturev1.Provider{}
+		taken := map[string]billing.Account{}
+		for i := range ps {
+			p := &ps[i]
+			acct := billing.Account{Type: billing.ProviderType(p.Spec.Type), UID: p.Spec.UID}
+			taken[p.Name] = acct
+			if p.DeletionTimestamp.IsZero() {
+				byAccount[acct] = p
+			}
 		}
-		existing[Account{providerType(p.Spec.Type), p.Spec.UID}] = p.Name
-		res.Count++
-	}
-	for _, a := range accounts {
-		id := Account{providerType(a.Type), a.UID}
-		if name, ok := existing[id]; ok {
+		now := b.now()
+		for _, a := range accounts {
+			id := a.Normal()
+			var name string
+			var uid types.UID
+			p, exists := byAccount[id]
+			if exists {
+				name, uid = p.Name, p.UID
+			} else {
+				name = billing.ProviderName(a.Type, a.UID)
+				if other, ok := taken[name]; ok && other != id {
+					// The plain name belongs to another account.
+					name = billing.HashedProviderName(a.Type, a.UID)
+				}
+			}
+			if !l.Admit(name, a, uid, now) {
+				res.Denied = append(res.Denied, a)
+				continue
+			}
 			res.Allowed = append(res.Allowed, a)
-			res.Reused = append(res.Reused, name)
-			continue
+			if exists {
+				res.Reused = append(res.Reused, name)
+				continue
+			}
+			byAccount[id] = &posturev1.Provider{ObjectMeta: metav1.ObjectMeta{Name: name}}
+			taken[name] = id
+			create, createNames = append(create, a), append(createNames, name)
 		}
-		if res.Limit > 0 && res.Count >= int(res.Limit) {
-			res.Denied = append(res.Denied, a)
-			continue
-		}
-		name, created, err := b.create(ctx, t, ns, a, ingestion)
+		return nil
+	})
+	if err != nil {
+		return res, fmt.Errorf("admit the accounts of tenant %s: %w", t.Name, err)
+	}
+	res.Count = l.Count()
+	for i, a := range create {
+		created, err := b.create(ctx, t, ns, createNames[i], a, ingestion)
 		if err != nil {
 			return res, err
 		}
-		existing[id] = name
-		res.Allowed = append(res.Allowed, a)
 		if created {
-			res.Count++
-			res.Created = append(res.Created, name)
+			res.Created = append(res.Created, createNames[i])
 		} else {
-			// Someone else (a person, GitOps) created it since the list: it
-			// counts, and this ingestion reuses it.
-			res.Count++
-			res.Reused = append(res.Reused, name)
+			res.Reused = append(res.Reused, createNames[i])
 		}
 	}
 	return res, nil
 }
 
-// create makes the imported Provider of an account. created is false when a
-// Provider of the same account appeared meanwhile under the derived name.
-func (b *Billing) create(ctx context.Context, t *posturev1.Tenant, ns string, a Account, ingestion string) (name string, created bool, err error) {
-	for _, name := range []string{ProviderName(a.Type, a.UID), hashedProviderName(a.Type, a.UID)} {
-		p := &posturev1.Provider{
-			ObjectMeta: metav1.ObjectMeta{
-				Name:      name,
-				Namespace: ns,
-				Labels: map[string]string{
-					posturev1.LabelTenant:    labelValue(t.Name),
-					posturev1.LabelManagedBy: posturev1.ManagedByValue,
-					LabelOrigin:              string(posturev1.ProviderImported),
-				},
+// AdmitProvider admits an existing Provider, written by anyone, if the plan
+// has room. It reports whether p is admitted, and the tenant's billed count
+// and limit afterwards.
+func (b *Billing) AdmitProvider(ctx context.Context, tenant string, p *posturev1.Provider) (admitted bool, count int, limit int32, err error) {
+	_, l, err := b.admit(ctx, tenant, func(_ *posturev1.Tenant, l *billing.Ledger, _ []posturev1.Provider) error {
+		admitted = l.Admit(p.Name, billing.Account{Type: p.Spec.Type, UID: p.Spec.UID}, p.UID, b.now())
+		return nil
+	})
+	if err != nil {
+		return false, 0, 0, fmt.Errorf("admit Provider %s/%s to tenant %s: %w", p.Namespace, p.Name, tenant, err)
+	}
+	return admitted, l.Count(), l.Limit(), nil
+}
+
+// Prune drops the admissions of Providers that are gone or being deleted,
+// which gives their places back to the plan, and returns the Tenant as
+// written (or read, when nothing changed).
+func (b *Billing) Prune(ctx context.Context, tenant string) (*posturev1.Tenant, error) {
+	t, _, err := b.admit(ctx, tenant, func(*posturev1.Tenant, *billing.Ledger, []posturev1.Provider) error { return nil })
+	if err != nil {
+		return nil, fmt.Errorf("prune the admitted providers of tenant %s: %w", tenant, err)
+	}
+	return t, nil
+}
+
+// create makes the imported Provider name of an admitted account. created
+// is false when a Provider of the same account appeared meanwhile under that
+// name; one of another account there is an error (its admission lapses).
+func (b *Billing) create(ctx context.Context, t *posturev1.Tenant, ns, name string, a billing.Account, ingestion string) (created bool, err error) {
+	p := &posturev1.Provider{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      name,
+			Namespace: ns,
+			Labels: map[string]string{
+				posturev1.LabelTenant:    labelValue(t.Name),
+				posturev1.LabelManagedBy: posturev1.ManagedByValue,
+				LabelOrigin:              string(posturev1.ProviderImported),
 			},
-			Spec: posturev1.ProviderSpec{Type: providerType(a.Type), UID: a.UID, Origin: posturev1.ProviderImported},
-		}
-		if ingestion != "" {
-			p.Annotations = map[string]string{"posture.dev/created-by-ingestion": ingestion}
-		}
-		err := b.Client.Create(ctx, p)
-		if err == nil {
-			return name, true, nil
-		}
-		if !apierrors.IsAlreadyExists(err) {
-			return "", false, fmt.Errorf("create Provider %s/%s for account %s: %w", ns, name, a.Key(), err)
-		}
-		var got posturev1.Provider
-		if err := b.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &got); err != nil {
-			return "", false, fmt.Errorf("read Provider %s/%s: %w", ns, name, err)
-		}
-		if providerType(got.Spec.Type) == providerType(a.Type) && got.Spec.UID == a.UID {
-			return name, false, nil
-		}
-		// The name is taken by another account: try the hashed name.
+		},
+		Spec: posturev1.ProviderSpec{Type: billing.ProviderType(a.Type), UID: a.UID, Origin: posturev1.ProviderImported},
 	}
-	return "", false, fmt.Errorf("no free Provider name for account %s in namespace %s", a.Key(), ns)
+	if ingestion != "" {
+		p.Annotations = map[string]string{"posture.dev/created-by-ingestion": ingestion}
+	}
+	err = b.Client.Create(ctx, p)
+	if err == nil {
+		return true, nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return false, fmt.Errorf("create Provider %s/%s for account %s: %w", ns, name, a.Key(), err)
+	}
+	var got posturev1.Provider
+	if err := b.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &got); err != nil {
+		return false, fmt.Errorf("read Provider %s/%s: %w", ns, name, err)
+	}
+	if billing.ProviderType(got.Spec.Type) == billing.ProviderType(a.Type) && got.Spec.UID == a.UID {
+		return false, nil
+	}
+	return false, fmt.Errorf("Provider %s/%s, admitted for account %s, was taken by account %s/%s meanwhile", ns, name, a.Key(), got.Spec.Type, got.Spec.UID)
 }
 
-var (
-	dnsLabel     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-	notDNSChars  = regexp.MustCompile(`[^a-z0-9]+`)
-	notTypeChars = regexp.MustCompile(`[^a-z0-9]`)
-)
-
-// providerType fits a scanner's provider name to Provider spec.type ([a-z0-9]+).
-func providerType(t string) string {
-	v := notTypeChars.ReplaceAllString(strings.ToLower(t), "")
-	if v == "" {
-		return "unknown"
-	}
-	return v
-}
-
-// ProviderName is the Provider name of an account: "<type>-<uid>" when that is
-// a DNS label already (aws-123456789012), else a sanitized form with a hash of
-// the account so that different accounts never share a name.
-func ProviderName(typ, uid string) string {
-	if name := providerType(typ) + "-" + uid; len(name) <= 63 && dnsLabel.MatchString(name) {
-		return name
-	}
-	return hashedProviderName(typ, uid)
-}
-
-func hashedProviderName(typ, uid string) string {
-	sum := sha256.Sum256([]byte(typ + "/" + uid))
-	base := strings.Trim(notDNSChars.ReplaceAllString(strings.ToLower(providerType(typ)+"-"+uid), "-"), "-")
-	if len(base) > 54 {
-		base = strings.TrimRight(base[:54], "-")
-	}
-	return base + "-" + hex.EncodeToString(sum[:])[:8]
-}
-
-// DiscoverAccounts streams a stored report and returns, in order of first
-// appearance, the distinct accounts of its valid records: exactly the accounts
-// the worker will ask to bill. A report that cannot be read yields the
-// accounts found so far; the worker reports the problem itself.
-func DiscoverAccounts(ctx context.Context, st store.Store, tenant, blobID string) ([]Account, error) {
+// discoverAccounts reads the stored report of an ingestion for its accounts;
+// a report already gone has none.
+func discoverAccounts(ctx context.Context, st store.Store, tenant, blobID string) ([]billing.Account, error) {
 	rc, err := st.OpenBlob(ctx, tenant, blobID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
@@ -234,35 +260,11 @@ func DiscoverAccounts(ctx context.Context, st store.Store, tenant, blobID string
 		return nil, fmt.Errorf("open report %s to find its accounts: %w", blobID, err)
 	}
 	defer rc.Close()
-	reader := ocsf.NewReader(bufio.NewReaderSize(rc, 256<<10))
-	validator := ocsf.NewValidator()
-	seen := map[Account]bool{}
-	var accounts []Account
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		rec, err := reader.Next()
-		if errors.Is(err, io.EOF) {
-			return accounts, nil
-		}
-		var fe *ocsf.FileError
-		if errors.As(err, &fe) {
-			return accounts, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read report %s to find its accounts: %w", blobID, err)
-		}
-		f, problems := validator.Check(rec)
-		if len(problems) > 0 {
-			continue
-		}
-		a := Account{f.ProviderType, f.ProviderUID}
-		if !seen[a] {
-			seen[a] = true
-			accounts = append(accounts, a)
-		}
+	accounts, err := billing.DiscoverAccounts(ctx, rc)
+	if err != nil {
+		return nil, fmt.Errorf("report %s: %w", blobID, err)
 	}
+	return accounts, nil
 }
 
 // billingFailure ends an ingestion before it starts.
@@ -288,7 +290,7 @@ func (r *IngestionReconciler) resolveProviders(ctx context.Context, ing *posture
 	case !tenant.Spec.Subscription.Active:
 		return nil, &billingFailure{CodeSubscription, fmt.Sprintf("tenant %s has no active subscription; ingestion is a paid feature", tenant.Name)}, nil
 	}
-	accounts, err := DiscoverAccounts(ctx, r.Store, job.Tenant, job.BlobID)
+	accounts, err := discoverAccounts(ctx, r.Store, job.Tenant, job.BlobID)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -349,38 +351,4 @@ func firstN(s []string, n int) []string {
 		return s
 	}
 	return append(slices.Clone(s[:n]), fmt.Sprintf("and %d more", len(s)-n))
-}
-
-// FormatAllowedAccounts encodes an allowed-account set for the worker's
-// --allowed-accounts flag: a JSON array, sorted, because account ids may hold
-// any character (commas included).
-func FormatAllowedAccounts(allowed map[string]bool) string {
-	keys := make([]string, 0, len(allowed))
-	for k, ok := range allowed {
-		if ok {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	b, _ := json.Marshal(keys)
-	return string(b)
-}
-
-// ParseAllowedAccounts decodes --allowed-accounts; "" means no restriction (nil).
-func ParseAllowedAccounts(s string) (map[string]bool, error) {
-	if s == "" {
-		return nil, nil
-	}
-	var keys []string
-	if err := json.Unmarshal([]byte(s), &keys); err != nil {
-		return nil, fmt.Errorf(`--allowed-accounts must be a JSON array of "type/uid" strings: %w`, err)
-	}
-	allowed := make(map[string]bool, len(keys))
-	for _, k := range keys {
-		if t, u, ok := strings.Cut(k, "/"); !ok || t == "" || u == "" {
-			return nil, fmt.Errorf(`--allowed-accounts: %q is not "type/uid"`, k)
-		}
-		allowed[k] = true
-	}
-	return allowed, nil
 }

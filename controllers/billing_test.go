@@ -19,36 +19,11 @@ import (
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/controllers"
+	"github.com/posture-dev/posture/internal/billing"
 	"github.com/posture-dev/posture/internal/ingest"
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/testenv"
 )
-
-func TestProviderName(t *testing.T) {
-	for _, tc := range []struct{ typ, uid, want string }{
-		{"aws", "123456789012", "aws-123456789012"},
-		{"azure", "00000000-0000-0000-0000-000000000001", "azure-00000000-0000-0000-0000-000000000001"},
-		{"gcp", "my-project-1", "gcp-my-project-1"},
-		{"aws", "<account_uid>", "aws-account-uid-"},                                                                   // sanitized + hash
-		{"kubernetes", "arn:aws:eks:us-east-1:123:cluster/prod", "kubernetes-arn-aws-eks-us-east-1-123-cluster-prod-"}, // sanitized + hash
-		{"gcp", "My-Project", "gcp-my-project-"},                                                                       // case would be lost: hashed
-		{"aws", strings.Repeat("9", 80), "aws-" + strings.Repeat("9", 50) + "-"},                                       // too long: cut + hash
-	} {
-		got := controllers.ProviderName(tc.typ, tc.uid)
-		if strings.HasSuffix(tc.want, "-") {
-			if !strings.HasPrefix(got, tc.want) || len(got) != len(tc.want)+8 || len(got) > 63 {
-				t.Errorf("ProviderName(%s, %s) = %q, want %q + 8 hex characters, at most 63", tc.typ, tc.uid, got, tc.want)
-			}
-			continue
-		}
-		if got != tc.want {
-			t.Errorf("ProviderName(%s, %s) = %q, want %q", tc.typ, tc.uid, got, tc.want)
-		}
-	}
-	if controllers.ProviderName("gcp", "My-Project") == controllers.ProviderName("gcp", "my-project") {
-		t.Error("two accounts got the same Provider name")
-	}
-}
 
 func TestAllowedAccountsFlag(t *testing.T) {
 	for _, allowed := range []map[string]bool{
@@ -56,8 +31,8 @@ func TestAllowedAccountsFlag(t *testing.T) {
 		{"aws/123456789012": true},
 		{"aws/1": true, "kubernetes/arn:aws:eks:x:cluster/a,b": true, `gcp/we"ird`: true},
 	} {
-		enc := controllers.FormatAllowedAccounts(allowed)
-		got, err := controllers.ParseAllowedAccounts(enc)
+		enc := billing.FormatAllowedAccounts(allowed)
+		got, err := billing.ParseAllowedAccounts(enc)
 		if err != nil {
 			t.Fatalf("parse %s: %v", enc, err)
 		}
@@ -70,11 +45,11 @@ func TestAllowedAccountsFlag(t *testing.T) {
 			}
 		}
 	}
-	if got, err := controllers.ParseAllowedAccounts(""); got != nil || err != nil {
+	if got, err := billing.ParseAllowedAccounts(""); got != nil || err != nil {
 		t.Errorf(`"" must mean no restriction (nil), got %v, %v`, got, err)
 	}
 	for _, bad := range []string{"aws/1", `["nouid"]`, `["/x"]`, `[1]`} {
-		if _, err := controllers.ParseAllowedAccounts(bad); err == nil {
+		if _, err := billing.ParseAllowedAccounts(bad); err == nil {
 			t.Errorf("ParseAllowedAccounts(%s) accepted", bad)
 		}
 	}
@@ -279,7 +254,7 @@ func TestBillingRaceNeverExceedsLimit(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			accounts := []controllers.Account{
+			accounts := []billing.Account{
 				{Type: "aws", UID: fmt.Sprintf("%012d", i)},
 				{Type: "aws", UID: fmt.Sprintf("%012d", (i+1)%workers)},
 			}
@@ -372,7 +347,7 @@ func TestBillingWithJobExecutor(t *testing.T) {
 	for _, a := range job.Spec.Template.Spec.Containers[0].Args {
 		if v, ok := strings.CutPrefix(a, "--allowed-accounts="); ok {
 			var err error
-			if allowed, err = controllers.ParseAllowedAccounts(v); err != nil {
+			if allowed, err = billing.ParseAllowedAccounts(v); err != nil {
 				t.Fatal(err)
 			}
 		}

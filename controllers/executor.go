@@ -7,6 +7,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -45,6 +46,10 @@ type Executor interface {
 	Observe(ctx context.Context, ing *posturev1.Ingestion, job ingest.Job) (Observation, error)
 	// Release is called once the outcome is recorded in the Ingestion status.
 	Release(ctx context.Context, ing *posturev1.Ingestion, job ingest.Job) error
+	// Cancel stops every attempt of an Ingestion being deleted and reports
+	// whether nothing runs any of them any more; until then the caller
+	// asks again, and must not delete what a worker may still write to.
+	Cancel(ctx context.Context, ing *posturev1.Ingestion) (stopped bool, err error)
 }
 
 // InProcessExecutor runs attempts in the manager's own worker pool.
@@ -69,6 +74,10 @@ func (e *InProcessExecutor) Observe(_ context.Context, _ *posturev1.Ingestion, j
 
 func (e *InProcessExecutor) Release(context.Context, *posturev1.Ingestion, ingest.Job) error {
 	return nil
+}
+
+func (e *InProcessExecutor) Cancel(_ context.Context, ing *posturev1.Ingestion) (bool, error) {
+	return e.Pool.Cancel(TenantOf(ing), ing.Name), nil
 }
 
 // JobExecutor runs each attempt as a batch/v1 Job in the operator namespace.
@@ -129,4 +138,27 @@ func (e *JobExecutor) Release(ctx context.Context, ing *posturev1.Ingestion, job
 	ttl := e.Config.ttlAfterRecorded()
 	j.Spec.TTLSecondsAfterFinished = &ttl
 	return client.IgnoreNotFound(e.Client.Patch(ctx, &j, patch))
+}
+
+// Cancel deletes the worker Jobs of every attempt of ing, found by the
+// Ingestion's UID label. Background propagation lets the garbage collector
+// remove their pods; a pod stopped mid-run finds its run row gone and writes
+// nothing more.
+func (e *JobExecutor) Cancel(ctx context.Context, ing *posturev1.Ingestion) (bool, error) {
+	var jobs batchv1.JobList
+	if err := e.Client.List(ctx, &jobs, client.InNamespace(e.Config.Namespace), client.MatchingLabels{LabelIngestionUID: string(ing.UID)}); err != nil {
+		return false, fmt.Errorf("list the Jobs of ingestion %s/%s: %w", ing.Namespace, ing.Name, err)
+	}
+	stopped := true
+	for i := range jobs.Items {
+		j := &jobs.Items[i]
+		if !j.DeletionTimestamp.IsZero() {
+			stopped = false
+			continue
+		}
+		if err := e.Client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &j.UID}); client.IgnoreNotFound(err) != nil {
+			return false, fmt.Errorf("delete Job %s/%s of ingestion %s/%s: %w", j.Namespace, j.Name, ing.Namespace, ing.Name, err)
+		}
+	}
+	return stopped, nil
 }

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -40,6 +41,12 @@ const (
 
 // CodeWorkerFailed is the job-level error code when the executor gives up.
 const CodeWorkerFailed = "worker_failed"
+
+// FinalizerIngestion holds a deleted Ingestion until what it owns outside
+// etcd is gone: its running attempt (Job or in-process worker), its uploaded
+// report, its run row and its error rows. Its findings stay: they belong to
+// scans, which other ingestions may have written too.
+const FinalizerIngestion = "posture.dev/ingestion-cleanup"
 
 // IngestionReconciler drives an Ingestion through pending → processing →
 // completed|failed. It is the only writer of Ingestion status: the worker
@@ -69,7 +76,7 @@ type IngestionReconciler struct {
 	Sources SourceOptions
 }
 
-// +kubebuilder:rbac:groups=posture.dev,resources=ingestions,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=posture.dev,resources=ingestions,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=posture.dev,resources=ingestions/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete,namespace=posture-system
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -80,7 +87,14 @@ func (r *IngestionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !ing.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
+		return r.reconcileDelete(ctx, &ing)
+	}
+	// The finalizer goes on before any work, so that nothing is started
+	// that a deletion could leave behind.
+	if controllerutil.AddFinalizer(&ing, FinalizerIngestion) {
+		if err := r.Update(ctx, &ing); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
 	}
 	p := &ingestionPass{orig: ing.DeepCopy()}
 	switch ing.Status.Phase {
@@ -364,18 +378,52 @@ func (r *IngestionReconciler) settle(ctx context.Context, p *ingestionPass, ing 
 	return r.releaseReport(ctx, ing)
 }
 
+// reconcileDelete cancels a deleted Ingestion's attempt, then deletes its
+// report, run row and error rows, then lets it go. Nothing is deleted from
+// the store while a worker may still write for the ingestion.
+func (r *IngestionReconciler) reconcileDelete(ctx context.Context, ing *posturev1.Ingestion) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(ing, FinalizerIngestion) {
+		return ctrl.Result{}, nil
+	}
+	stopped, err := r.Executor.Cancel(ctx, ing)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("cancel the attempts of deleted ingestion %s/%s: %w", ing.Namespace, ing.Name, err)
+	}
+	if !stopped {
+		return ctrl.Result{RequeueAfter: min(r.pollInterval(), 250*time.Millisecond)}, nil
+	}
+	tenant := TenantOf(ing)
+	if id := reportBlobID(ing); id != "" {
+		if err := r.Store.DeleteBlob(ctx, tenant, id); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return ctrl.Result{}, fmt.Errorf("delete report %s of deleted ingestion %s/%s: %w", id, ing.Namespace, ing.Name, err)
+		}
+	}
+	if err := r.Store.DeleteRun(ctx, tenant, ing.Name); err != nil {
+		return ctrl.Result{}, fmt.Errorf("delete the run and error rows of deleted ingestion %s/%s: %w", ing.Namespace, ing.Name, err)
+	}
+	controllerutil.RemoveFinalizer(ing, FinalizerIngestion)
+	return ctrl.Result{}, client.IgnoreNotFound(r.Update(ctx, ing))
+}
+
+// reportBlobID is the stored report of an Ingestion: the upload's blob, or
+// the copy a declared source was stored as; empty when there is none yet.
+func reportBlobID(ing *posturev1.Ingestion) string {
+	if up := ing.Spec.Source.Upload; up != nil {
+		return up.BlobID
+	}
+	if rep := ing.Status.Report; rep != nil {
+		return rep.BlobID
+	}
+	return ""
+}
+
 // releaseReport deletes the uploaded report of a terminal ingestion once the
 // retention period has passed since it ended, or says when to come back.
 // Only the controller deletes reports, and only after the outcome is in the
 // status, so that whichever executor ran the attempt has finished reading.
 // A report already gone counts as deleted, so repeating it is harmless.
 func (r *IngestionReconciler) releaseReport(ctx context.Context, ing *posturev1.Ingestion) (ctrl.Result, error) {
-	blobID := ""
-	if up := ing.Spec.Source.Upload; up != nil {
-		blobID = up.BlobID
-	} else if rep := ing.Status.Report; rep != nil {
-		blobID = rep.BlobID
-	}
+	blobID := reportBlobID(ing)
 	if blobID == "" {
 		return ctrl.Result{}, nil
 	}
@@ -439,7 +487,8 @@ func (r *IngestionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		// Status writes (ours alone) must not wake us: progress is polled.
-		For(&posturev1.Ingestion{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A deletion sets a timestamp, which wakes us too.
+		For(&posturev1.Ingestion{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deletionStarted))).
 		Named("ingestion").
 		// Starting an ingestion reads its report once for billing; several
 		// workers keep one large upload from holding up the others.
@@ -455,6 +504,11 @@ func (r *IngestionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return b.Complete(quietConflicts(r))
 }
+
+// deletionStarted passes the update that marks an object deleted.
+var deletionStarted = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	return e.ObjectOld.GetDeletionTimestamp().IsZero() && !e.ObjectNew.GetDeletionTimestamp().IsZero()
+}}
 
 func jobToIngestion(_ context.Context, o client.Object) []reconcile.Request {
 	l := o.GetLabels()

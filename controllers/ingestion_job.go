@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/internal/billing"
 	"github.com/posture-dev/posture/internal/ingest"
 )
 
@@ -106,7 +107,7 @@ func BuildWorkerJob(cfg WorkerJobConfig, ing *posturev1.Ingestion, job ingest.Jo
 		args = append(args, "--report-sha256="+job.ReportSHA256)
 	}
 	if job.AllowedAccounts != nil {
-		args = append(args, "--allowed-accounts="+FormatAllowedAccounts(job.AllowedAccounts))
+		args = append(args, "--allowed-accounts="+billing.FormatAllowedAccounts(job.AllowedAccounts))
 	}
 	image, pullPolicy := cfg.Image, cfg.ImagePullPolicy
 	if cfg.Pod.Image != "" {

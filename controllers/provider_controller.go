@@ -3,7 +3,7 @@ package controllers
 import (
 	"context"
 	"errors"
-	"fmt"
+	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -23,15 +23,23 @@ const (
 	ReasonNoTenant       = "NoTenant"
 )
 
-// ProviderReconciler keeps a Provider's status telling whether it is billed,
-// and to which tenant. Billing itself (creating imported Providers within the
-// plan limit) is done by the ingestion controller through Billing.
+// ProviderReconciler admits every Provider to its tenant's plan, whoever
+// wrote it (an ingestion, a person, GitOps), and keeps its status telling
+// whether it is billed and to which tenant. A Provider beyond the plan's
+// limit is not billed: it reads Ready=False and Stalled=True with reason
+// ProviderLimitExceeded, and is admitted later if a place frees up.
 type ProviderReconciler struct {
 	client.Client
+	// APIReader reads Tenants and Providers uncached for admission.
+	APIReader client.Reader
+	// RecheckInterval is how often a Provider over the limit looks for a
+	// free place. Default 30 s.
+	RecheckInterval time.Duration
 }
 
 // +kubebuilder:rbac:groups=posture.dev,resources=providers,verbs=get;list;watch
 // +kubebuilder:rbac:groups=posture.dev,resources=providers/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=posture.dev,resources=tenants/status,verbs=get;update;patch
 
 func (r *ProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var p posturev1.Provider
@@ -51,35 +59,35 @@ func (r *ProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	case err != nil:
 		return ctrl.Result{}, err
 	case tenant != nil:
-		f.Tenant, f.Limit = tenant.Name, tenant.Spec.Subscription.ProviderLimit
-		if f.Limit > 0 {
-			if f.Rank, err = r.rank(ctx, &p); err != nil {
-				return ctrl.Result{}, err
-			}
+		f.Tenant = tenant.Name
+		b := &Billing{Client: r.Client, APIReader: r.apiReader()}
+		if f.Admitted, f.Billed, f.Limit, err = b.AdmitProvider(ctx, tenant.Name, &p); err != nil {
+			return ctrl.Result{}, err
 		}
 	}
 	deriveProviderStatus(&p, f)
-	return finishStatus(ctx, r.Client, &p, orig, 0)
+	var requeue time.Duration
+	if f.Tenant != "" && !f.Admitted {
+		// A place frees up on events this controller watches (a Provider
+		// deleted, the limit raised) and also when an admission lapses,
+		// which nothing announces: look again now and then.
+		requeue = r.recheck()
+	}
+	return finishStatus(ctx, r.Client, &p, orig, requeue)
 }
 
-// rank is p's place, from 1, among its namespace's Providers by creation
-// (then name): the first ones up to the plan limit are within it, so an
-// older Provider never goes over the limit because a newer one arrived.
-func (r *ProviderReconciler) rank(ctx context.Context, p *posturev1.Provider) (int, error) {
-	var list posturev1.ProviderList
-	if err := r.List(ctx, &list, client.InNamespace(p.Namespace)); err != nil {
-		return 0, fmt.Errorf("list the Providers of namespace %s: %w", p.Namespace, err)
+func (r *ProviderReconciler) apiReader() client.Reader {
+	if r.APIReader != nil {
+		return r.APIReader
 	}
-	rank := 1
-	for _, o := range list.Items {
-		if o.Name == p.Name || !o.DeletionTimestamp.IsZero() {
-			continue
-		}
-		if c := o.CreationTimestamp.Compare(p.CreationTimestamp.Time); c < 0 || (c == 0 && o.Name < p.Name) {
-			rank++
-		}
+	return r.Client
+}
+
+func (r *ProviderReconciler) recheck() time.Duration {
+	if r.RecheckInterval > 0 {
+		return r.RecheckInterval
 	}
-	return rank, nil
+	return 30 * time.Second
 }
 
 // SetupWithManager watches Providers and the Tenants they are billed to.

@@ -23,7 +23,16 @@ import (
 // reportExists tells whether the ingestion's uploaded report is still stored.
 func reportExists(t *testing.T, st store.Store, tenant string, ing *posturev1.Ingestion) bool {
 	t.Helper()
-	rc, err := st.OpenBlob(context.Background(), tenant, ing.Spec.Source.Upload.BlobID)
+	id := ""
+	if up := ing.Spec.Source.Upload; up != nil {
+		id = up.BlobID
+	} else if rep := ing.Status.Report; rep != nil {
+		id = rep.BlobID
+	}
+	if id == "" {
+		t.Fatalf("ingestion %s names no stored report", ing.Name)
+	}
+	rc, err := st.OpenBlob(context.Background(), tenant, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return false
 	}

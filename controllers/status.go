@@ -192,10 +192,12 @@ type providerFacts struct {
 	Tenant string
 	// TenantProblem says why the namespace has no usable Tenant (auth.Error).
 	TenantProblem string
-	// Limit is the tenant's plan limit (0: unlimited); Rank is this
-	// Provider's place, from 1, among the tenant's Providers by creation.
-	Limit int32
-	Rank  int
+	// Limit is the tenant's plan limit (0: unlimited); Admitted says
+	// whether the plan bills this Provider, and Billed how many Providers
+	// it bills (see Billing.AdmitProvider).
+	Limit    int32
+	Admitted bool
+	Billed   int
 }
 
 // deriveProviderStatus sets a Provider's status from what its reconcile observed.
@@ -208,9 +210,9 @@ func deriveProviderStatus(p *posturev1.Provider, f providerFacts) {
 	case f.Tenant == "":
 		v = verdict{reason: ReasonNoTenant, stalled: true,
 			message: fmt.Sprintf("no Tenant uses namespace %s, so this provider is not billed to anyone", p.Namespace)}
-	case f.Limit > 0 && f.Rank > int(f.Limit):
+	case f.Limit > 0 && !f.Admitted:
 		v = verdict{reason: ReasonProviderOverLimit, stalled: true,
-			message: fmt.Sprintf("over the plan limit: tenant %s's plan bills for %d providers and this is provider %d by creation; delete a Provider or raise the Tenant's spec.subscription.providerLimit", f.Tenant, f.Limit, f.Rank)}
+			message: fmt.Sprintf("over the plan limit: tenant %s's plan bills for %d providers and bills %d already, so this %s account %s is not billed; delete a Provider or raise the Tenant's spec.subscription.providerLimit", f.Tenant, f.Limit, f.Billed, p.Spec.Type, p.Spec.UID)}
 	default:
 		origin := p.Spec.Origin
 		if origin == "" {

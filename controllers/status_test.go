@@ -159,8 +159,8 @@ func TestDeriveProviderStatus(t *testing.T) {
 		want summary
 	}{
 		{"billed, unlimited", providerFacts{Tenant: "acme"}, summary{ready: metav1.ConditionTrue, reason: ReasonProviderBilled, message: "billed to tenant acme"}},
-		{"billed, last within the limit", providerFacts{Tenant: "acme", Limit: 2, Rank: 2}, summary{ready: metav1.ConditionTrue, reason: ReasonProviderBilled}},
-		{"over the limit", providerFacts{Tenant: "acme", Limit: 2, Rank: 3}, summary{ready: metav1.ConditionFalse, reason: ReasonProviderOverLimit, stalled: true, message: "bills for 2 providers and this is provider 3"}},
+		{"billed, last within the limit", providerFacts{Tenant: "acme", Limit: 2, Admitted: true, Billed: 2}, summary{ready: metav1.ConditionTrue, reason: ReasonProviderBilled}},
+		{"over the limit", providerFacts{Tenant: "acme", Limit: 2, Billed: 2}, summary{ready: metav1.ConditionFalse, reason: ReasonProviderOverLimit, stalled: true, message: "bills for 2 providers and bills 2 already"}},
 		{"no tenant", providerFacts{}, summary{ready: metav1.ConditionFalse, reason: ReasonNoTenant, stalled: true, message: "not billed to anyone"}},
 		{"tenant of the namespace gone", providerFacts{TenantProblem: "belongs to tenant x, which does not exist"}, summary{ready: metav1.ConditionFalse, reason: ReasonNoTenant, stalled: true, message: "does not exist"}},
 	} {

@@ -3,6 +3,8 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,12 +13,18 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/internal/auth"
+	"github.com/posture-dev/posture/internal/billing"
+	"github.com/posture-dev/posture/internal/store"
 )
 
 // Ready reasons of a Tenant.
@@ -27,12 +35,25 @@ const (
 	ReasonPasswordSecret     = "PasswordSecretMissing"
 	ReasonNamespaceCreated   = "NamespaceCreated"
 	ReasonNamespaceTerminate = "NamespaceTerminating"
+	ReasonHistoryPruned      = "IngestionHistoryPruned"
+	ReasonTenantDataDeleted  = "TenantDataDeleted"
 )
 
+// FinalizerTenantData holds a deleted Tenant until its data in the store
+// (findings, scans, runs, error rows, reports) is deleted, which happens
+// once the grace period has passed since the deletion.
+const FinalizerTenantData = "posture.dev/tenant-data"
+
+// DefaultTenantDataGracePeriod is how long a deleted Tenant's data is kept
+// before it is deleted, unless --tenant-data-grace-period says otherwise.
+const DefaultTenantDataGracePeriod = 24 * time.Hour
+
 // TenantReconciler makes a Tenant's namespace exist and carry the tenant
-// label, checks its roles and users, and reports provider usage against the
-// plan limit. Deleting a Tenant leaves its namespace (and the data in it) in
-// place: removing customer data is a deliberate act, not a side effect.
+// label, checks its roles and users, keeps its admitted providers and its
+// ingestion history within bounds, and reports provider usage against the
+// plan limit. Deleting a Tenant leaves its namespace in place; its data in
+// the store is deleted once DataGracePeriod has passed, so that a mistaken
+// deletion (a pruned Git path) loses nothing before an operator can step in.
 type TenantReconciler struct {
 	client.Client
 	// APIReader reads users' password Secrets, which carry no label the
@@ -45,10 +66,18 @@ type TenantReconciler struct {
 	// Access is the RoleBinding that gives the manager its rights in each
 	// tenant namespace (tenant_access.go).
 	Access TenantAccess
+	// Store, when set, is where a deleted Tenant's data is deleted from; nil
+	// leaves the data and adds no finalizer.
+	Store store.Store
+	// DataGracePeriod is how long after a Tenant's deletion its data stays
+	// in the store; 0 deletes it at once.
+	DataGracePeriod time.Duration
+	Now             func() time.Time
 }
 
-// +kubebuilder:rbac:groups=posture.dev,resources=tenants,verbs=get;list;watch
+// +kubebuilder:rbac:groups=posture.dev,resources=tenants,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=posture.dev,resources=tenants/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=posture.dev,resources=ingestions,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=posture.dev,resources=providers,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;patch
 // Password Secrets are read through the tenant-access RoleBinding of the
@@ -61,8 +90,21 @@ func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !t.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
+		return r.reconcileDelete(ctx, &t)
 	}
+	if r.Store != nil && controllerutil.AddFinalizer(&t, FinalizerTenantData) {
+		if err := r.Update(ctx, &t); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+	// Admissions of deleted Providers give their places back. Billing writes
+	// the admitted list itself, guarded by the resourceVersion; the rest of
+	// this reconcile works on the Tenant as that write left it.
+	fresh, err := r.billing().Prune(ctx, t.Name)
+	if err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	t = *fresh
 	orig := t.DeepCopy()
 	f := tenantFacts{Namespace: t.NamespaceName()}
 	if err := r.ensureNamespace(ctx, &t, &f); err != nil {
@@ -75,21 +117,106 @@ func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := r.ensureTenantAccess(ctx, &t, f.Namespace); err != nil {
 		return ctrl.Result{}, err
 	}
-	count, err := CountProviders(ctx, r.Client, f.Namespace)
+	f.Providers = billing.Billed(&t)
+	requeue, err := r.pruneHistory(ctx, &t, f.Namespace)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	f.Providers = count
 	if err := r.checkUsers(ctx, &t, &f); err != nil {
 		return ctrl.Result{}, err
 	}
 	deriveTenantStatus(&t, f)
-	var requeue time.Duration
 	if len(f.UnknownRoles)+len(f.MissingSecrets) > 0 {
 		// Password Secrets are not watched: look again for the one awaited.
 		requeue = r.recheck()
 	}
 	return finishStatus(ctx, r.Client, &t, orig, requeue)
+}
+
+func (r *TenantReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *TenantReconciler) billing() *Billing {
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
+	return &Billing{Client: r.Client, APIReader: reader, Now: r.Now}
+}
+
+// pruneHistory deletes the ended Ingestions of the tenant beyond
+// spec.ingestionHistory, oldest first; their finalizer then deletes what
+// they own in the store. It returns when the oldest kept one will be due.
+func (r *TenantReconciler) pruneHistory(ctx context.Context, t *posturev1.Tenant, ns string) (time.Duration, error) {
+	var list posturev1.IngestionList
+	if err := r.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return 0, fmt.Errorf("list the Ingestions of tenant %s: %w", t.Name, err)
+	}
+	maxCount, maxAge := t.Spec.IngestionHistory.Limits()
+	ended := make([]*posturev1.Ingestion, 0, len(list.Items))
+	for i := range list.Items {
+		if ing := &list.Items[i]; ing.Status.Phase.Terminal() && ing.DeletionTimestamp.IsZero() {
+			ended = append(ended, ing)
+		}
+	}
+	// Newest first; the name breaks ties so the order is stable.
+	slices.SortFunc(ended, func(a, b *posturev1.Ingestion) int {
+		if c := endedAt(b).Compare(endedAt(a)); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	now := r.now()
+	var next time.Duration
+	for i, ing := range ended {
+		age := now.Sub(endedAt(ing))
+		if i < maxCount && (maxAge <= 0 || age < maxAge) {
+			if due := maxAge - age; maxAge > 0 && (next == 0 || due < next) {
+				next = due
+			}
+			continue
+		}
+		uid := ing.UID
+		if err := r.Delete(ctx, ing, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+			return 0, fmt.Errorf("delete ingestion %s/%s beyond the history limit of tenant %s: %w", ing.Namespace, ing.Name, t.Name, err)
+		}
+		emit(r.Recorder, t, corev1.EventTypeNormal, ReasonHistoryPruned, "Delete",
+			"Deleted ingestion %s, ended %s ago, beyond the history limit (%d ingestions, %s)", ing.Name, age.Round(time.Second), maxCount, maxAge)
+	}
+	return next, nil
+}
+
+// endedAt is when an ended Ingestion ended; one without the timestamp
+// counts from its creation.
+func endedAt(ing *posturev1.Ingestion) time.Time {
+	if ing.Status.CompletedAt != nil {
+		return ing.Status.CompletedAt.Time
+	}
+	return ing.CreationTimestamp.Time
+}
+
+// reconcileDelete deletes a deleted Tenant's data from the store once the
+// grace period has passed, then lets the Tenant go.
+func (r *TenantReconciler) reconcileDelete(ctx context.Context, t *posturev1.Tenant) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(t, FinalizerTenantData) {
+		return ctrl.Result{}, nil
+	}
+	if wait := t.DeletionTimestamp.Add(r.DataGracePeriod).Sub(r.now()); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	if r.Store != nil {
+		if err := r.Store.DeleteTenantData(ctx, t.Name); err != nil {
+			return ctrl.Result{}, fmt.Errorf("delete the data of deleted tenant %s: %w", t.Name, err)
+		}
+		emit(r.Recorder, t, corev1.EventTypeNormal, ReasonTenantDataDeleted, "Delete",
+			"Deleted the tenant's findings, scans, runs, error rows and reports, %s after the Tenant was deleted", r.DataGracePeriod)
+	}
+	controllerutil.RemoveFinalizer(t, FinalizerTenantData)
+	return ctrl.Result{}, client.IgnoreNotFound(r.Update(ctx, t))
 }
 
 func (r *TenantReconciler) recheck() time.Duration {
@@ -192,6 +319,16 @@ func (r *TenantReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 		For(&posturev1.Tenant{}).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.tenantsOfNamespace)).
 		Watches(&posturev1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.tenantsOfObject)).
+		// An ingestion that ends may push an older one beyond the history limit.
+		Watches(&posturev1.Ingestion{}, handler.EnqueueRequestsFromMapFunc(r.tenantsOfObject),
+			builder.WithPredicates(predicate.Funcs{
+				CreateFunc: func(e event.CreateEvent) bool { return e.Object.(*posturev1.Ingestion).Status.Phase.Terminal() },
+				UpdateFunc: func(e event.UpdateEvent) bool {
+					return !e.ObjectOld.(*posturev1.Ingestion).Status.Phase.Terminal() && e.ObjectNew.(*posturev1.Ingestion).Status.Phase.Terminal()
+				},
+				DeleteFunc:  func(event.DeleteEvent) bool { return false },
+				GenericFunc: func(event.GenericEvent) bool { return false },
+			})).
 		Named("tenant").
 		Complete(quietConflicts(r))
 }
@@ -215,22 +352,6 @@ func (r *TenantReconciler) tenantsUsing(ctx context.Context, ns string) []reconc
 		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: t.Name}})
 	}
 	return reqs
-}
-
-// CountProviders counts the billed Providers of a namespace; one being deleted
-// no longer counts.
-func CountProviders(ctx context.Context, r client.Reader, ns string) (int, error) {
-	var list posturev1.ProviderList
-	if err := r.List(ctx, &list, client.InNamespace(ns)); err != nil {
-		return 0, fmt.Errorf("list the Providers of namespace %s: %w", ns, err)
-	}
-	n := 0
-	for _, p := range list.Items {
-		if p.DeletionTimestamp.IsZero() {
-			n++
-		}
-	}
-	return n, nil
 }
 
 // labelValue is the label form of a name; the tenant label of a namespace must

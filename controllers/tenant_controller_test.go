@@ -19,6 +19,7 @@ import (
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/controllers"
+	"github.com/posture-dev/posture/internal/billing"
 	"github.com/posture-dev/posture/internal/ingest"
 	"github.com/posture-dev/posture/internal/store"
 )
@@ -37,7 +38,7 @@ func runTenancy(t *testing.T, st store.Store) {
 			Recorder: mgr.GetEventRecorder("posture-apikey"), RecheckInterval: 200 * time.Millisecond}).SetupWithManager(ctx, mgr); err != nil {
 			return err
 		}
-		if err := (&controllers.ProviderReconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr); err != nil {
+		if err := (&controllers.ProviderReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(ctx, mgr); err != nil {
 			return err
 		}
 		if st == nil {
@@ -235,7 +236,7 @@ func TestTenantUserChecks(t *testing.T) {
 func newProvider(t *testing.T, ns, typ, uid string, origin posturev1.ProviderOrigin) *posturev1.Provider {
 	t.Helper()
 	p := &posturev1.Provider{
-		ObjectMeta: metav1.ObjectMeta{Name: controllers.ProviderName(typ, uid), Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: billing.ProviderName(typ, uid), Namespace: ns},
 		Spec:       posturev1.ProviderSpec{Type: typ, UID: uid, Origin: origin},
 	}
 	if err := k8s.Create(context.Background(), p); err != nil {

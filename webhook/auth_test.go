@@ -110,6 +110,10 @@ func startTenancy(t *testing.T, opts tenancyOpts) *tenancyEnv {
 			if err := (&controllers.TenantReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(ctx, mgr); err != nil {
 				return err
 			}
+			// The tenant's usage counts the Providers its plan admitted.
+			if err := (&controllers.ProviderReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(ctx, mgr); err != nil {
+				return err
+			}
 			return (&controllers.APIKeyReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 				Recorder: mgr.GetEventRecorder("posture-apikey"), RecheckInterval: opts.keyRecheck}).SetupWithManager(ctx, mgr)
 		},

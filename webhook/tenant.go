@@ -10,6 +10,7 @@ import (
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/internal/auth"
+	"github.com/posture-dev/posture/internal/billing"
 )
 
 func (s *Server) tenantRoutes(mux *http.ServeMux) {
@@ -49,30 +50,23 @@ func (s *Server) getTenant(w http.ResponseWriter, r *http.Request) error {
 	}
 	sub := map[string]any{"active": p.Subscribed, "plan": "", "provider_limit": 0}
 	var limit int32
+	count := 0
+	var remaining any // null: unlimited
 	var t posturev1.Tenant
 	err = s.Client.Get(r.Context(), types.NamespacedName{Name: p.Tenant}, &t)
 	switch {
 	case err == nil:
 		limit = t.Spec.Subscription.ProviderLimit
 		sub = map[string]any{"active": t.Spec.Subscription.Active, "plan": t.Spec.Subscription.Plan, "provider_limit": limit}
+		count = billing.Billed(&t)
+		if n, ok := billing.Remaining(&t); ok {
+			remaining = n
+		}
 	case apierrors.IsNotFound(err):
-		// A static-key install has no Tenant object: report what the key says.
+		// A static-key install has no Tenant object, so no plan bills a
+		// provider: report what the key says.
 	default:
 		return err
-	}
-	var list posturev1.ProviderList
-	if err := s.Client.List(r.Context(), &list, inNamespace(p.Namespace)); err != nil {
-		return err
-	}
-	count := 0
-	for _, pr := range list.Items {
-		if pr.DeletionTimestamp.IsZero() {
-			count++
-		}
-	}
-	var remaining any // null: unlimited
-	if limit > 0 {
-		remaining = max(0, int(limit)-count)
 	}
 	perms := make([]string, 0, len(p.Permissions))
 	for perm, ok := range p.Permissions {

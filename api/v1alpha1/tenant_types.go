@@ -1,7 +1,10 @@
 package v1alpha1
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Permission names of the platform's RBAC.
@@ -82,6 +85,63 @@ type TenantSpec struct {
 	// +listMapKey=email
 	// +optional
 	Users []User `json:"users,omitempty"`
+	// IngestionHistory bounds how many ended (completed or failed) Ingestions
+	// the tenant keeps; older ones are deleted, with their reports, runs and
+	// error rows. Their findings stay. Absent: the last 100, for 720h.
+	// +optional
+	IngestionHistory *IngestionHistory `json:"ingestionHistory,omitempty"`
+}
+
+// IngestionHistory is a history limit for ended Ingestions, like a CronJob's
+// history limits. An ended Ingestion is deleted when it is older than maxAge
+// or not among the newest maxCount, whichever comes first.
+type IngestionHistory struct {
+	// MaxCount is how many ended Ingestions are kept, newest first; 0 keeps
+	// none. Absent: 100.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MaxCount *int32 `json:"maxCount,omitempty"`
+	// MaxAge is how long an ended Ingestion is kept after it ended; "0s"
+	// keeps them regardless of age. Absent: 720h (30 days).
+	// +optional
+	MaxAge *metav1.Duration `json:"maxAge,omitempty"`
+}
+
+// Defaults of spec.ingestionHistory.
+const (
+	DefaultIngestionHistoryCount = 100
+	DefaultIngestionHistoryAge   = 720 * time.Hour
+)
+
+// Limits returns the history limit with defaults applied; maxAge 0 means
+// no age limit.
+func (h *IngestionHistory) Limits() (maxCount int, maxAge time.Duration) {
+	maxCount, maxAge = DefaultIngestionHistoryCount, DefaultIngestionHistoryAge
+	if h == nil {
+		return
+	}
+	if h.MaxCount != nil {
+		maxCount = int(*h.MaxCount)
+	}
+	if h.MaxAge != nil {
+		maxAge = h.MaxAge.Duration
+	}
+	return
+}
+
+// AdmittedProvider is one Provider the tenant's plan bills for.
+type AdmittedProvider struct {
+	// Name of the Provider in the tenant namespace.
+	Name string `json:"name"`
+	// Account is "type/uid" of the Provider.
+	Account string `json:"account"`
+	// UID of the Provider once it has been seen; empty while its creation
+	// is pending. A Provider of that name with another UID is a new one.
+	// +optional
+	UID types.UID `json:"uid,omitempty"`
+	// AdmittedAt is when it was admitted; an admission whose Provider does
+	// not exist a while later (its creation failed) is dropped.
+	AdmittedAt metav1.Time `json:"admittedAt"`
 }
 
 // TenantStatus is the observed state of a tenant.
@@ -91,9 +151,19 @@ type TenantStatus struct {
 	// Namespace actually used by the tenant.
 	// +optional
 	Namespace string `json:"namespace,omitempty"`
-	// Providers is the number of billed providers.
+	// Providers is the number of billed providers: len(admittedProviders).
 	// +optional
 	Providers int32 `json:"providers"`
+	// AdmittedProviders are the Providers the plan bills for, within
+	// spec.subscription.providerLimit. Every writer of Providers (ingestions,
+	// people, GitOps, any manager replica) admits through an update of this
+	// list guarded by the Tenant's resourceVersion, so the API server
+	// serialises admissions and the limit holds. A Provider not listed is
+	// not billed.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	AdmittedProviders []AdmittedProvider `json:"admittedProviders,omitempty"`
 	// ProviderLimit mirrors spec.subscription.providerLimit; 0 means unlimited.
 	// +optional
 	ProviderLimit int32 `json:"providerLimit"`

@@ -38,13 +38,14 @@ import (
 	"github.com/posture-dev/posture/internal/servingcert"
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/store/engines"
+	"github.com/posture-dev/posture/internal/workercmd"
 	"github.com/posture-dev/posture/webhook"
 	"github.com/posture-dev/posture/webhook/aggregated"
 )
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "worker" {
-		os.Exit(runWorker(os.Args[2:]))
+		os.Exit(workercmd.Main(os.Args[2:]))
 	}
 	os.Exit(runManager(os.Args[1:]))
 }
@@ -57,6 +58,7 @@ func env(name, def string) string {
 }
 
 type managerFlags struct {
+	tenantDataGrace                 time.Duration
 	apiAddr, probeAddr, metricsAddr string
 	// aggregatedAddr and aggregatedCertDir serve data.posture.dev.
 	aggregatedAddr, aggregatedCertDir string
@@ -137,6 +139,7 @@ func parseManagerFlags(args []string) (managerFlags, *zap.Options, error) {
 	fs.DurationVar(&f.shutdownDrain, "shutdown-drain", webhook.DefaultShutdownDrain, "On SIGTERM, how long API requests in flight (uploads) may run on before they are cut off with 503; keep it below the pod's terminationGracePeriodSeconds.")
 	fs.DurationVar(&f.pollInterval, "poll-interval", time.Second, "How often progress is mirrored into Ingestion status while processing.")
 	fs.DurationVar(&f.reportRetention, "report-retention", 0, "How long an uploaded report is kept after its ingestion ends (completed or failed); 0 deletes it at once. Findings are kept either way.")
+	fs.DurationVar(&f.tenantDataGrace, "tenant-data-grace-period", controllers.DefaultTenantDataGracePeriod, "How long a deleted Tenant's findings, scans, runs, error rows and reports stay in the store before they are deleted (the Tenant waits, with a finalizer); 0 deletes them at once.")
 	fs.DurationVar(&f.stalledUpload, "stalled-upload-timeout", 15*time.Minute, "An upload that writes nothing for this long (its client or process is gone) is deleted by a sweep that runs every few minutes; at least 5m.")
 	fs.StringVar(&f.mcp.Image, "mcp-image", env("POSTURE_MCP_IMAGE", ""), "MCPServer: the image every MCP server runs.")
 	fs.StringVar(&f.mcp.APIBaseURL, "mcp-api-base-url", env("POSTURE_MCP_API_BASE_URL", "http://posture-api."+env("POD_NAMESPACE", "posture-system")+".svc/api/v1"), "MCPServer: API address ({base_url}/api/v1) used when spec.apiBaseURL is empty; always allowed.")
@@ -288,7 +291,7 @@ func serve(ctx context.Context, cfg *rest.Config, f managerFlags, log logr.Logge
 	}
 	if err := (&controllers.TenantReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("posture-tenant"),
-		Access: f.access,
+		Access: f.access, Store: st, DataGracePeriod: f.tenantDataGrace,
 	}).SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("set up tenant controller: %w", err)
 	}
@@ -302,7 +305,7 @@ func serve(ctx context.Context, cfg *rest.Config, f managerFlags, log logr.Logge
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up mcpserver controller: %w", err)
 	}
-	if err := (&controllers.ProviderReconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr); err != nil {
+	if err := (&controllers.ProviderReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("set up provider controller: %w", err)
 	}
 

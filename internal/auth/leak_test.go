@@ -108,7 +108,7 @@ func TestNoKeyMaterialAnywhere(t *testing.T) {
 			if err := (&controllers.APIKeyReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("posture-apikey")}).SetupWithManager(ctx, mgr); err != nil {
 				return err
 			}
-			if err := (&controllers.ProviderReconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr); err != nil {
+			if err := (&controllers.ProviderReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(ctx, mgr); err != nil {
 				return err
 			}
 			return nil

@@ -19,7 +19,7 @@ type Pool struct {
 
 	mu      sync.Mutex
 	ctx     context.Context
-	active  map[string]struct{} // queued or running job keys
+	active  map[string]activeJob // queued or running attempts by key
 	sem     chan struct{}
 	wg      sync.WaitGroup
 	started chan struct{}
@@ -31,7 +31,7 @@ func NewPool(w *Worker, size int) *Pool {
 	if size < 1 {
 		size = 1
 	}
-	return &Pool{Worker: w, Size: size, active: map[string]struct{}{}, sem: make(chan struct{}, size), started: make(chan struct{})}
+	return &Pool{Worker: w, Size: size, active: map[string]activeJob{}, sem: make(chan struct{}, size), started: make(chan struct{})}
 }
 
 // ErrPoolStopped is returned by Submit when the pool is not running.
@@ -59,11 +59,12 @@ func (p *Pool) Submit(job Job) error {
 	if _, ok := p.active[key]; ok {
 		return nil
 	}
-	p.active[key] = struct{}{}
-	ctx := p.ctx
+	ctx, cancel := context.WithCancel(p.ctx)
+	p.active[key] = activeJob{job: job, cancel: cancel}
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
+		defer cancel()
 		defer func() {
 			p.done(key)
 			if p.OnDone != nil {
@@ -81,6 +82,28 @@ func (p *Pool) Submit(job Job) error {
 		}
 	}()
 	return nil
+}
+
+// activeJob is an attempt the pool holds and how to stop it.
+type activeJob struct {
+	job    Job
+	cancel context.CancelFunc
+}
+
+// Cancel stops every attempt of the ingestion (tenant, ingestionID) the pool
+// holds, and reports whether none is left: a cancelled attempt leaves the
+// pool once its worker has returned, so the caller asks again until true.
+func (p *Pool) Cancel(tenant, ingestionID string) (stopped bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	stopped = true
+	for _, a := range p.active {
+		if a.job.Tenant == tenant && a.job.IngestionID == ingestionID {
+			a.cancel()
+			stopped = false
+		}
+	}
+	return stopped
 }
 
 // Active reports whether the attempt is queued or running in this process.

@@ -55,6 +55,15 @@ type Store interface {
 	// Finding.IngestionID), in the same transaction.
 	FinishRun(ctx context.Context, tenant, ingestionID string, attempt int, o Outcome) error
 	GetRun(ctx context.Context, tenant, ingestionID string) (Run, error)
+	// DeleteRun deletes an ingestion's run row and error rows, when the
+	// ingestion itself is deleted; its findings and scans stay (they belong
+	// to scans). Rows already gone are not an error. A worker still writing
+	// for the ingestion then finds no run (ErrNotFound) and stops.
+	DeleteRun(ctx context.Context, tenant, ingestionID string) error
+	// DeleteTenantData deletes every row of a tenant: findings, scans, runs,
+	// error rows and blobs, in one transaction. A tenant without rows is not
+	// an error.
+	DeleteTenantData(ctx context.Context, tenant string) error
 
 	// WriteBatch writes findings, scans and error rows of one ingestion attempt in
 	// a single transaction. Findings are upserted on (tenant, scan id, finding

@@ -63,6 +63,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ListScans", testListScans},
 		{"FindingCounts", testFindingCounts},
 		{"ConcurrentReadsAndWrites", testConcurrent},
+		{"DeleteRunKeepsFindings", testDeleteRun},
+		{"DeleteTenantData", testDeleteTenantData},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })

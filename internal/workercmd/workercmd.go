@@ -1,4 +1,8 @@
-package main
+// Package workercmd is the worker's command line: what an ingestion Job's
+// pod runs (the manager binary's "worker" subcommand). It imports the
+// ingestion engine, the store and the billing codec, and never the
+// controllers: a pod that only parses a report carries no controller code.
+package workercmd
 
 import (
 	"errors"
@@ -9,16 +13,16 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/posture-dev/posture/controllers"
+	"github.com/posture-dev/posture/internal/billing"
 	"github.com/posture-dev/posture/internal/ingest"
 	"github.com/posture-dev/posture/internal/store/engines"
 )
 
-// runWorker runs one ingestion attempt: what a Job pod does. It needs no
+// Main runs one ingestion attempt: what a Job pod does. It needs no
 // Kubernetes credentials; the outcome goes to the store, where the controller
 // reads it. Exit codes: 0 outcome recorded (completed or failed), 1 the run
 // could not record an outcome (the Job retries the pod).
-func runWorker(args []string) int {
+func Main(args []string) int {
 	var job ingest.Job
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	fs.StringVar(&job.Tenant, "tenant", "", "Tenant of the ingestion.")
@@ -28,7 +32,7 @@ func runWorker(args []string) int {
 	fs.IntVar(&job.Total, "total", 0, "Records counted at upload.")
 	fs.StringVar(&job.ReportSHA256, "report-sha256", "", "SHA-256 of the report: the seed of scan ids for records without unmapped.scan_id.")
 	fs.Func("allowed-accounts", `JSON array of "type/uid" accounts that may be billed; records of others are invalid (provider_limit_exceeded). Unset: no restriction.`, func(v string) error {
-		allowed, err := controllers.ParseAllowedAccounts(v)
+		allowed, err := billing.ParseAllowedAccounts(v)
 		job.AllowedAccounts = allowed
 		return err
 	})
@@ -70,4 +74,11 @@ func runWorker(args []string) int {
 	}
 	log.Error(err, "ingestion run could not record an outcome")
 	return 1
+}
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }

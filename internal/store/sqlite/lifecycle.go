@@ -1,0 +1,41 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// DeleteRun implements store.Store.
+func (s *Store) DeleteRun(ctx context.Context, tenant, ingestionID string) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM ingestion_errors WHERE tenant = ?1 AND ingestion_id = ?2`, tenant, ingestionID); err != nil {
+			return fmt.Errorf("sqlite: delete the error rows of ingestion %s: %w", ingestionID, err)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM runs WHERE tenant = ?1 AND ingestion_id = ?2`, tenant, ingestionID); err != nil {
+			return fmt.Errorf("sqlite: delete the run of ingestion %s: %w", ingestionID, err)
+		}
+		return nil
+	})
+}
+
+// tenantTables are the tables DeleteTenantData empties of a tenant's rows,
+// children before parents; blob chunks go with their blobs (ON DELETE
+// CASCADE).
+var tenantTables = []string{"findings", "scans", "ingestion_errors", "runs", "blobs"}
+
+// DeleteTenantData implements store.Store.
+func (s *Store) DeleteTenantData(ctx context.Context, tenant string) error {
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		for _, table := range tenantTables {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE tenant = ?1`, tenant); err != nil {
+				return fmt.Errorf("sqlite: delete tenant %s's rows of %s: %w", tenant, table, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return s.reclaim(ctx)
+}
