@@ -4,13 +4,19 @@
 --
 -- findings_search is an FTS5 table with the trigram tokenizer over the four
 -- searched columns. It keeps no copy of the text (content=findings): it
--- indexes the findings row of the same rowid, and the triggers below keep it
--- in step inside the transaction that writes the finding. case_sensitive 0
--- folds case, so a lookup finds every row LIKE would match (and a few more,
--- since it folds non-ASCII letters too); the store tests each candidate with
--- the LIKE it always used, so what a search means does not change. A phrase
--- of trigrams never spans two columns, as a substring of one of them must
--- not either.
+-- indexes the findings row of the same rowid. case_sensitive 0 folds case,
+-- so a lookup finds every row LIKE would match (and a few more, since it
+-- folds non-ASCII letters too); the store tests each candidate with the
+-- LIKE it always used, so what a search means does not change. It keeps
+-- neither positions (detail none) nor column sizes (columnsize 0): the
+-- store needs only which rows hold a trigram, and each costs ingestion.
+--
+-- WriteBatch maintains it in the transaction that writes the findings, one
+-- statement per batch, rather than a trigger per row: FTS5 writes its
+-- pending entries to disk at every statement that follows a write to it,
+-- so a trigger on the per-finding upsert made a segment per finding and
+-- spent most of the ingestion merging them. A deletion (none is made today)
+-- is kept in step by the trigger below, one statement for all rows.
 --
 -- findings has no INTEGER PRIMARY KEY, so its rowid is implicit. SQLite
 -- keeps it through updates, upserts and incremental vacuum (what the store
@@ -27,33 +33,14 @@
 CREATE VIRTUAL TABLE findings_search USING fts5 (
     uid, title, check_id, resource_uid,
     content = 'findings', content_rowid = 'rowid',
-    tokenize = 'trigram case_sensitive 0', detail = 'none'
+    tokenize = 'trigram case_sensitive 0', detail = 'none', columnsize = 0
 );
 INSERT INTO findings_search (findings_search) VALUES ('rebuild');
 
 -- +goose StatementBegin
-CREATE TRIGGER findings_search_insert AFTER INSERT ON findings BEGIN
-    INSERT INTO findings_search (rowid, uid, title, check_id, resource_uid)
-    VALUES (new.rowid, new.uid, new.title, new.check_id, new.resource_uid);
-END;
--- +goose StatementEnd
--- +goose StatementBegin
 CREATE TRIGGER findings_search_delete AFTER DELETE ON findings BEGIN
     INSERT INTO findings_search (findings_search, rowid, uid, title, check_id, resource_uid)
     VALUES ('delete', old.rowid, old.uid, old.title, old.check_id, old.resource_uid);
-END;
--- +goose StatementEnd
--- +goose StatementBegin
--- A re-ingested finding whose text did not change (the usual re-scan)
--- costs the index nothing.
-CREATE TRIGGER findings_search_update AFTER UPDATE OF uid, title, check_id, resource_uid ON findings
-WHEN old.uid IS NOT new.uid OR old.title IS NOT new.title OR old.check_id IS NOT new.check_id
-    OR old.resource_uid IS NOT new.resource_uid
-BEGIN
-    INSERT INTO findings_search (findings_search, rowid, uid, title, check_id, resource_uid)
-    VALUES ('delete', old.rowid, old.uid, old.title, old.check_id, old.resource_uid);
-    INSERT INTO findings_search (rowid, uid, title, check_id, resource_uid)
-    VALUES (new.rowid, new.uid, new.title, new.check_id, new.resource_uid);
 END;
 -- +goose StatementEnd
 
@@ -82,7 +69,5 @@ SELECT tenant, provider_type, provider_uid, id, ingestion_id, finished_at FROM (
 -- +goose Down
 DROP INDEX scans_ingestion;
 DROP TABLE latest_scans;
-DROP TRIGGER findings_search_update;
 DROP TRIGGER findings_search_delete;
-DROP TRIGGER findings_search_insert;
 DROP TABLE findings_search;
