@@ -2,10 +2,15 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"io/fs"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/pressly/goose/v3"
 
 	"github.com/posture-dev/posture/internal/store"
 )
@@ -62,5 +67,74 @@ SELECT rowid, 'x', 'stale text', 'x', 'x' FROM findings LIMIT 1`); err != nil {
 	}
 	if _, err := s.w.ExecContext(ctx, `INSERT INTO findings_search (findings_search, rank) VALUES ('integrity-check', 1)`); err == nil {
 		t.Fatal("integrity-check passed an entry for text no finding has")
+	}
+}
+
+// TestUpgradeIndexesSearchAndLatest opens a database written before the
+// search index and the latest scans existed: the upgrade indexes the
+// stored findings' text and picks each provider's latest scan from the
+// runs that succeeded, the one that finished last.
+func TestUpgradeIndexesSearchAndLatest(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.db")
+	old, err := sql.Open("sqlite", path+"?_pragma=journal_mode(WAL)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, old, fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.ExecContext(ctx, `
+INSERT INTO runs (tenant, ingestion_id, attempt, status, started_at, updated_at, finished_at) VALUES
+    ('t', 'ing-a', 1, 'succeeded', 0, 100, 100),
+    ('t', 'ing-b', 1, 'succeeded', 0, 200, 200),
+    ('t', 'ing-c', 1, 'failed', 0, 300, 300),
+    ('t', 'ing-d', 1, 'running', 0, 400, NULL);
+INSERT INTO scans (tenant, id, provider_type, provider_uid, ingestion_id, inserted_at, updated_at) VALUES
+    ('t', 's-a', 'aws', '111', 'ing-a', 1, 1),
+    ('t', 's-b', 'aws', '111', 'ing-b', 2, 2),
+    ('t', 's-c', 'aws', '111', 'ing-c', 3, 3),
+    ('t', 's-d', 'aws', '111', 'ing-d', 4, 4),
+    ('t', 's-g', 'gcp', 'proj', 'ing-a', 1, 1);
+INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, title, event_time, raw, inserted_at, updated_at)
+SELECT 'id-' || id, 't', id, 'uid-' || id, ingestion_id, 'Old title in ' || id, 0, x'7b7d', 1, 1 FROM scans;`); err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatalf("open the old database: %v", err)
+	}
+	defer s.Close()
+	scans := func(q store.FindingQuery) []string {
+		t.Helper()
+		q.Sort, q.Page = []string{"uid"}, store.Page{Size: 10}
+		found, _, err := s.ListFindings(ctx, "t", q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, f := range found {
+			out = append(out, f.ScanID)
+		}
+		return out
+	}
+	if got := scans(store.FindingQuery{Latest: true}); !slices.Equal(got, []string{"s-b", "s-g"}) {
+		t.Errorf("latest scans after the upgrade: %v, want [s-b s-g]", got)
+	}
+	if got := scans(store.FindingQuery{Search: "TITLE IN S-C"}); !slices.Equal(got, []string{"s-c"}) {
+		t.Errorf("search after the upgrade: %v, want [s-c]", got)
+	}
+	if _, err := s.w.ExecContext(ctx, `INSERT INTO findings_search (findings_search, rank) VALUES ('integrity-check', 1)`); err != nil {
+		t.Errorf("findings_search after the upgrade: %v", err)
 	}
 }
