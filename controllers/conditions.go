@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
@@ -168,4 +169,25 @@ func requestsInNamespace(ctx context.Context, c client.Client, list client.Objec
 		}
 	}
 	return reqs
+}
+
+// setFinalizer adds (or removes) finalizer on obj with a patch of its
+// metadata alone, guarded by its resourceVersion. An Update would send the
+// whole object as this controller's Go types render it, which for an object
+// applied from YAML can differ from what is stored (an empty struct field
+// spelled out), and an immutable spec refuses any such difference.
+func setFinalizer(ctx context.Context, c client.Client, obj client.Object, finalizer string, present bool) (changed bool, err error) {
+	orig, ok := obj.DeepCopyObject().(client.Object)
+	if !ok {
+		return false, fmt.Errorf("copy %T", obj)
+	}
+	if present {
+		changed = controllerutil.AddFinalizer(obj, finalizer)
+	} else {
+		changed = controllerutil.RemoveFinalizer(obj, finalizer)
+	}
+	if !changed {
+		return false, nil
+	}
+	return true, c.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
 }

@@ -91,10 +91,8 @@ func (r *IngestionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	}
 	// The finalizer goes on before any work, so that nothing is started
 	// that a deletion could leave behind.
-	if controllerutil.AddFinalizer(&ing, FinalizerIngestion) {
-		if err := r.Update(ctx, &ing); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
-		}
+	if _, err := setFinalizer(ctx, r.Client, &ing, FinalizerIngestion, true); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	p := &ingestionPass{orig: ing.DeepCopy()}
 	switch ing.Status.Phase {
@@ -401,8 +399,8 @@ func (r *IngestionReconciler) reconcileDelete(ctx context.Context, ing *posturev
 	if err := r.Store.DeleteRun(ctx, tenant, ing.Name); err != nil {
 		return ctrl.Result{}, fmt.Errorf("delete the run and error rows of deleted ingestion %s/%s: %w", ing.Namespace, ing.Name, err)
 	}
-	controllerutil.RemoveFinalizer(ing, FinalizerIngestion)
-	return ctrl.Result{}, client.IgnoreNotFound(r.Update(ctx, ing))
+	_, err = setFinalizer(ctx, r.Client, ing, FinalizerIngestion, false)
+	return ctrl.Result{}, client.IgnoreNotFound(err)
 }
 
 // reportBlobID is the stored report of an Ingestion: the upload's blob, or

@@ -92,8 +92,8 @@ func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if !t.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, &t)
 	}
-	if r.Store != nil && controllerutil.AddFinalizer(&t, FinalizerTenantData) {
-		if err := r.Update(ctx, &t); err != nil {
+	if r.Store != nil {
+		if _, err := setFinalizer(ctx, r.Client, &t, FinalizerTenantData, true); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 	}
@@ -215,8 +215,8 @@ func (r *TenantReconciler) reconcileDelete(ctx context.Context, t *posturev1.Ten
 		emit(r.Recorder, t, corev1.EventTypeNormal, ReasonTenantDataDeleted, "Delete",
 			"Deleted the tenant's findings, scans, runs, error rows and reports, %s after the Tenant was deleted", r.DataGracePeriod)
 	}
-	controllerutil.RemoveFinalizer(t, FinalizerTenantData)
-	return ctrl.Result{}, client.IgnoreNotFound(r.Update(ctx, t))
+	_, err := setFinalizer(ctx, r.Client, t, FinalizerTenantData, false)
+	return ctrl.Result{}, client.IgnoreNotFound(err)
 }
 
 func (r *TenantReconciler) recheck() time.Duration {

@@ -15,6 +15,16 @@ import (
 // It takes the findings list's filters; there is nothing to sort or page
 // (the groups are few: they are combinations of low-cardinality columns).
 func (s *Server) countFindings(w http.ResponseWriter, r *http.Request) error {
+	return s.countFindingsOf(w, r, false)
+}
+
+// countLatestFindings counts the current state: the findings of each
+// provider's latest scan, as GET /findings/latest lists them.
+func (s *Server) countLatestFindings(w http.ResponseWriter, r *http.Request) error {
+	return s.countFindingsOf(w, r, true)
+}
+
+func (s *Server) countFindingsOf(w http.ResponseWriter, r *http.Request, latest bool) error {
 	p, err := s.authorizeRead(r)
 	if err != nil {
 		return err
@@ -55,6 +65,7 @@ func (s *Server) countFindings(w http.ResponseWriter, r *http.Request) error {
 	if aerr != nil {
 		return aerr
 	}
+	fq.Latest = latest
 	groups, err := s.Store.FindingCounts(r.Context(), p.Tenant, fq, by)
 	if errors.Is(err, store.ErrInvalidArgument) {
 		return errorf(400, CodeInvalid, "%v", err).parameter("group_by")

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/posture-dev/posture/internal/auth"
 	"github.com/posture-dev/posture/internal/findings"
@@ -46,10 +47,23 @@ var severities = set(findings.Severities...)
 func (s *Server) findingRoutes(mux *http.ServeMux) {
 	mux.Handle("/api/v1/findings", s.methods(map[string]handlerFunc{http.MethodGet: s.listFindings}))
 	mux.Handle("/api/v1/findings/counts", s.methods(map[string]handlerFunc{http.MethodGet: s.countFindings}))
+	mux.Handle("/api/v1/findings/latest", s.methods(map[string]handlerFunc{http.MethodGet: s.listLatestFindings}))
+	mux.Handle("/api/v1/findings/latest/counts", s.methods(map[string]handlerFunc{http.MethodGet: s.countLatestFindings}))
 	mux.Handle("/api/v1/findings/{id}", s.methods(map[string]handlerFunc{http.MethodGet: s.getFinding}))
 }
 
 func (s *Server) listFindings(w http.ResponseWriter, r *http.Request) error {
+	return s.listFindingsOf(w, r, false)
+}
+
+// listLatestFindings is the current state: the findings list restricted
+// to each provider's latest scan (store.FindingQuery.Latest), with the
+// same parameters and answer.
+func (s *Server) listLatestFindings(w http.ResponseWriter, r *http.Request) error {
+	return s.listFindingsOf(w, r, true)
+}
+
+func (s *Server) listFindingsOf(w http.ResponseWriter, r *http.Request, latest bool) error {
 	p, err := s.authorizeRead(r)
 	if err != nil {
 		return err
@@ -62,12 +76,18 @@ func (s *Server) listFindings(w http.ResponseWriter, r *http.Request) error {
 	if aerr != nil {
 		return aerr
 	}
+	fq.Latest = latest
 	binding := cursorBinding(q)
 	var (
 		rows  []store.Finding
 		count int
 		more  bool
 	)
+	if latest {
+		// A position in the latest findings means nothing in the whole
+		// history, nor the other way round.
+		binding = "latest:" + binding
+	}
 	if q.cursor != "" {
 		k, aerr := decodeCursor(q.cursor, binding)
 		if aerr != nil {
@@ -157,6 +177,12 @@ func findingQuery(q listQuery) (store.FindingQuery, *apiError) {
 		if v, ok := q.filters[key]; ok && v == "" {
 			return fq, errorf(400, CodeInvalid, "filter[%s] must not be empty", key).parameter("filter[" + key + "]")
 		}
+	}
+	// A trigram index finds a text of three characters or more; a shorter
+	// one could only be answered by reading every finding.
+	if n := utf8.RuneCountInString(fq.Search); fq.Search != "" && n < store.MinSearchLength {
+		return fq, errorf(400, CodeInvalid, "filter[search] %q is %d character(s) long; a search needs at least %d characters",
+			fq.Search, n, store.MinSearchLength).parameter("filter[search]")
 	}
 	return fq, nil
 }

@@ -11,8 +11,10 @@ import (
 	"golang.org/x/crypto/bcrypt"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -144,5 +146,26 @@ func TestGitOpsSamples(t *testing.T) {
 	}
 	if r := meta.FindStatusCondition(key.Status.Conditions, posturev1.ConditionReady); r == nil || r.Status != metav1.ConditionTrue {
 		t.Errorf("APIKey Ready = %+v", r)
+	}
+
+	// Health as Flux, Argo CD and kubectl wait compute it: every object the
+	// samples declare, and the Provider billing made, reads Current.
+	for _, gvk := range []struct{ kind, ns string }{
+		{"Tenant", ""}, {"APIKey", "tenant-gitops-demo"}, {"Ingestion", "tenant-gitops-demo"}, {"Provider", "tenant-gitops-demo"},
+	} {
+		var list unstructured.UnstructuredList
+		list.SetGroupVersionKind(posturev1.GroupVersion.WithKind(gvk.kind + "List"))
+		if err := k8s.List(ctx, &list, client.InNamespace(gvk.ns)); err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range list.Items {
+			if o.GetKind() == "Tenant" && o.GetName() != "gitops-demo" {
+				continue
+			}
+			res, err := kstatus.Compute(&o)
+			if err != nil || res.Status != kstatus.CurrentStatus {
+				t.Errorf("kstatus of %s %s/%s = %v (%v), want Current", gvk.kind, o.GetNamespace(), o.GetName(), res, err)
+			}
+		}
 	}
 }

@@ -239,7 +239,7 @@ func TestOpenAPI(t *testing.T) {
 		for _, path := range doc.Paths.InMatchingOrder() {
 			for method := range doc.Paths.Value(path).Operations() {
 				target := fill(path, ids)
-				if path == "/api/v1/findings/counts" {
+				if path == "/api/v1/findings/counts" || path == "/api/v1/findings/latest/counts" {
 					target += "?group_by=severity" // required
 				}
 				var body []byte
@@ -281,7 +281,13 @@ func TestOpenAPI(t *testing.T) {
 			{"GET", "/api/v1/findings/" + finding + "?fields[findings]=record"},
 			{"GET", "/api/v1/findings/nope"},
 			{"GET", "/api/v1/findings/counts?group_by=severity,status_code,provider_type,provider_uid,check_id,region"},
-			{"GET", "/api/v1/findings/counts?group_by=check_id&filter[status_code__in]=FAIL,PASS&filter[search]=a"},
+			{"GET", "/api/v1/findings/counts?group_by=check_id&filter[status_code__in]=FAIL,PASS&filter[search]=aws"},
+			{"GET", "/api/v1/findings/counts?group_by=check_id&filter[search]=s3"},
+			{"GET", "/api/v1/findings/latest?fields[findings]=uid,record,time&sort=-time&page[size]=2"},
+			{"GET", "/api/v1/findings/latest?filter[severity__in]=critical,low&filter[search]=arn:aws&page[size]=1"},
+			{"GET", "/api/v1/findings/latest?page[size]=1&page[cursor]=" + cursor},
+			{"GET", "/api/v1/findings/latest/counts?group_by=severity,status_code,provider_type,provider_uid"},
+			{"GET", "/api/v1/findings/latest/counts?group_by=region&filter[status_code]=FAIL"},
 			{"GET", "/api/v1/findings/counts?group_by=title"},
 			{"GET", "/api/v1/findings?page[size]=1&page[number]=10002"},
 			{"GET", "/api/v1/findings?page[size]=1&page[cursor]=" + cursor},

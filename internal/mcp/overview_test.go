@@ -9,6 +9,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -24,7 +25,8 @@ import (
 // tools against a real API behind a proxy that counts the requests they
 // make: whatever the number of findings, severities and accounts, an
 // overview costs at most 3 API requests and a catalogue 1, and both answer
-// the exact counts.
+// the exact counts. The overview and the search count the current state
+// (each account's latest scan) unless asked for history.
 func TestOverviewAndCatalogueRequests(t *testing.T) {
 	env := apitest.Start(t, apitest.Options{})
 	ctx := context.Background()
@@ -40,11 +42,32 @@ func TestOverviewAndCatalogueRequests(t *testing.T) {
 			Severity: sevs[i%5], SeverityID: 5 - i%5, StatusCode: codes[i%3], ProviderType: acct[0], ProviderUID: acct[1],
 			Time: time.Now(), Raw: []byte(`{}`)})
 	}
-	if err := env.Store.StartRun(ctx, env.Tenant, "seed", 1, len(fs)); err != nil {
-		t.Fatal(err)
+	// An earlier scan of each account, which the scans above replace:
+	// history the overview leaves out by default.
+	var earlier []store.Finding
+	for i := range 100 {
+		acct := accounts[i%4]
+		earlier = append(earlier, store.Finding{UID: fmt.Sprintf("old-%d", i), ScanID: "old-scan-" + acct[1], CheckID: "check_old",
+			Severity: "critical", SeverityID: 5, StatusCode: "FAIL", ProviderType: acct[0], ProviderUID: acct[1],
+			Time: time.Now(), Raw: []byte(`{}`)})
 	}
-	if err := env.Store.WriteBatch(ctx, env.Tenant, "seed", 1, store.Batch{Findings: fs}); err != nil {
-		t.Fatal(err)
+	for _, ing := range []struct {
+		id, scanPrefix string
+		fs             []store.Finding
+	}{{"earlier", "old-scan-", earlier}, {"seed", "scan-", fs}} {
+		b := store.Batch{Findings: ing.fs}
+		for _, acct := range accounts {
+			b.Scans = append(b.Scans, store.Scan{ID: ing.scanPrefix + acct[1], ProviderType: acct[0], ProviderUID: acct[1], Trigger: "imported"})
+		}
+		if err := env.Store.StartRun(ctx, env.Tenant, ing.id, 1, len(ing.fs)); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.Store.WriteBatch(ctx, env.Tenant, ing.id, 1, b); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.Store.FinishRun(ctx, env.Tenant, ing.id, 1, store.Outcome{Status: store.RunSucceeded}); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	var requests atomic.Int64
@@ -101,10 +124,11 @@ func TestOverviewAndCatalogueRequests(t *testing.T) {
 		Failing    map[string]int `json:"failing_by_severity"`
 		Providers  []account      `json:"by_provider"`
 	}
-	want := func(keep func(store.Finding) bool) overview {
+	all := append(slices.Clone(earlier), fs...)
+	want := func(from []store.Finding, keep func(store.Finding) bool) overview {
 		o := overview{BySeverity: map[string]int{}, ByStatus: map[string]int{"FAIL": 0, "PASS": 0, "MANUAL": 0}, Failing: map[string]int{}}
 		idx := map[string]int{}
-		for _, f := range fs {
+		for _, f := range from {
 			if !keep(f) {
 				continue
 			}
@@ -134,12 +158,16 @@ func TestOverviewAndCatalogueRequests(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		args map[string]any
+		from []store.Finding
 		keep func(store.Finding) bool
 	}{
-		{"whole tenant", nil, func(store.Finding) bool { return true }},
-		{"one provider type", map[string]any{"provider_type": "AWS"}, func(f store.Finding) bool { return f.ProviderType == "aws" }},
-		{"one account", map[string]any{"provider_uid": "project-x"}, func(f store.Finding) bool { return f.ProviderUID == "project-x" }},
-		{"one check", map[string]any{"check_id": "check_3"}, func(f store.Finding) bool { return f.CheckID == "check_3" }},
+		{"whole tenant", nil, fs, func(store.Finding) bool { return true }},
+		{"one provider type", map[string]any{"provider_type": "AWS"}, fs, func(f store.Finding) bool { return f.ProviderType == "aws" }},
+		{"one account", map[string]any{"provider_uid": "project-x"}, fs, func(f store.Finding) bool { return f.ProviderUID == "project-x" }},
+		{"one check", map[string]any{"check_id": "check_3"}, fs, func(f store.Finding) bool { return f.CheckID == "check_3" }},
+		{"history", map[string]any{"history": true}, all, func(store.Finding) bool { return true }},
+		{"history of one account", map[string]any{"history": true, "provider_uid": "sub-1"}, all, func(f store.Finding) bool { return f.ProviderUID == "sub-1" }},
+		{"an earlier scan", map[string]any{"scan": "old-scan-project-x"}, all, func(f store.Finding) bool { return f.ScanID == "old-scan-project-x" }},
 	} {
 		t.Run("overview of "+tc.name, func(t *testing.T) {
 			var got overview
@@ -148,7 +176,7 @@ func TestOverviewAndCatalogueRequests(t *testing.T) {
 			if n > 3 {
 				t.Errorf("the overview made %d API requests; at most 3 are allowed", n)
 			}
-			w := want(tc.keep)
+			w := want(tc.from, tc.keep)
 			if got.Total != w.Total || !reflect.DeepEqual(got.BySeverity, w.BySeverity) || !reflect.DeepEqual(got.ByStatus, w.ByStatus) ||
 				!reflect.DeepEqual(got.Failing, w.Failing) || !reflect.DeepEqual(byKey(got.Providers), byKey(w.Providers)) {
 				t.Errorf("overview:\n got %+v\nwant %+v", got, w)
@@ -195,6 +223,31 @@ func TestOverviewAndCatalogueRequests(t *testing.T) {
 		}
 	})
 
+	t.Run("search reads the latest scans unless asked for history", func(t *testing.T) {
+		var p struct {
+			Items []struct {
+				UID    string `json:"uid"`
+				ScanID string `json:"scan_id"`
+			} `json:"items"`
+			Count int `json:"count"`
+		}
+		for _, tc := range []struct {
+			args map[string]any
+			want int
+		}{
+			{map[string]any{"search": "old-", "page_size": 100}, 0},
+			{map[string]any{"search": "old-", "page_size": 100, "history": true}, len(earlier)},
+			{map[string]any{"scan": "old-scan-sub-1", "page_size": 100}, len(earlier) / 4},
+			{map[string]any{"search": "f-1", "page_size": 100}, 111}, // f-1, f-10..19, f-100..199
+		} {
+			p.Items, p.Count = nil, 0
+			call(t, "search_findings", tc.args, &p)
+			if p.Count != tc.want || len(p.Items) != min(tc.want, 100) {
+				t.Errorf("search_findings %v: %d items of %d, want %d", tc.args, len(p.Items), p.Count, tc.want)
+			}
+		}
+	})
+
 	t.Run("check catalogue", func(t *testing.T) {
 		var got struct {
 			Checks []struct {
@@ -211,7 +264,7 @@ func TestOverviewAndCatalogueRequests(t *testing.T) {
 		}
 		want := map[string][2]int{}
 		total := 0
-		for _, f := range fs {
+		for _, f := range all {
 			if f.ProviderType != "aws" {
 				continue
 			}

@@ -190,6 +190,7 @@ type searchFindingsIn struct {
 	Page          int      `json:"page,omitempty" jsonschema:"page number, from 1"`
 	PageSize      int      `json:"page_size,omitempty" jsonschema:"results per page, 1 to 100"`
 	Cursor        string   `json:"cursor,omitempty" jsonschema:"next_cursor of the previous answer, to continue with the same filters and sort; page is then ignored"`
+	History       bool     `json:"history,omitempty" jsonschema:"search every scan ever ingested, not only each account's latest scan (the default; a scan or ingestion filter searches every scan too)"`
 }
 
 type getFindingIn struct {
@@ -203,6 +204,7 @@ type overviewIn struct {
 	Scan         string `json:"scan,omitempty" jsonschema:"restrict to one scan id"`
 	Region       string `json:"region,omitempty" jsonschema:"restrict to one region"`
 	CheckID      string `json:"check_id,omitempty" jsonschema:"restrict to one check"`
+	History      bool   `json:"history,omitempty" jsonschema:"count every scan ever ingested, not only each account's latest scan (the default; a scan filter counts every scan too)"`
 }
 
 type listProvidersIn struct {
@@ -313,7 +315,8 @@ func (s *Server) registerPlatformTools() {
 		Name:  "search_findings",
 		Title: "Search findings",
 		Description: "Searches the tenant's findings (one per check result on a resource) by severity, check result, provider, account, check id, " +
-			"region, scan, ingestion or text, newest first. Each item has id, uid, check_id, title, severity, status_code, region, provider_type, " +
+			"region, scan, ingestion or text (at least 3 characters), newest first: by default the current state, the findings of each account's " +
+			"latest scan; history=true searches every scan. Each item has id, uid, check_id, title, severity, status_code, region, provider_type, " +
 			"provider_uid, resource_uid, scan_id and time; get_finding returns the full OCSF record.",
 		InputSchema: inputSchema[searchFindingsIn](func(p map[string]*jsonschema.Schema) {
 			enum(p["severity"].Items, restapi.Severities...)
@@ -341,7 +344,7 @@ func (s *Server) registerPlatformTools() {
 			in.Page = 0
 		}
 		q.page(in.Page, in.PageSize)
-		return c.list(ctx, "/findings", url.Values(q))
+		return c.list(ctx, findingsPath(in.History || in.Scan != "" || in.Ingestion != ""), url.Values(q))
 	})
 
 	addTool(s, &mcpsdk.Tool{
@@ -358,14 +361,15 @@ func (s *Server) registerPlatformTools() {
 		if in.IncludeRecord != nil && !*in.IncludeRecord {
 			url.Values(q).Set("fields[findings]", strings.Join(findingAttrs, ","))
 		}
-		return c.one(ctx, "/findings/"+id, url.Values(q))
+		return c.one(ctx, restapi.PathFindings+"/"+id, url.Values(q))
 	})
 
 	addTool(s, &mcpsdk.Tool{
 		Name:  "get_findings_overview",
 		Title: "Findings overview",
 		Description: "Counts the tenant's findings by severity, by check result (status_code) and by provider account, and the failing " +
-			"findings by severity: the posture at a glance. Optional filters narrow every count.",
+			"findings by severity: the posture at a glance, by default of the current state (each account's latest scan; history=true counts " +
+			"every scan). Optional filters narrow every count.",
 		InputSchema: inputSchema[overviewIn](nil),
 	}, true, func(ctx context.Context, c *caller, in overviewIn) (any, error) {
 		return c.overview(ctx, in)
@@ -529,16 +533,33 @@ func (s *Server) uploadReport(ctx context.Context, c *caller, in uploadReportIn)
 	return ing, nil
 }
 
+// findingsPath is the findings list to read: every scan's findings, or
+// (the tools' default) the current state, each account's latest scan's.
+// A scan or an ingestion names a point in history, so a tool given one
+// reads history.
+func findingsPath(history bool) string {
+	if history {
+		return restapi.PathFindings
+	}
+	return restapi.PathLatestFindings
+}
+
 // findingCounts asks the API for the findings matching q grouped by the
 // dimensions by, in one request; each group is its values, in by's order,
 // and its count.
 func (c *caller) findingCounts(ctx context.Context, q url.Values, by ...string) ([]findingGroup, error) {
+	return c.findingCountsOf(ctx, restapi.PathFindings, q, by...)
+}
+
+// findingCountsOf is findingCounts over the findings list at path (see
+// findingsPath).
+func (c *caller) findingCountsOf(ctx context.Context, path string, q url.Values, by ...string) ([]findingGroup, error) {
 	q2 := url.Values{}
 	for k, v := range q {
 		q2[k] = v
 	}
 	q2.Set("group_by", strings.Join(by, ","))
-	doc, err := c.s.api.get(ctx, c.authz, restapi.PathFindingCounts, q2)
+	doc, err := c.s.api.get(ctx, c.authz, path+"/counts", q2)
 	if err != nil {
 		return nil, err
 	}
@@ -588,7 +609,8 @@ func (c *caller) overview(ctx context.Context, in overviewIn) (any, error) {
 	base.set("filter[region]", in.Region)
 	base.set("filter[check_id]", in.CheckID)
 
-	groups, err := c.findingCounts(ctx, url.Values(base), "severity", "status_code", "provider_type", "provider_uid")
+	history := in.History || in.Scan != ""
+	groups, err := c.findingCountsOf(ctx, findingsPath(history), url.Values(base), "severity", "status_code", "provider_type", "provider_uid")
 	if err != nil {
 		return nil, err
 	}
@@ -661,6 +683,7 @@ func (c *caller) overview(ctx context.Context, in overviewIn) (any, error) {
 		"failing_by_severity":     failMap,
 		"by_provider":             listed,
 		"filters":                 url.Values(base),
+		"scans":                   map[bool]string{false: "latest of each account", true: "all"}[history],
 		"providers_with_findings": len(providers),
 		"providers_in_tenant":     providersTotal,
 		"providers_listed_limit":  overviewProviderLimit,

@@ -25,12 +25,15 @@ const (
 	PathIngestions    = "/ingestions"
 	PathFindings      = "/findings"
 	PathFindingCounts = "/findings/counts"
-	PathScans         = "/scans"
-	PathProviders     = "/providers"
-	PathTenant        = "/tenant"
-	PathTokens        = "/tokens"
-	PathTokensRefresh = "/tokens/refresh"
-	PathSchema        = "/schema"
+	// PathLatestFindings holds only the findings of each provider's latest
+	// scan; PathLatestFindings+"/counts" counts them.
+	PathLatestFindings = "/findings/latest"
+	PathScans          = "/scans"
+	PathProviders      = "/providers"
+	PathTenant         = "/tenant"
+	PathTokens         = "/tokens"
+	PathTokensRefresh  = "/tokens/refresh"
+	PathSchema         = "/schema"
 )
 
 // Page limits of every list.

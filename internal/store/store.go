@@ -50,6 +50,10 @@ type Store interface {
 	UpdateRun(ctx context.Context, tenant, ingestionID string, attempt int, p Progress) error
 	// FinishRun records the outcome once; later calls return ErrStaleAttempt.
 	// o.Status must be RunSucceeded or RunFailed (else ErrInvalidArgument).
+	// A successful run makes the scans it wrote the latest of their
+	// providers (FindingQuery.Latest), one per provider (the most recently
+	// inserted, then the greatest id), in the same transaction; a failed one
+	// leaves the latest scans as they were.
 	// A failed run gives back the findings it only rewrote: each is
 	// attributed again to the ingestion that wrote it before (see
 	// Finding.IngestionID), in the same transaction.
@@ -230,12 +234,27 @@ type FindingQuery struct {
 	Region       string
 	ScanID       string
 	IngestionID  string
-	Search       string   // substring of uid, title, check id or resource uid (case-insensitive)
-	Sort         []string // column names, "-" prefix for descending: time, severity_id, inserted_at, check_id, uid; default -severity_id, uid
-	Page         Page     // Number from 1; Size 0 means 10
+	// Search is a substring of uid, title, check id or resource uid
+	// (case-insensitive for ASCII letters on SQLite, as LIKE is; by the
+	// database's case rules on PostgreSQL, as ILIKE is). From
+	// MinSearchLength characters on it is looked up in a trigram index;
+	// a shorter one reads every finding the other filters leave, which
+	// is why the API refuses it.
+	Search string
+	// Latest keeps only the findings of each provider's latest scan: the
+	// one written by the ingestion that completed successfully last
+	// (see FinishRun).
+	Latest bool
+	Sort   []string // column names, "-" prefix for descending: time, severity_id, inserted_at, check_id, uid; default -severity_id, uid
+	Page   Page     // Number from 1; Size 0 means 10
 	// After continues a listing after this position (see ListFindings).
 	After *FindingKey
 }
+
+// MinSearchLength is the shortest FindingQuery.Search, in characters
+// (Unicode code points), that a trigram index can answer: an index of
+// three-character sequences holds nothing that locates a shorter text.
+const MinSearchLength = 3
 
 // FindingKey is a finding's position in any sort order ListFindings
 // supports: its sort columns and its id, which breaks every tie.

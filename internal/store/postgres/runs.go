@@ -78,12 +78,21 @@ func (s *Store) FinishRun(ctx context.Context, tenant, ingestionID string, attem
 			return err
 		}
 		var err error
+		now := engine.Now()
 		tag, err = tx.Exec(ctx, `
 UPDATE runs SET status = $1, processed = $2, invalid = $3, message = $4, updated_at = $5, finished_at = $5
 WHERE tenant = $6 AND ingestion_id = $7 AND attempt = $8 AND finished_at IS NULL`,
-			string(o.Status), o.Processed, o.Invalid, o.Message, engine.Now(), tenant, ingestionID, attempt)
-		if err != nil || tag.RowsAffected() == 0 || o.Status != store.RunFailed {
+			string(o.Status), o.Processed, o.Invalid, o.Message, now, tenant, ingestionID, attempt)
+		if err != nil || tag.RowsAffected() == 0 {
 			return err
+		}
+		if o.Status == store.RunSucceeded {
+			// The run's lock has waited out every batch in flight: the
+			// scans it wrote are all there.
+			if _, err := tx.Exec(ctx, engine.MarkLatestScans(engine.Postgres), tenant, ingestionID, now); err != nil {
+				return fmt.Errorf("mark the latest scans: %w", err)
+			}
+			return nil
 		}
 		// The run's lock has waited out every batch in flight, and later ones
 		// see it finished: no write of this ingestion can follow.

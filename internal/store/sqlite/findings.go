@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -60,7 +61,11 @@ func (s *Store) WriteBatch(ctx context.Context, tenant, ingestionID string, atte
 			return store.ErrStaleAttempt
 		}
 		ts := micros(now)
+		var search searchUpdate
 		if len(b.Findings) > 0 {
+			if search, err = searchBefore(ctx, tx, b.Findings); err != nil {
+				return err
+			}
 			st, err := tx.PrepareContext(ctx, upsertFinding)
 			if err != nil {
 				return fmt.Errorf("sqlite: write findings: %w", err)
@@ -97,8 +102,86 @@ func (s *Store) WriteBatch(ctx context.Context, tenant, ingestionID string, atte
 				}
 			}
 		}
-		return nil
+		// Last: FTS5 writes its pending entries to disk at each statement
+		// that follows a write to it.
+		return search.apply(ctx, tx)
 	})
+}
+
+// searchUpdate is what a batch changes in findings_search: the entries of
+// stored findings whose searched text it rewrites, to delete, and the
+// findings it adds or rewrites, to index.
+type searchUpdate struct {
+	stale []any // [rowid, uid, title, check_id, resource_uid] as stored
+	ids   []string
+}
+
+// searchBefore reads the stored text of the batch's findings, before the
+// upserts replace it: an FTS5 table over external content can only delete
+// an entry given the text it indexed. A finding rewritten with the same
+// text (a re-scan) needs nothing.
+func searchBefore(ctx context.Context, tx *sql.Tx, fs []store.Finding) (searchUpdate, error) {
+	ids := make([]string, len(fs))
+	for i, f := range fs {
+		ids[i] = f.ID
+	}
+	list, _ := json.Marshal(ids)
+	rows, err := tx.QueryContext(ctx, `SELECT id, rowid, uid, title, check_id, resource_uid FROM findings
+WHERE id IN (SELECT value FROM json_each(?1))`, string(list))
+	if err != nil {
+		return searchUpdate{}, fmt.Errorf("sqlite: read the searched text of stored findings: %w", err)
+	}
+	defer rows.Close()
+	type text struct {
+		rowid                            int64
+		uid, title, checkID, resourceUID string
+	}
+	stored := map[string]text{}
+	for rows.Next() {
+		var id string
+		var t text
+		if err := rows.Scan(&id, &t.rowid, &t.uid, &t.title, &t.checkID, &t.resourceUID); err != nil {
+			return searchUpdate{}, fmt.Errorf("sqlite: read the searched text of stored findings: %w", err)
+		}
+		stored[id] = t
+	}
+	if err := rows.Err(); err != nil {
+		return searchUpdate{}, fmt.Errorf("sqlite: read the searched text of stored findings: %w", err)
+	}
+	var u searchUpdate
+	for _, f := range fs {
+		t, ok := stored[f.ID]
+		if ok && t.uid == f.UID && t.title == f.Title && t.checkID == f.CheckID && t.resourceUID == f.ResourceUID {
+			continue
+		}
+		if ok {
+			u.stale = append(u.stale, []any{t.rowid, t.uid, t.title, t.checkID, t.resourceUID})
+		}
+		u.ids = append(u.ids, f.ID)
+	}
+	return u, nil
+}
+
+// apply brings findings_search in step with the upserted findings, in two
+// statements whatever the batch's size.
+func (u searchUpdate) apply(ctx context.Context, tx *sql.Tx) error {
+	if len(u.stale) > 0 {
+		stale, _ := json.Marshal(u.stale)
+		if _, err := tx.ExecContext(ctx, `
+INSERT INTO findings_search (findings_search, rowid, uid, title, check_id, resource_uid)
+SELECT 'delete', value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4 FROM json_each(?1)`, string(stale)); err != nil {
+			return fmt.Errorf("sqlite: unindex the rewritten findings' text: %w", err)
+		}
+	}
+	if len(u.ids) > 0 {
+		ids, _ := json.Marshal(u.ids)
+		if _, err := tx.ExecContext(ctx, `
+INSERT INTO findings_search (rowid, uid, title, check_id, resource_uid)
+SELECT rowid, uid, title, check_id, resource_uid FROM findings WHERE id IN (SELECT value FROM json_each(?1))`, string(ids)); err != nil {
+			return fmt.Errorf("sqlite: index the findings' text: %w", err)
+		}
+	}
+	return nil
 }
 
 type scanner interface{ Scan(dest ...any) error }

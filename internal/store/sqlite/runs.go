@@ -70,7 +70,13 @@ WHERE tenant = ?6 AND ingestion_id = ?7 AND attempt = ?8 AND finished_at IS NULL
 		if err != nil {
 			return fmt.Errorf("sqlite: finish run: %w", err)
 		}
-		if n, _ := res.RowsAffected(); n == 0 || o.Status != store.RunFailed {
+		if n, _ := res.RowsAffected(); n == 0 {
+			return nil
+		}
+		if o.Status == store.RunSucceeded {
+			if _, err := tx.ExecContext(ctx, engine.MarkLatestScans(engine.SQLite), tenant, ingestionID, now); err != nil {
+				return fmt.Errorf("sqlite: finish run: mark the latest scans: %w", err)
+			}
 			return nil
 		}
 		if _, err := tx.ExecContext(ctx, restoreRewritten, tenant, ingestionID); err != nil {

@@ -2,13 +2,21 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/store/internal/engine"
 )
+
+// indexedSearch reports whether q's search is long enough for the trigram
+// index, so the store must look it up there.
+func indexedSearch(q store.FindingQuery) bool {
+	return utf8.RuneCountInString(q.Search) >= store.MinSearchLength
+}
 
 // sortColumns maps sort keys to the column a keyset page must seek on.
 var sortColumns = map[string]string{"time": "event_time", "severity_id": "severity_id", "inserted_at": "inserted_at",
@@ -39,7 +47,11 @@ func (s QueryShape) FirstSortColumn() string {
 //   - for grouped counts without a text search, reading the rows rather
 //     than an index that covers the grouped and filtered columns;
 //   - for a cursor page, not seeking the index to the cursor (no bound on
-//     the first sort column in the index condition).
+//     the first sort column in the index condition);
+//   - for a search the trigram index can answer, testing the text on rows
+//     found otherwise rather than looking it up in findings_search;
+//   - for the latest findings, not reading them from latest_scans and the
+//     (tenant, scan_id) key.
 func PlanProblems(s QueryShape, page bool, plan []string) []string {
 	var problems []string
 	text := strings.Join(plan, "\n")
@@ -51,11 +63,27 @@ func PlanProblems(s QueryShape, page bool, plan []string) []string {
 	if page && sorts && (s.Ordered || tenantOnly) {
 		problems = append(problems, "sorts every finding of the tenant instead of reading an index in order")
 	}
-	if s.By != nil && s.Query.Search == "" &&
+	if s.By != nil && s.Query.Search == "" && !s.Query.Latest &&
 		!regexp.MustCompile(`(?m)(SEARCH findings USING COVERING INDEX|Index Only Scan using \w+ on findings)`).MatchString(text) {
 		problems = append(problems, "counts from the rows, not from an index covering the grouped columns")
 	}
-	if s.Query.After != nil && page {
+	searchIndex := regexp.MustCompile(`(?m)(SCAN findings_search VIRTUAL TABLE INDEX|Bitmap Index Scan on findings_search\b)`).MatchString(text)
+	if indexedSearch(s.Query) && !s.Query.Latest && !searchIndex {
+		problems = append(problems, "tests the search text on the rows instead of looking it up in findings_search")
+	}
+	if s.Query.Latest && !regexp.MustCompile(`(?m)^\s*(->\s*)?(SEARCH|Index Scan using \w+ on|Index Only Scan using \w+ on|Bitmap Heap Scan on) latest_scans\b`).MatchString(text) {
+		problems = append(problems, "does not read latest_scans by its key")
+	}
+	// The latest findings are found scan by scan, or, for a search, may be
+	// the matches the search index found.
+	if s.Query.Latest && !(indexedSearch(s.Query) && searchIndex) &&
+		!regexp.MustCompile(`(SEARCH findings USING (COVERING )?INDEX sqlite_autoindex_findings_2 \(tenant=\? AND scan_id=\?|Index Cond: \(\(tenant = [^)]*\) AND \(scan_id = )`).MatchString(text) {
+		problems = append(problems, "does not read the latest scans' findings by (tenant, scan_id)")
+	}
+	// A cursor page of the latest findings, or of a search, filters the
+	// rows its index found, which are bounded by the current state or by
+	// the matches, not by the tenant's history.
+	if s.Query.After != nil && page && !s.Query.Latest && !indexedSearch(s.Query) {
 		col := regexp.QuoteMeta(s.FirstSortColumn())
 		if !regexp.MustCompile(`(SEARCH findings USING (COVERING )?INDEX \w+ \(tenant=\? AND ` + col + `[<>]\?\))|Index Cond: .*\(?` + col + ` [<>]=? `).MatchString(text) {
 			problems = append(problems, "does not seek the index to the cursor (no bound on "+s.FirstSortColumn()+" in the index condition)")
@@ -105,16 +133,26 @@ func CheckPlans(t *testing.T, s store.Store, dialect engine.Dialect, explain fun
 }
 
 // WritePlanFindings stores PlanFindings(3000) for tenant-a and tenant-b, the
-// table CheckPlans explains its statements over.
+// table CheckPlans explains its statements over, with their scans: seven
+// accounts' scans are the latest (store.FindingQuery.Latest), a few percent
+// of the findings, as the current state is of a history of scans.
 func WritePlanFindings(t *testing.T, s store.Store) {
 	t.Helper()
 	ctx := context.Background()
 	fs := PlanFindings(3000)
+	var scans []store.Scan
+	for k := range planScans {
+		scans = append(scans, store.Scan{ID: fmt.Sprintf("scan-%d", k), ProviderType: "aws",
+			ProviderUID: fmt.Sprintf("%012d", 111111111111*(k%7+1)), Trigger: "imported"})
+	}
 	for _, tenant := range []string{"tenant-a", "tenant-b"} {
 		if err := s.StartRun(ctx, tenant, "ing-1", 1, len(fs)); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.WriteBatch(ctx, tenant, "ing-1", 1, store.Batch{Findings: fs}); err != nil {
+		if err := s.WriteBatch(ctx, tenant, "ing-1", 1, store.Batch{Findings: fs, Scans: scans}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.FinishRun(ctx, tenant, "ing-1", 1, store.Outcome{Status: store.RunSucceeded}); err != nil {
 			t.Fatal(err)
 		}
 	}

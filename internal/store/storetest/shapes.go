@@ -34,7 +34,7 @@ func QueryShapes() []QueryShape {
 		{Name: "default list", Query: store.FindingQuery{Sort: apiDefaultSort}, Ordered: true},
 		{Name: "store default order", Query: store.FindingQuery{}, Ordered: true},
 		{Name: "middle page", Query: store.FindingQuery{Sort: apiDefaultSort, Page: store.Page{Number: 50, Size: 10}}, Ordered: true},
-		{Name: "search", Query: store.FindingQuery{Sort: apiDefaultSort, Search: "bucket"}},
+		{Name: "search", Query: store.FindingQuery{Sort: apiDefaultSort, Search: "bucket-271"}},
 		{Name: "region and provider type", Query: store.FindingQuery{Sort: apiDefaultSort, Region: "eu-west-1", ProviderType: []string{"aws"}}},
 		{Name: "severity, status and account", Query: store.FindingQuery{Sort: apiDefaultSort, Severity: []string{"critical", "high"},
 			StatusCode: []string{"FAIL"}, ProviderUID: "111111111111"}},
@@ -68,6 +68,33 @@ func QueryShapes() []QueryShape {
 		}
 	}
 	shapes = append(shapes, QueryShape{Name: "default list, cursor page", Query: store.FindingQuery{Sort: apiDefaultSort, After: after}, Ordered: true})
+	shapes = append(shapes,
+		QueryShape{Name: "search, sort by time", Query: store.FindingQuery{Sort: []string{"-time"}, Search: "bucket-123"}},
+		QueryShape{Name: "search and severity", Query: store.FindingQuery{Sort: apiDefaultSort, Search: "Finding 27", Severity: []string{"critical"}}},
+		QueryShape{Name: "search, cursor page", Query: store.FindingQuery{Sort: apiDefaultSort, Search: "bucket-27", After: after}},
+		QueryShape{Name: "counts by severity, search", By: []string{"severity"}, Query: store.FindingQuery{Search: "bucket-27"}},
+	)
+	// GET /findings/latest takes the same filters, sorts, pages and counts.
+	latest := []QueryShape{
+		{Name: "default list", Query: store.FindingQuery{Sort: apiDefaultSort}},
+		{Name: "middle page", Query: store.FindingQuery{Sort: apiDefaultSort, Page: store.Page{Number: 5, Size: 10}}},
+		{Name: "cursor page", Query: store.FindingQuery{Sort: apiDefaultSort, After: after}},
+		{Name: "filter severity and status", Query: store.FindingQuery{Sort: apiDefaultSort, Severity: []string{"critical"}, StatusCode: []string{"FAIL"}}},
+		{Name: "filter region and provider type", Query: store.FindingQuery{Sort: apiDefaultSort, Region: "eu-west-1", ProviderType: []string{"aws"}}},
+		{Name: "search", Query: store.FindingQuery{Sort: apiDefaultSort, Search: "bucket-27"}},
+		{Name: "overview counts", By: []string{"severity", "status_code", "provider_type", "provider_uid"}},
+		{Name: "counts by check, failing", By: []string{"check_id"}, Query: store.FindingQuery{StatusCode: []string{"FAIL"}}},
+	}
+	for _, key := range []string{"time", "severity_id", "inserted_at", "check_id", "uid"} {
+		for _, k := range []string{key, "-" + key} {
+			latest = append(latest, QueryShape{Name: "sort " + k, Query: store.FindingQuery{Sort: []string{k}}})
+		}
+	}
+	for _, l := range latest {
+		l.Name = "latest " + l.Name
+		l.Query.Latest = true
+		shapes = append(shapes, l)
+	}
 	for _, d := range store.CountDimensions {
 		shapes = append(shapes, QueryShape{Name: "counts by " + d, By: []string{d}})
 	}
@@ -102,6 +129,10 @@ func (s QueryShape) Placed(ctx context.Context, st store.Store, tenant string) (
 	return s, nil
 }
 
+// planScans is how many scans PlanFindings spread over: scans are many in a
+// real history, and the planner judges a scan's share of the findings by it.
+const planScans = 200
+
 // PlanFindings are rows for the query plan tests: enough of them, and
 // varied enough, that the planner's choice between an index and a full
 // scan is the one it makes on a real table.
@@ -110,7 +141,7 @@ func PlanFindings(n int) []store.Finding {
 	fs := make([]store.Finding, n)
 	for i := range fs {
 		fs[i] = store.Finding{
-			UID: fmt.Sprintf("uid-%05d", i), ScanID: fmt.Sprintf("scan-%d", i%20), CheckID: fmt.Sprintf("check_%d", i%150),
+			UID: fmt.Sprintf("uid-%05d", i), ScanID: fmt.Sprintf("scan-%d", i%planScans), CheckID: fmt.Sprintf("check_%d", i%150),
 			Title: fmt.Sprintf("Finding %d about a bucket", i), Severity: sevs[i%5], SeverityID: 5 - i%5,
 			StatusCode: []string{"FAIL", "PASS", "MANUAL"}[i%3], Status: "New",
 			Region:       []string{"eu-west-1", "us-east-1", "ap-south-1", "us-west-2"}[i%4],

@@ -62,6 +62,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"GetFinding", testGetFinding},
 		{"ListScans", testListScans},
 		{"FindingCounts", testFindingCounts},
+		{"SearchSemantics", testSearchSemantics},
+		{"Latest", testLatest},
 		{"ConcurrentReadsAndWrites", testConcurrent},
 		{"DeleteRunKeepsFindings", testDeleteRun},
 		{"DeleteTenantData", testDeleteTenantData},

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/posture-dev/posture/internal/store"
 )
@@ -163,6 +164,12 @@ type Dialect struct {
 	// when that index gives only the leading sort column, needs to be told;
 	// PostgreSQL's needs no hint (nil).
 	IndexedBy func(index string) string
+	// SearchIndex, when set, renders a condition that narrows the rows to
+	// candidates for containing term (at least store.MinSearchLength
+	// characters) from a text index; the ILIKE conditions still decide.
+	// PostgreSQL's trigram index answers the ILIKE conditions themselves
+	// and needs none (nil).
+	SearchIndex func(a *Args, term string) string
 }
 
 // Postgres and SQLite are the two dialects. SQLite's "?NNN" numbered
@@ -172,8 +179,30 @@ var (
 	Postgres = Dialect{Param: func(n int) string { return "$" + strconv.Itoa(n) }, ILike: "ILIKE",
 		Time: func(t time.Time) any { return t }}
 	SQLite = Dialect{Param: func(n int) string { return "?" + strconv.Itoa(n) }, ILike: "LIKE",
-		Time: func(t time.Time) any { return t.UnixMicro() }, IndexedBy: func(index string) string { return " INDEXED BY " + index }}
+		Time: func(t time.Time) any { return t.UnixMicro() }, IndexedBy: func(index string) string { return " INDEXED BY " + index },
+		SearchIndex: sqliteSearch}
 )
+
+// sqliteSearch looks term up in findings_search, the FTS5 trigram index
+// of the searched columns: the rows that hold each of term's trigrams.
+// The index keeps no positions (detail=none, a fraction of the size and of
+// the ingestion cost), so it cannot ask for the trigrams in a row; the
+// LIKE conditions that follow do. Each trigram is a string in FTS5's query
+// syntax, so no character of term acts as an operator.
+func sqliteSearch(a *Args, term string) string {
+	rs := []rune(term)
+	seen := map[string]bool{}
+	var tokens []string
+	for i := 0; i+3 <= len(rs); i++ {
+		tri := string(rs[i : i+3])
+		if seen[tri] {
+			continue
+		}
+		seen[tri] = true
+		tokens = append(tokens, `"`+strings.ReplaceAll(tri, `"`, `""`)+`"`)
+	}
+	return "rowid IN (SELECT rowid FROM findings_search WHERE findings_search MATCH " + a.Add(strings.Join(tokens, " AND ")) + ")"
+}
 
 // Args collects bind parameters while a statement is built.
 type Args struct {
@@ -225,7 +254,15 @@ func FindingWhere(a *Args, tenant string, q store.FindingQuery) string {
 			conds = append(conds, eq.col+" = "+a.Add(eq.val))
 		}
 	}
+	if q.Latest {
+		// The latest scans are few (one per provider), and the natural key
+		// (tenant, scan_id, uid) finds each one's findings.
+		conds = append(conds, "scan_id IN (SELECT scan_id FROM latest_scans WHERE tenant = "+a.Add(tenant)+")")
+	}
 	if q.Search != "" {
+		if a.d.SearchIndex != nil && indexedSearch(q) {
+			conds = append(conds, a.d.SearchIndex(a, q.Search))
+		}
 		p := a.Add("%" + EscapeLike(q.Search) + "%")
 		var ors []string
 		for _, col := range []string{"uid", "title", "check_id", "resource_uid"} {
@@ -252,19 +289,26 @@ var orderIndexes = map[string]string{
 	"uid":         "findings_uid",
 }
 
+// indexedSearch reports whether q's search is long enough for a trigram
+// index to find its rows.
+func indexedSearch(q store.FindingQuery) bool {
+	return utf8.RuneCountInString(q.Search) >= store.MinSearchLength
+}
+
 // onlyFacets reports whether q filters on findings_facets' columns alone
 // (status_code, provider_type, provider_uid, severity, region, check_id).
 func onlyFacets(q store.FindingQuery) bool {
-	return q.ScanID == "" && q.IngestionID == "" && q.Search == ""
+	return q.ScanID == "" && q.IngestionID == "" && q.Search == "" && !q.Latest
 }
 
-// bounded reports whether q names a scan, an ingestion or a check: each
-// has an index that finds exactly its findings, a bounded set worth
+// bounded reports whether q names a scan, an ingestion or a check, asks
+// for the latest scans or searches a text the trigram index can look up:
+// each has an index that finds exactly its findings, a bounded set worth
 // sorting. Any other filter matches a share of the whole tenant (a
-// severity, a region, a text), so the ordered index read until the page
-// is full is the better plan.
+// severity, a region), so the ordered index read until the page is full is
+// the better plan.
 func bounded(q store.FindingQuery) bool {
-	return q.ScanID != "" || q.IngestionID != "" || q.CheckID != ""
+	return q.ScanID != "" || q.IngestionID != "" || q.CheckID != "" || q.Latest || (q.Search != "" && indexedSearch(q))
 }
 
 var sortColumns = map[string]string{
@@ -361,6 +405,22 @@ func (a *Args) keyset(parts []orderPart, k store.FindingKey) string {
 	return parts[0].col + " " + op(parts[0], false) + " " + ps[0] + " AND (" + expr + ")"
 }
 
+// naturalKeyIndex is SQLite's name for the index of findings' UNIQUE
+// (tenant, scan_id, uid) constraint.
+const naturalKeyIndex = "sqlite_autoindex_findings_2"
+
+// latestIndex is the hint that makes SQLite read the latest findings scan
+// by scan through the natural key: it cannot know that latest_scans holds
+// one scan per provider, and otherwise walks every finding of the tenant
+// through another index, testing each one's scan. A search the trigram
+// index can answer is left to that index.
+func latestIndex(d Dialect, q store.FindingQuery) string {
+	if d.IndexedBy == nil || !q.Latest || (q.Search != "" && indexedSearch(q)) {
+		return ""
+	}
+	return d.IndexedBy(naturalKeyIndex)
+}
+
 // Statement is SQL text with its bind parameters.
 type Statement struct {
 	SQL  string
@@ -377,7 +437,7 @@ func FindingList(d Dialect, tenant string, q store.FindingQuery) (count, page St
 	}
 	a := NewArgs(d)
 	where := FindingWhere(a, tenant, q)
-	count = Statement{SQL: `SELECT count(*) FROM findings WHERE ` + where, Args: slices.Clone(a.Vals)}
+	count = Statement{SQL: `SELECT count(*) FROM findings` + latestIndex(d, q) + ` WHERE ` + where, Args: slices.Clone(a.Vals)}
 	order := make([]string, len(parts))
 	for i, p := range parts {
 		order[i] = p.String()
@@ -387,7 +447,7 @@ func FindingList(d Dialect, tenant string, q store.FindingQuery) (count, page St
 		where += " AND (" + a.keyset(parts, *q.After) + ")"
 		offset = 0
 	}
-	from := "findings"
+	from := "findings" + latestIndex(d, q)
 	if d.IndexedBy != nil && !bounded(q) {
 		// Without statistics on how selective a value is, SQLite sorts
 		// every finding of the tenant; reading in order stops at the
@@ -422,7 +482,7 @@ func FindingCounts(d Dialect, tenant string, q store.FindingQuery, by []string) 
 	a := NewArgs(d)
 	where := FindingWhere(a, tenant, q)
 	cols := strings.Join(by, ", ")
-	from := "findings"
+	from := "findings" + latestIndex(d, q)
 	if d.IndexedBy != nil && onlyFacets(q) {
 		// The grouped and filtered columns are all in findings_facets, so
 		// counting reads that index alone; SQLite prefers an index in
@@ -485,4 +545,23 @@ func ScanGroups(rows Rows, n int) ([]store.FindingGroup, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// MarkLatestScans renders what FinishRun runs when a run succeeds: each
+// provider's latest scan becomes the one the ingestion wrote (of several,
+// the most recently inserted, then the greatest id). Parameters: tenant,
+// ingestion id, completion time. A statement may not upsert one row twice,
+// so each provider's pick is made before the upsert.
+func MarkLatestScans(d Dialect) string {
+	p := d.Param
+	return `
+INSERT INTO latest_scans (tenant, provider_type, provider_uid, scan_id, ingestion_id, completed_at)
+SELECT s.tenant, s.provider_type, s.provider_uid, s.id, s.ingestion_id, ` + p(3) + ` FROM scans s
+WHERE s.tenant = ` + p(1) + ` AND s.ingestion_id = ` + p(2) + ` AND NOT EXISTS (
+    SELECT 1 FROM scans t
+    WHERE t.tenant = s.tenant AND t.ingestion_id = s.ingestion_id
+        AND t.provider_type = s.provider_type AND t.provider_uid = s.provider_uid
+        AND (t.inserted_at > s.inserted_at OR (t.inserted_at = s.inserted_at AND t.id > s.id)))
+ON CONFLICT (tenant, provider_type, provider_uid) DO UPDATE SET
+    scan_id = excluded.scan_id, ingestion_id = excluded.ingestion_id, completed_at = excluded.completed_at`
 }

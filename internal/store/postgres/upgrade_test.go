@@ -1,0 +1,83 @@
+package postgres
+
+import (
+	"context"
+	"io/fs"
+	"slices"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+
+	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/store/pgtest"
+)
+
+// TestUpgradeIndexesSearchAndLatest opens a database written before the
+// search index and the latest scans existed: the upgrade picks each
+// provider's latest scan from the runs that succeeded, the one that
+// finished last, and searches read the new index.
+func TestUpgradeIndexesSearchAndLatest(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.FreshDatabase(t)
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	fsys, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `
+INSERT INTO runs (tenant, ingestion_id, attempt, status, started_at, updated_at, finished_at) VALUES
+    ('t', 'ing-a', 1, 'succeeded', now(), now(), '2026-01-01'),
+    ('t', 'ing-b', 1, 'succeeded', now(), now(), '2026-01-02'),
+    ('t', 'ing-c', 1, 'failed', now(), now(), '2026-01-03'),
+    ('t', 'ing-d', 1, 'running', now(), now(), NULL);
+INSERT INTO scans (tenant, id, provider_type, provider_uid, ingestion_id, inserted_at, updated_at) VALUES
+    ('t', 's-a', 'aws', '111', 'ing-a', '2026-01-01', now()),
+    ('t', 's-b', 'aws', '111', 'ing-b', '2026-01-02', now()),
+    ('t', 's-c', 'aws', '111', 'ing-c', '2026-01-03', now()),
+    ('t', 's-d', 'aws', '111', 'ing-d', '2026-01-04', now()),
+    ('t', 's-g', 'gcp', 'proj', 'ing-a', '2026-01-01', now());
+INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, title, event_time, raw, inserted_at, updated_at)
+SELECT gen_random_uuid(), 't', id, 'uid-' || id, ingestion_id, 'Old title in ' || id, now(), '\x7b7d', now(), now() FROM scans;`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	pool.Close()
+
+	s, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatalf("open the old database: %v", err)
+	}
+	defer s.Close()
+	scans := func(q store.FindingQuery) []string {
+		t.Helper()
+		q.Sort, q.Page = []string{"uid"}, store.Page{Size: 10}
+		found, _, err := s.ListFindings(ctx, "t", q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, f := range found {
+			out = append(out, f.ScanID)
+		}
+		return out
+	}
+	if got := scans(store.FindingQuery{Latest: true}); !slices.Equal(got, []string{"s-b", "s-g"}) {
+		t.Errorf("latest scans after the upgrade: %v, want [s-b s-g]", got)
+	}
+	if got := scans(store.FindingQuery{Search: "TITLE IN S-C"}); !slices.Equal(got, []string{"s-c"}) {
+		t.Errorf("search after the upgrade: %v, want [s-c]", got)
+	}
+}

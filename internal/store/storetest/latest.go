@@ -1,0 +1,134 @@
+package storetest
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/posture-dev/posture/internal/store"
+)
+
+// testLatest pins FindingQuery.Latest: each provider's findings come from
+// the scan written by the ingestion that completed successfully last, a
+// failed or unfinished ingestion changes nothing, an older scan completed
+// later becomes the latest, and filters, sort, keyset pages and counts
+// apply within the latest findings.
+func testLatest(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	ingest := func(tenant, ing string, status store.RunStatus, fs ...store.Finding) {
+		t.Helper()
+		must(t, s.StartRun(ctx, tenant, ing, 1, len(fs)), "StartRun "+ing)
+		scans := map[string]store.Scan{}
+		for _, f := range fs {
+			scans[f.ScanID] = store.Scan{ID: f.ScanID, ProviderType: f.ProviderType, ProviderUID: f.ProviderUID, Trigger: "imported"}
+		}
+		b := batchOf(fs...)
+		for _, sc := range scans {
+			b.Scans = append(b.Scans, sc)
+		}
+		must(t, s.WriteBatch(ctx, tenant, ing, 1, b), "WriteBatch "+ing)
+		if status != store.RunRunning {
+			must(t, s.FinishRun(ctx, tenant, ing, 1, store.Outcome{Status: status}), "FinishRun "+ing)
+		}
+	}
+	// of makes n findings of one scan of provider (type, uid).
+	of := func(scan, ptype, puid string, n int, severity string) []store.Finding {
+		var out []store.Finding
+		for i := range n {
+			f := finding(scan, fmt.Sprintf("%s-%d", scan, i))
+			f.ProviderType, f.ProviderUID, f.Severity = ptype, puid, severity
+			out = append(out, f)
+		}
+		return out
+	}
+	latest := func(tenant string, q store.FindingQuery) []string {
+		t.Helper()
+		q.Latest, q.Page = true, store.Page{Size: 100}
+		if q.Sort == nil {
+			q.Sort = []string{"uid"}
+		}
+		got, total, err := s.ListFindings(ctx, tenant, q)
+		must(t, err, fmt.Sprintf("ListFindings(%+v)", q))
+		if total != len(got) {
+			t.Errorf("ListFindings(%+v): total %d, but %d rows", q, total, len(got))
+		}
+		var out []string
+		for _, f := range got {
+			out = append(out, f.ScanID)
+		}
+		return slices.Compact(out)
+	}
+	expect := func(stage string, q store.FindingQuery, want ...string) {
+		t.Helper()
+		if got := latest(tenantA, q); !slices.Equal(got, want) {
+			t.Errorf("%s: latest scans %+v: got %v, want %v", stage, q, got, want)
+		}
+	}
+
+	expect("no ingestion", store.FindingQuery{})
+	ingest(tenantA, "ing-1", store.RunSucceeded, append(of("a1", "aws", "111", 3, "high"), of("g1", "gcp", "proj", 2, "low")...)...)
+	expect("one ingestion, two providers", store.FindingQuery{}, "a1", "g1")
+	ingest(tenantA, "ing-2", store.RunRunning, of("a2", "aws", "111", 2, "high")...)
+	expect("a newer scan still running", store.FindingQuery{}, "a1", "g1")
+	must(t, s.FinishRun(ctx, tenantA, "ing-2", 1, store.Outcome{Status: store.RunSucceeded}), "FinishRun ing-2")
+	expect("the newer scan completed", store.FindingQuery{}, "a2", "g1")
+	ingest(tenantA, "ing-3", store.RunFailed, of("a3", "aws", "111", 4, "high")...)
+	expect("a newer scan failed", store.FindingQuery{}, "a2", "g1")
+	// Another account of the same type is another provider.
+	ingest(tenantA, "ing-4", store.RunSucceeded, of("a4", "aws", "222", 1, "critical")...)
+	expect("a second aws account", store.FindingQuery{}, "a2", "a4", "g1")
+	// Completion decides, not when the scan was first seen: re-ingesting
+	// an older report makes it the latest again.
+	ingest(tenantA, "ing-5", store.RunSucceeded, of("a1", "aws", "111", 3, "high")...)
+	expect("an older scan re-ingested", store.FindingQuery{}, "a1", "a4", "g1")
+	// Two scans of one provider in one report: the later-inserted one.
+	ingest(tenantA, "ing-6", store.RunRunning, of("g2", "gcp", "proj", 1, "low")...)
+	ingest(tenantA, "ing-6b", store.RunRunning) // no scan: changes nothing
+	must(t, s.FinishRun(ctx, tenantA, "ing-6b", 1, store.Outcome{Status: store.RunSucceeded}), "FinishRun ing-6b")
+	expect("an ingestion without scans", store.FindingQuery{}, "a1", "a4", "g1")
+
+	// Filters apply within the latest findings.
+	expect("severity", store.FindingQuery{Severity: []string{"critical"}}, "a4")
+	expect("provider type", store.FindingQuery{ProviderType: []string{"gcp"}}, "g1")
+	expect("scan outside the latest", store.FindingQuery{ScanID: "a2"})
+	expect("search", store.FindingQuery{Search: "a4-0"}, "a4")
+	expect("search outside the latest", store.FindingQuery{Search: "a3-"})
+
+	// Another tenant's latest scans are its own.
+	ingest(tenantB, "ing-1", store.RunSucceeded, of("b1", "aws", "111", 2, "high")...)
+	if got := latest(tenantB, store.FindingQuery{}); !slices.Equal(got, []string{"b1"}) {
+		t.Errorf("tenant B: latest scans %v, want [b1]", got)
+	}
+	expect("tenant A after tenant B's ingestion", store.FindingQuery{}, "a1", "a4", "g1")
+
+	// Keyset pages partition the latest findings.
+	all, total, err := s.ListFindings(ctx, tenantA, store.FindingQuery{Latest: true, Sort: []string{"-severity_id"}, Page: store.Page{Size: 100}})
+	must(t, err, "ListFindings latest")
+	if total != 6 || len(all) != 6 {
+		t.Fatalf("latest findings: %d rows, total %d, want 6", len(all), total)
+	}
+	var paged []store.Finding
+	q := store.FindingQuery{Latest: true, Sort: []string{"-severity_id"}, Page: store.Page{Size: 4}}
+	for range 5 {
+		page, _, err := s.ListFindings(ctx, tenantA, q)
+		must(t, err, "ListFindings latest, keyset page")
+		paged = append(paged, page...)
+		if len(page) < q.Page.Size {
+			break
+		}
+		k := store.KeyOf(&page[len(page)-1])
+		q.After = &k
+	}
+	if !slices.Equal(uids(paged), uids(all)) {
+		t.Errorf("latest keyset pages: %v, want %v", uids(paged), uids(all))
+	}
+
+	// Counts over the latest findings.
+	groups, err := s.FindingCounts(ctx, tenantA, store.FindingQuery{Latest: true}, []string{"provider_type", "severity"})
+	must(t, err, "FindingCounts latest")
+	want := []store.FindingGroup{{Values: []string{"aws", "critical"}, Count: 1}, {Values: []string{"aws", "high"}, Count: 3},
+		{Values: []string{"gcp", "low"}, Count: 2}}
+	if !slices.EqualFunc(groups, want, func(a, b store.FindingGroup) bool { return a.Count == b.Count && slices.Equal(a.Values, b.Values) }) {
+		t.Errorf("FindingCounts latest by provider_type, severity: got %v, want %v", groups, want)
+	}
+}
