@@ -292,7 +292,16 @@ func TestIngestionHistoryLimit(t *testing.T) {
 			for i := range tc.uploads {
 				// An account each, so no ingestion rewrites another's findings.
 				ing := upload(t, st, tn.Name, ns, accountsReport(t, 3, fmt.Sprintf("9%011d", i)))
-				ing.Name = waitFor(t, ing, 30*time.Second, "an end", func(i *posturev1.Ingestion) bool { return i.Status.Phase.Terminal() }).Name
+				// Only ended Ingestions are pruned, so one already gone has
+				// ended too (with maxCount 0 that can be before it is seen).
+				testenv.Eventually(t, 30*time.Second, "ingestion "+ing.Name+" to end", func() (bool, string) {
+					var got posturev1.Ingestion
+					err := k8s.Get(context.Background(), client.ObjectKeyFromObject(ing), &got)
+					if apierrors.IsNotFound(err) {
+						return true, "pruned"
+					}
+					return err == nil && got.Status.Phase.Terminal(), fmt.Sprintf("phase %q, err %v", got.Status.Phase, err)
+				})
 				ings = append(ings, ing)
 				if i < tc.uploads-1 {
 					// Ends are recorded to the second: keep them apart.
