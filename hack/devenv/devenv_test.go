@@ -21,8 +21,10 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
@@ -188,6 +190,49 @@ func TestDevEnvironment(t *testing.T) {
 		})
 		if code, _ := scrapeMetrics(t, url, ""); code != http.StatusUnauthorized {
 			t.Errorf("an anonymous scrape of %s answered %d, want 401", url, code)
+		}
+	})
+
+	t.Run("the GitOps samples applied with kubectl end Current, their findings visible through the API", func(t *testing.T) {
+		kubectl := func(args ...string) string {
+			t.Helper()
+			out, err := exec.Command("kubectl", append([]string{"--kubeconfig", api.vars["KUBECONFIG"]}, args...)...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+			return string(out)
+		}
+		kubectl("apply", "-k", filepath.Join(testenv.Root(), "config", "samples", "gitops"))
+		objects := []string{"tenant/gitops-demo", "apikey/ci-scanner", "ingestion/nightly-2026-11-24", "providers"}
+		testenv.Eventually(t, 90*time.Second, "every sample object to read kstatus Current", func() (bool, string) {
+			var notCurrent []string
+			for _, o := range objects {
+				var list unstructured.UnstructuredList
+				out := kubectl(append([]string{"get", "-n", "tenant-gitops-demo", "-o", "json"}, strings.Fields(o)...)...)
+				if strings.Contains(o, "/") {
+					var one unstructured.Unstructured
+					if err := json.Unmarshal([]byte(out), &one.Object); err != nil {
+						t.Fatal(err)
+					}
+					list.Items = append(list.Items, one)
+				} else if err := list.UnmarshalJSON([]byte(out)); err != nil {
+					t.Fatal(err)
+				}
+				if len(list.Items) == 0 {
+					notCurrent = append(notCurrent, o+": none yet")
+				}
+				for _, item := range list.Items {
+					res, err := kstatus.Compute(&item)
+					if err != nil || res.Status != kstatus.CurrentStatus {
+						notCurrent = append(notCurrent, fmt.Sprintf("%s %s: %v %v", item.GetKind(), item.GetName(), res, err))
+					}
+				}
+			}
+			return len(notCurrent) == 0, strings.Join(notCurrent, "; ")
+		})
+		sample := devAPI{url: api.url, key: "pk_sample01.REPLACE_ME_with_a_key_of_your_own_see_docs_gitops_md", vars: api.vars}
+		if n := sample.findingsCount(t); n != 3 {
+			t.Errorf("GET /api/v1/findings with the sample's adopted key counts %d, want the sample report's 3", n)
 		}
 	})
 
