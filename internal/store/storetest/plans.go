@@ -56,7 +56,8 @@ func PlanProblems(s QueryShape, page bool, plan []string) []string {
 	}
 	counting := s.By != nil || !page
 	readsFindings := regexp.MustCompile(`(?m)(\bfindings USING|\bon findings\b|\bSCAN findings\b)`).MatchString(text)
-	readsSummary := regexp.MustCompile(`(?m)(\bfinding_counts USING|\bon finding_counts\b)`).MatchString(text)
+	// Through its key, which starts with the tenant: the tenant's groups, not every tenant's.
+	readsSummary := regexp.MustCompile(`(?m)(SEARCH finding_counts USING PRIMARY KEY \(tenant=\?|Index (Only )?Scan using \w+ on finding_counts)`).MatchString(text)
 	switch {
 	case counting && s.Query.Summarized():
 		if readsFindings || !readsSummary {
