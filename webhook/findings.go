@@ -75,6 +75,7 @@ func (s *Server) listFindings(w http.ResponseWriter, r *http.Request) error {
 		return errorf(400, CodeInvalid, "page[number]=%d with page[size]=%d skips %d findings; at most %d can be skipped: "+
 			"follow links.next, which carries page[cursor], to read further", q.page, q.size, offset, MaxPageOffset).parameter("page[number]")
 	}
+	fq.CountLimit = CountLimit
 	rows, count, err := s.Store.ListFindings(r.Context(), p.Tenant, fq)
 	if errors.Is(err, store.ErrInvalidArgument) {
 		return errorf(400, CodeInvalid, "%v", err).parameter("sort")
@@ -99,6 +100,9 @@ func (s *Server) listFindings(w http.ResponseWriter, r *http.Request) error {
 		}
 		more = q.page < pg.Pages
 	}
+	// A count the summary cannot give stops past CountLimit: it is then a
+	// lower bound, enough to place every page page[number] may reach.
+	pg.CountEstimated = !fq.Summarized() && count > CountLimit
 	// page[number] stops at the depth limit; a link must never lead there.
 	if (pg.Pages-1)*q.size > MaxPageOffset {
 		links.Last = nil

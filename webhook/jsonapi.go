@@ -48,6 +48,9 @@ type pagination struct {
 	Page  int `json:"page,omitempty"`
 	Pages int `json:"pages"`
 	Count int `json:"count"`
+	// CountEstimated says Count is a lower bound (see CountLimit); left
+	// out when it is exact.
+	CountEstimated bool `json:"count_estimated,omitempty"`
 }
 
 // ErrorObject is one JSON:API error.
