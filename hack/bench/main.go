@@ -66,12 +66,14 @@ func main() {
 	engineList := flag.String("engines", "postgres,sqlite", "Store engines to run.")
 	bigMiB := flag.Int("big-mib", 1024, "Size of the large report (MiB) generated on the fly for the memory run on PostgreSQL; 0 skips it.")
 	repeat := flag.Int("repeat", 5, "Runs of each report on each engine; the table shows their medians.")
+	readSizes := flag.String("read-sizes", "10000,1000000", "Findings the read phase loads, in turn, before timing the findings reads through the REST API; empty skips it.")
+	readEngines := flag.String("read-engines", "postgres,sqlite", "Engines (among -engines) the read phase runs on.")
 	flag.Parse()
 	if *repeat < 1 {
 		fmt.Fprintln(os.Stderr, "bench: -repeat must be at least 1")
 		os.Exit(2)
 	}
-	if err := run(*sizes, *engineList, *bigMiB, *repeat); err != nil {
+	if err := run(*sizes, *engineList, *bigMiB, *repeat, *readSizes, *readEngines); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -97,7 +99,7 @@ type result struct {
 	medRatio, minRatio, maxRatio float64
 }
 
-func run(sizeList, engineList string, bigMiB, repeat int) error {
+func run(sizeList, engineList string, bigMiB, repeat int, readSizeList, readEngines string) error {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "posture-bench-")
 	if err != nil {
@@ -134,14 +136,15 @@ func run(sizeList, engineList string, bigMiB, repeat int) error {
 	if err != nil {
 		return err
 	}
-	var sizes []int
-	for _, s := range strings.Split(sizeList, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n <= 0 {
-			return fmt.Errorf("-records: %q is not a positive number", s)
-		}
-		sizes = append(sizes, n)
+	sizes, err := parseSizes("-records", sizeList)
+	if err != nil {
+		return err
 	}
+	readSizes, err := parseSizes("-read-sizes", readSizeList)
+	if err != nil {
+		return err
+	}
+	slices.Sort(readSizes)
 	reports := map[int]string{}
 	for _, n := range sizes {
 		path := filepath.Join(dir, fmt.Sprintf("report-%d.ocsf.json", n))
@@ -164,7 +167,7 @@ func run(sizeList, engineList string, bigMiB, repeat int) error {
 				return err
 			}
 		}
-		if pg != nil {
+		if pg != nil && len(sizes) > 0 {
 			// A new server has yet to fault in its shared memory and create
 			// its WAL files; a long-running one has done both. One untimed run
 			// of the smallest report keeps that from landing on the first
@@ -203,9 +206,21 @@ func run(sizeList, engineList string, bigMiB, repeat int) error {
 			results = append(results, r)
 			printResult(r)
 		}
+		if len(readSizes) > 0 && slices.Contains(strings.Split(readEngines, ","), engine) {
+			b := &bench{k8s: k8s, ns: ns, manager: manager, dir: dir, engine: engine, pg: pg}
+			if err := runReads(ctx, b, gen, readSizes); err != nil {
+				if pg != nil {
+					pg.stop()
+				}
+				return fmt.Errorf("read phase, %s: %w", engine, err)
+			}
+		}
 		if pg != nil {
 			pg.stop()
 		}
+	}
+	if len(results) == 0 {
+		return nil
 	}
 	fmt.Println()
 	fmt.Printf("Medians of %d runs (peak RSS: the highest); worker / COPY: the median of each run's ratio, with the range.\n\n", repeat)
@@ -232,6 +247,23 @@ func run(sizeList, engineList string, bigMiB, repeat int) error {
 			serverCPU, copyS, copyCPU, ratio)
 	}
 	return nil
+}
+
+// parseSizes reads a comma-separated list of positive counts; an empty
+// list is none.
+func parseSizes(flagName, list string) ([]int, error) {
+	var sizes []int
+	for _, s := range strings.Split(list, ",") {
+		if strings.TrimSpace(s) == "" {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%s: %q is not a positive number", flagName, s)
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes, nil
 }
 
 // median summarises repeated runs of one report: the median of each time
