@@ -12,6 +12,11 @@
 //  5. optionally uploads and parses a much larger report generated on the
 //     fly (-big-mib) to show that the API server's and the worker's memory
 //     do not grow with the size of the report.
+//  6. the read phase (reads.go, -read-sizes): grows one database per
+//     engine to each size through the worker and times every documented
+//     findings query shape through the REST API, p50 and p95, and the
+//     ratio to the smallest size; and ingestion into the full table
+//     against ingestion into an empty one.
 //
 // PostgreSQL is a throwaway server (pgtest.Start: fsync off, like every
 // test here), so the figures are CPU and protocol bound, not disk bound.
