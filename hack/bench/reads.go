@@ -406,7 +406,7 @@ func (rb *readBench) shapes(ctx context.Context) ([]readShape, error) {
 			query: q("group_by", "check_id,severity,status_code", "filter[search]", "bucket")},
 		readShape{name: "overview (MCP overview + check catalogue counts)", path: "/findings/counts",
 			query: q("group_by", "severity,status_code,provider_type,provider_uid"),
-			then: []readShape{{path: "/findings/counts", query: q("group_by", "check_id,severity,status_code")}}},
+			then:  []readShape{{path: "/findings/counts", query: q("group_by", "check_id,severity,status_code")}}},
 	)
 	for i := range shapes {
 		if shapes[i].cursorAt > 0 {
