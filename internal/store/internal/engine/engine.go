@@ -404,9 +404,9 @@ func FindingList(d Dialect, tenant string, q store.FindingQuery) (count, page St
 const SummaryTable = "finding_counts"
 
 // findingCount renders the count of ListFindings: a sum over the summary
-// when q.Summarized(), otherwise a count of the matching findings, capped at
-// q.CountLimit+1 when a limit is set so that its cost never exceeds that
-// many index or row reads past the ones the filter skips.
+// when q.Summarized(), otherwise a count of the matching findings that
+// stops at q.CountLimit+1 of them when a limit is set, so that a filter
+// matching millions costs what one matching ten thousand does.
 func findingCount(d Dialect, tenant string, q store.FindingQuery) Statement {
 	a := NewArgs(d)
 	where := FindingWhere(a, tenant, q)
