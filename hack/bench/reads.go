@@ -158,6 +158,7 @@ func runReads(ctx context.Context, b *bench, gen *generator, sizes []int) error 
 				return fmt.Errorf("%s at %d: %w", s.name, size, err)
 			}
 			results[size][s.name] = r
+			fmt.Printf("  %s at %d: p50 %s ms, p95 %s ms (%d requests)\n", s.name, size, ms(r.p50), ms(r.p95), r.n)
 		}
 		if err := probe(fmt.Sprintf("a table of %d", rb.loaded)); err != nil {
 			return err
