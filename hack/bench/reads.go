@@ -145,10 +145,10 @@ func runReads(ctx context.Context, b *bench, gen *generator, sizes []int) error 
 		if err := rb.settle(); err != nil {
 			return err
 		}
-		if shapes == nil {
-			if shapes, err = rb.shapes(ctx); err != nil {
-				return err
-			}
+		// Values and positions (the middle, the last page) are the current
+		// size's.
+		if shapes, err = rb.shapes(ctx); err != nil {
+			return err
 		}
 		fmt.Printf("%s: timing %d shapes at %d findings ...\n", b.engine, len(shapes), rb.loaded)
 		results[size] = map[string]readResult{}
@@ -391,8 +391,9 @@ func (rb *readBench) shapes(ctx context.Context) ([]readShape, error) {
 			readShape{name: "sort -" + k, path: f, query: q("sort", "-"+k)})
 	}
 	shapes = append(shapes,
-		readShape{name: "page[number] middle (offset 5,000)", path: f, query: q("page[number]", "501")},
-		readShape{name: "page[number] last allowed (offset 10,000)", path: f, query: q("page[number]", "1001")},
+		readShape{name: "page[number] 501 (offset 5,000)", path: f, query: q("page[number]", "501")},
+		readShape{name: "page[number] deepest: the last, or offset 10,000", path: f,
+			query: q("page[number]", fmt.Sprint(min(webhook.MaxPageOffset/10+1, (rb.loaded+9)/10)))},
 		readShape{name: "page[cursor] middle", path: f, cursorAt: 0.5},
 		readShape{name: "page[cursor] last page", path: f, cursorAt: 1},
 		readShape{name: "page[cursor] middle, sort uid", path: f, query: q("sort", "uid"), cursorAt: 0.5},
