@@ -42,6 +42,19 @@ const (
 	ReasonSecretConflict = "SecretConflict"
 	ReasonSecretMissing  = "SecretMissing"
 	ReasonKeyGenerated   = "Generated"
+	// ReasonKeyAdopted: the key came from a Secret the operator did not write.
+	ReasonKeyAdopted = "Adopted"
+	// ReasonKeyChanged: the key in the Secret changed and replaced the old one.
+	ReasonKeyChanged = "KeyChanged"
+	// ReasonKeyMalformed: the Secret's api-key is not a key of the
+	// operator's format; only a person can fix it.
+	ReasonKeyMalformed = "KeyMalformed"
+)
+
+// Key origins recorded in status.keyOrigin.
+const (
+	KeyOriginGenerated = "Generated"
+	KeyOriginAdopted   = "Adopted"
 )
 
 // APIKeyReconciler generates each APIKey's key exactly once into an owned
@@ -98,74 +111,166 @@ func (r *APIKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if !key.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	before := key.Status.DeepCopy()
-	key.Status.ObservedGeneration = key.Generation
+	orig := key.DeepCopy()
 	r.recordEnd(&key)
 
 	secretName := SecretNameOf(&key)
-	generated := false
+	generated, changedFrom := false, ""
+	f := apiKeyFacts{Now: r.now()}
 	// A key is issued once. An APIKey whose status already records its end
 	// never gets one again, even if its hash were lost: a new key takes a new
 	// APIKey. (One created already revoked still gets its key, which never
 	// works, so that its Secret shows what was issued.)
 	ended := key.Status.RevokedAt != nil || key.Status.ExpiredAt != nil
 	switch {
-	case key.Status.Hash == "" && before.RevokedAt == nil && before.ExpiredAt == nil:
-		prefix, hash, reason, msg, err := r.generate(ctx, &key, secretName)
+	case key.Status.Hash == "" && orig.Status.RevokedAt == nil && orig.Status.ExpiredAt == nil:
+		prefix, hash, origin, reason, msg, err := r.generate(ctx, &key, secretName)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
 		if reason != "" {
-			return r.writeStatus(ctx, &key, before, metav1.ConditionFalse, reason, msg, 0)
+			f.DeliveryReason, f.DeliveryMessage = reason, msg
+			break
 		}
-		key.Status.Prefix, key.Status.Hash, key.Status.SecretName = prefix, hash, secretName
+		key.Status.Prefix, key.Status.Hash, key.Status.SecretName, key.Status.KeyOrigin = prefix, hash, secretName, origin
 		generated = true
 	case ended:
-		// A dead key's Secret no longer matters; the condition says why it is dead.
+		// A dead key's Secret no longer matters; the conditions say why it is dead.
 	default:
-		if ok, err := r.secretPresent(ctx, &key); err != nil {
+		sec, err := r.readKeySecret(ctx, &key)
+		if err != nil {
 			return ctrl.Result{}, err
-		} else if !ok {
-			return r.writeStatus(ctx, &key, before, metav1.ConditionFalse, ReasonSecretMissing,
-				fmt.Sprintf("Secret %s with key %s is gone; the key still works for whoever holds it (revoke or delete this APIKey to stop it) but cannot be shown again: create a new APIKey for a new key", key.Status.SecretName, key.Status.Prefix), 0)
+		}
+		if sec == nil {
+			f.DeliveryReason = ReasonSecretMissing
+			f.DeliveryMessage = fmt.Sprintf("Secret %s with key %s is gone; the key still works for whoever holds it (revoke or delete this APIKey to stop it) but cannot be shown again: create a new APIKey for a new key, or put a key in a Secret of that name to replace it", key.Status.SecretName, key.Status.Prefix)
+			break
+		}
+		// The Secret is the key's source of truth: a key written there
+		// later (a sealed or external secret replacing the one first found
+		// or generated) replaces the old key, which stops working.
+		value := string(sec.Data[APIKeySecretKey])
+		if key.Status.KeyOrigin == "" {
+			// Issued before origins were recorded.
+			key.Status.KeyOrigin = originOf(&key, sec)
+		}
+		if auth.HashKey(value) != key.Status.Hash {
+			prefix, reason, msg, err := r.checkAdoptable(ctx, &key, sec)
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			if reason != "" {
+				f.DeliveryReason = reason
+				f.DeliveryMessage = msg + fmt.Sprintf("; key %s, read from it before, still works until then", key.Status.Prefix)
+				break
+			}
+			changedFrom = key.Status.Prefix
+			key.Status.Prefix, key.Status.Hash = prefix, auth.HashKey(value)
+			key.Status.KeyOrigin = originOf(&key, sec)
 		}
 	}
 
-	status, reason, msg, requeue := r.validity(ctx, &key)
-	if recheck := r.recheck(); requeue == 0 || requeue > recheck {
-		requeue = recheck
+	tenant, err := auth.TenantForNamespace(ctx, r.Client, key.Namespace)
+	var ae *auth.Error
+	switch {
+	case errors.As(err, &ae):
+		f.TenantProblem = ae.Reason
+	case err != nil:
+		f.LookupError = err.Error()
+	case tenant != nil:
+		f.Tenant = tenant.Name
+		_, f.UserKnown = auth.FindUser(tenant, key.Spec.User)
 	}
-	res, err := r.writeStatus(ctx, &key, before, status, reason, msg, requeue)
-	if err == nil && generated {
+	requeue := deriveAPIKeyStatus(&key, f)
+	switch {
+	case f.LookupError != "":
+		requeue = 10 * time.Second
+	case requeue == 0 || requeue > r.recheck():
+		requeue = r.recheck()
+	}
+	written, res, err := patchStatus(ctx, r.Client, &key, orig)
+	if err != nil || res.RequeueAfter > 0 {
+		return res, err
+	}
+	switch {
+	case !written:
+	case generated && key.Status.KeyOrigin == KeyOriginAdopted:
+		emit(r.Recorder, &key, corev1.EventTypeNormal, ReasonKeyAdopted, "Adopt", "Adopted API key %s from Secret %s (data key %s); the Secret is left as it is", key.Status.Prefix, secretName, APIKeySecretKey)
+	case generated:
 		emit(r.Recorder, &key, corev1.EventTypeNormal, ReasonKeyGenerated, "Generate", "Generated API key %s into Secret %s (data key %s)", key.Status.Prefix, secretName, APIKeySecretKey)
+	case changedFrom != "":
+		emit(r.Recorder, &key, corev1.EventTypeWarning, ReasonKeyChanged, "Rotate", "Secret %s holds a new key %s; key %s no longer works", key.Status.SecretName, key.Status.Prefix, changedFrom)
 	}
-	return res, err
+	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
-// generate makes the key and its Secret, or adopts the key of a Secret this
-// APIKey already owns (a previous attempt wrote the Secret but not the status).
+// originOf says whether the key in sec was generated by this APIKey.
+func originOf(key *posturev1.APIKey, sec *corev1.Secret) string {
+	if metav1.IsControlledBy(sec, key) {
+		return KeyOriginGenerated
+	}
+	return KeyOriginAdopted
+}
+
+// checkAdoptable checks that the api-key of sec may become this APIKey's
+// key: it has the operator's format, and no other APIKey holds it (two
+// APIKeys with one key would make revoking either meaningless). A non-empty
+// reason says why not; the message never repeats the key.
+func (r *APIKeyReconciler) checkAdoptable(ctx context.Context, key *posturev1.APIKey, sec *corev1.Secret) (prefix, reason, msg string, err error) {
+	if owner := metav1.GetControllerOf(sec); owner != nil && owner.Kind == "APIKey" && owner.UID != key.UID {
+		return "", ReasonSecretConflict, fmt.Sprintf("Secret %s belongs to APIKey %s; set spec.secretName to a Secret of this APIKey's own", sec.Name, owner.Name), nil
+	}
+	raw, ok := sec.Data[APIKeySecretKey]
+	if !ok {
+		return "", ReasonSecretConflict, fmt.Sprintf("Secret %s already exists and holds no %s; set spec.secretName to a free name, or put a key in its %s", sec.Name, APIKeySecretKey, APIKeySecretKey), nil
+	}
+	value := string(raw)
+	prefix, perr := auth.ParseKey(value)
+	if perr != nil {
+		return "", ReasonKeyMalformed, fmt.Sprintf("Secret %s: its %s is not an API key of this operator (%v); write a key of the form pk_<8 lowercase letters or digits>.<43 or more base64url characters> there", sec.Name, APIKeySecretKey, perr), nil
+	}
+	var others posturev1.APIKeyList
+	if err := r.List(ctx, &others, client.MatchingFields{auth.IndexAPIKeyPrefix: prefix}); err != nil {
+		return "", "", "", fmt.Errorf("look up APIKeys with prefix %s: %w", prefix, err)
+	}
+	hash := auth.HashKey(value)
+	for _, o := range others.Items {
+		if o.UID != key.UID && o.Status.Hash == hash {
+			return "", ReasonSecretConflict, fmt.Sprintf("the key in Secret %s (%s) is already APIKey %s/%s's; each APIKey needs a key of its own", sec.Name, prefix, o.Namespace, o.Name), nil
+		}
+	}
+	return prefix, "", "", nil
+}
+
+// generate makes the key and its Secret. A Secret that already exists is
+// adopted instead: one this APIKey owns (a previous attempt wrote the Secret
+// but not the status), or one someone else wrote (Sealed Secrets, External
+// Secrets, SOPS), so that a cluster rebuilt from Git keeps its keys. An
+// adopted Secret is never written, owned or deleted by the operator.
 // A non-empty reason means the key cannot be delivered.
-func (r *APIKeyReconciler) generate(ctx context.Context, key *posturev1.APIKey, secretName string) (prefix, hash, reason, msg string, err error) {
+func (r *APIKeyReconciler) generate(ctx context.Context, key *posturev1.APIKey, secretName string) (prefix, hash, origin, reason, msg string, err error) {
 	var sec corev1.Secret
-	err = r.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: secretName}, &sec)
+	nn := types.NamespacedName{Namespace: key.Namespace, Name: secretName}
+	err = r.Get(ctx, nn, &sec)
 	switch {
 	case err == nil:
-		if !metav1.IsControlledBy(&sec, key) {
-			return "", "", ReasonSecretConflict, fmt.Sprintf("Secret %s already exists and does not belong to this APIKey; set spec.secretName to a free name", secretName), nil
+		if metav1.IsControlledBy(&sec, key) {
+			if _, perr := auth.ParseKey(string(sec.Data[APIKeySecretKey])); perr != nil {
+				return "", "", "", ReasonSecretConflict, fmt.Sprintf("Secret %s belongs to this APIKey but its %s is not a key; delete the Secret to have a new key generated", secretName, APIKeySecretKey), nil
+			}
 		}
-		existing := string(sec.Data[APIKeySecretKey])
-		p, perr := auth.ParseKey(existing)
-		if perr != nil {
-			return "", "", ReasonSecretConflict, fmt.Sprintf("Secret %s belongs to this APIKey but its %s is not a key; delete the Secret to have a new key generated", secretName, APIKeySecretKey), nil
+		p, reason, msg, err := r.checkAdoptable(ctx, key, &sec)
+		if err != nil || reason != "" {
+			return "", "", "", reason, msg, err
 		}
-		return p, auth.HashKey(existing), "", "", nil
+		return p, auth.HashKey(string(sec.Data[APIKeySecretKey])), originOf(key, &sec), "", "", nil
 	case !apierrors.IsNotFound(err):
-		return "", "", "", "", fmt.Errorf("read Secret %s/%s: %w", key.Namespace, secretName, err)
+		return "", "", "", "", "", fmt.Errorf("read Secret %s/%s: %w", key.Namespace, secretName, err)
 	}
 
 	value, p, err := auth.GenerateKey()
 	if err != nil {
-		return "", "", "", "", err
+		return "", "", "", "", "", err
 	}
 	tenant := key.Namespace
 	if t, terr := auth.TenantForNamespace(ctx, r.Client, key.Namespace); terr == nil && t != nil {
@@ -186,20 +291,21 @@ func (r *APIKeyReconciler) generate(ctx context.Context, key *posturev1.APIKey, 
 		Data: map[string][]byte{APIKeySecretKey: []byte(value)},
 	}
 	if err := controllerutil.SetControllerReference(key, &sec, r.Scheme()); err != nil {
-		return "", "", "", "", fmt.Errorf("own Secret %s: %w", secretName, err)
+		return "", "", "", "", "", fmt.Errorf("own Secret %s: %w", secretName, err)
 	}
 	if err := r.Create(ctx, &sec); err != nil {
 		if apierrors.IsAlreadyExists(err) {
-			// Created meanwhile by someone else (the cache did not show it).
-			return "", "", ReasonSecretConflict, fmt.Sprintf("Secret %s already exists and does not belong to this APIKey; set spec.secretName to a free name", secretName), nil
+			// Created meanwhile by someone else: the next reconcile adopts it.
+			return "", "", "", "", "", fmt.Errorf("Secret %s/%s appeared while generating a key: %w", key.Namespace, secretName, err)
 		}
 		// The API server's message names the object, never its data.
-		return "", "", "", "", fmt.Errorf("create Secret %s/%s: %w", key.Namespace, secretName, err)
+		return "", "", "", "", "", fmt.Errorf("create Secret %s/%s: %w", key.Namespace, secretName, err)
 	}
-	return p, auth.HashKey(value), "", "", nil
+	return p, auth.HashKey(value), KeyOriginGenerated, "", "", nil
 }
 
-func (r *APIKeyReconciler) secretPresent(ctx context.Context, key *posturev1.APIKey) (bool, error) {
+// readKeySecret reads the key's Secret; nil when it does not exist.
+func (r *APIKeyReconciler) readKeySecret(ctx context.Context, key *posturev1.APIKey) (*corev1.Secret, error) {
 	name := key.Status.SecretName
 	if name == "" {
 		name = SecretNameOf(key)
@@ -211,9 +317,12 @@ func (r *APIKeyReconciler) secretPresent(ctx context.Context, key *posturev1.API
 		err = r.APIReader.Get(ctx, nn, &sec)
 	}
 	if apierrors.IsNotFound(err) {
-		return false, nil
+		return nil, nil
 	}
-	return err == nil, err
+	if err != nil {
+		return nil, fmt.Errorf("read Secret %s/%s: %w", key.Namespace, name, err)
+	}
+	return &sec, nil
 }
 
 // recordEnd fixes the key's expiry and records in status when it was revoked
@@ -242,40 +351,6 @@ func (r *APIKeyReconciler) recordEnd(key *posturev1.APIKey) {
 	case key.Spec.ExpiresAt != nil:
 		key.Status.ExpiresAt = key.Spec.ExpiresAt.DeepCopy()
 	}
-}
-
-// validity is whether the key authenticates now, and when that changes next.
-func (r *APIKeyReconciler) validity(ctx context.Context, key *posturev1.APIKey) (metav1.ConditionStatus, string, string, time.Duration) {
-	if at := key.Status.RevokedAt; at != nil {
-		return metav1.ConditionFalse, ReasonKeyRevoked, fmt.Sprintf("API key %s was revoked at %s; revocation is permanent: create a new APIKey for a new key", key.Status.Prefix, at.UTC().Format(time.RFC3339)), 0
-	}
-	if at := key.Status.ExpiredAt; at != nil {
-		return metav1.ConditionFalse, ReasonKeyExpired, fmt.Sprintf("API key %s expired at %s; expiry is permanent: create a new APIKey for a new key", key.Status.Prefix, at.UTC().Format(time.RFC3339)), 0
-	}
-	exp := auth.ExpiresAt(key)
-	tenant, err := auth.TenantForNamespace(ctx, r.Client, key.Namespace)
-	var ae *auth.Error
-	switch {
-	case errors.As(err, &ae):
-		return metav1.ConditionFalse, ReasonUserUnknown, ae.Reason, 0
-	case err != nil:
-		return metav1.ConditionUnknown, ReasonUserUnknown, err.Error(), 10 * time.Second
-	case tenant == nil:
-		return metav1.ConditionFalse, ReasonUserUnknown, fmt.Sprintf("no Tenant uses namespace %s, so user %s is unknown", key.Namespace, key.Spec.User), 0
-	}
-	if _, ok := auth.FindUser(tenant, key.Spec.User); !ok {
-		return metav1.ConditionFalse, ReasonUserUnknown, fmt.Sprintf("%s is not a user of tenant %s", key.Spec.User, tenant.Name), 0
-	}
-	var requeue time.Duration
-	if exp != nil {
-		// Wake up when it expires, so the condition flips on time.
-		requeue = exp.Sub(r.now()) + time.Second
-	}
-	return metav1.ConditionTrue, ReasonKeyActive, fmt.Sprintf("API key %s acts for %s in tenant %s; its key is in Secret %s", key.Status.Prefix, key.Spec.User, tenant.Name, key.Status.SecretName), requeue
-}
-
-func (r *APIKeyReconciler) writeStatus(ctx context.Context, key *posturev1.APIKey, before *posturev1.APIKeyStatus, status metav1.ConditionStatus, reason, msg string, requeue time.Duration) (ctrl.Result, error) {
-	return writeReady(ctx, r.Client, key, &key.Status.Conditions, before, &key.Status, status, reason, msg, requeue)
 }
 
 // SetupWithManager watches APIKeys and Tenants (a user removed from a Tenant

@@ -28,6 +28,16 @@ func keyReady(status metav1.ConditionStatus, reason string) func(*posturev1.APIK
 	}
 }
 
+// keyEnded holds once a key ended on purpose reads as declared: Ready, yet
+// not Usable, both for the reason it ended.
+func keyEnded(reason string) func(*posturev1.APIKey) bool {
+	return func(k *posturev1.APIKey) bool {
+		u := meta.FindStatusCondition(k.Status.Conditions, posturev1.ConditionUsable)
+		return keyReady(metav1.ConditionTrue, reason)(k) && u != nil && u.Status == metav1.ConditionFalse &&
+			u.Reason == reason && u.ObservedGeneration == k.Generation
+	}
+}
+
 func newAPIKey(t *testing.T, ns, name string, mutate func(*posturev1.APIKey)) *posturev1.APIKey {
 	t.Helper()
 	k := &posturev1.APIKey{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: posturev1.APIKeySpec{User: "admin@example.com"}}
@@ -123,18 +133,24 @@ func TestAPIKeyConditions(t *testing.T) {
 		mutate    func(*posturev1.APIKey)
 		status    metav1.ConditionStatus
 		reason    string
-		secret    string // Secret expected to hold the key; "" none
+		// usable is whether the key authenticates; a key ended on purpose
+		// is Ready (reconciled as declared) but not Usable.
+		usable metav1.ConditionStatus
+		secret string // Secret expected to hold the key; "" none
 	}{
-		{"active with a custom Secret name", "custom", ns, func(k *posturev1.APIKey) { k.Spec.SecretName = "my-key" }, metav1.ConditionTrue, controllers.ReasonKeyActive, "my-key"},
-		{"revoked", "revoked", ns, func(k *posturev1.APIKey) { k.Spec.Revoked = true }, metav1.ConditionFalse, controllers.ReasonKeyRevoked, "revoked-api-key"},
-		{"expired", "expired", ns, func(k *posturev1.APIKey) { k.Spec.ExpiresAt = &past }, metav1.ConditionFalse, controllers.ReasonKeyExpired, "expired-api-key"},
-		{"unknown user", "unknown", ns, func(k *posturev1.APIKey) { k.Spec.User = "nobody@example.com" }, metav1.ConditionFalse, controllers.ReasonUserUnknown, "unknown-api-key"},
-		{"namespace without a Tenant", "orphan", noTenant, nil, metav1.ConditionFalse, controllers.ReasonUserUnknown, "orphan-api-key"},
-		{"Secret name taken by another Secret", "conflict", ns, func(k *posturev1.APIKey) { k.Spec.SecretName = "taken" }, metav1.ConditionFalse, controllers.ReasonSecretConflict, ""},
+		{"active with a custom Secret name", "custom", ns, func(k *posturev1.APIKey) { k.Spec.SecretName = "my-key" }, metav1.ConditionTrue, controllers.ReasonKeyActive, metav1.ConditionTrue, "my-key"},
+		{"revoked", "revoked", ns, func(k *posturev1.APIKey) { k.Spec.Revoked = true }, metav1.ConditionTrue, controllers.ReasonKeyRevoked, metav1.ConditionFalse, "revoked-api-key"},
+		{"expired", "expired", ns, func(k *posturev1.APIKey) { k.Spec.ExpiresAt = &past }, metav1.ConditionTrue, controllers.ReasonKeyExpired, metav1.ConditionFalse, "expired-api-key"},
+		{"unknown user", "unknown", ns, func(k *posturev1.APIKey) { k.Spec.User = "nobody@example.com" }, metav1.ConditionFalse, controllers.ReasonUserUnknown, metav1.ConditionFalse, "unknown-api-key"},
+		{"namespace without a Tenant", "orphan", noTenant, nil, metav1.ConditionFalse, controllers.ReasonUserUnknown, metav1.ConditionFalse, "orphan-api-key"},
+		{"Secret name taken by another Secret", "conflict", ns, func(k *posturev1.APIKey) { k.Spec.SecretName = "taken" }, metav1.ConditionFalse, controllers.ReasonSecretConflict, metav1.ConditionFalse, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			k := newAPIKey(t, tc.ns, tc.key, tc.mutate)
 			got := waitAPIKey(t, k, keyReady(tc.status, tc.reason))
+			if u := meta.FindStatusCondition(got.Status.Conditions, posturev1.ConditionUsable); u == nil || u.Status != tc.usable || u.ObservedGeneration != got.Generation {
+				t.Errorf("Usable = %+v, want %s at generation %d", u, tc.usable, got.Generation)
+			}
 			if tc.secret == "" {
 				if got.Status.Hash != "" || got.Status.Prefix != "" {
 					t.Errorf("status has a prefix/hash although no key was delivered")
@@ -164,8 +180,8 @@ func TestAPIKeyFollowsExpiryAndUsers(t *testing.T) {
 	soon := metav1.NewTime(time.Now().Add(3 * time.Second).Truncate(time.Second))
 	expiring := newAPIKey(t, ns, "expiring", func(k *posturev1.APIKey) { k.Spec.ExpiresAt = &soon })
 	waitAPIKey(t, expiring, keyReady(metav1.ConditionTrue, controllers.ReasonKeyActive))
-	got := waitAPIKey(t, expiring, keyReady(metav1.ConditionFalse, controllers.ReasonKeyExpired))
-	if c := meta.FindStatusCondition(got.Status.Conditions, posturev1.ConditionReady); c.LastTransitionTime.Before(&soon) {
+	got := waitAPIKey(t, expiring, keyEnded(controllers.ReasonKeyExpired))
+	if c := meta.FindStatusCondition(got.Status.Conditions, posturev1.ConditionUsable); c.LastTransitionTime.Before(&soon) {
 		t.Errorf("flipped to Expired at %v, before the expiry %v", c.LastTransitionTime, soon)
 	}
 
@@ -215,7 +231,7 @@ func TestAPIKeyNeverReissuedAfterItsEnd(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := waitAPIKey(t, k, func(k *posturev1.APIKey) bool {
-				return keyReady(metav1.ConditionFalse, tc.reason)(k) && tc.ended(&k.Status)
+				return keyEnded(tc.reason)(k) && tc.ended(&k.Status)
 			})
 			_, sec := secretValue(t, ns, got.Status.SecretName)
 			if err := k8s.Delete(context.Background(), sec); err != nil {
@@ -236,7 +252,7 @@ func TestAPIKeyNeverReissuedAfterItsEnd(t *testing.T) {
 				}
 			}
 			time.Sleep(time.Second)
-			got = waitAPIKey(t, k, keyReady(metav1.ConditionFalse, tc.reason))
+			got = waitAPIKey(t, k, keyEnded(tc.reason))
 			if got.Status.Hash != "" {
 				t.Error("the controller recorded a new key for an APIKey that had ended")
 			}

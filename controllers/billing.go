@@ -28,9 +28,9 @@ import (
 	"github.com/posture-dev/posture/internal/store"
 )
 
-// ConditionProvidersResolved records on an Ingestion that its accounts were
-// resolved to Providers before the parse; its reason says whether every
-// account fit the plan.
+// ConditionProvidersResolved tells a reader of an Ingestion how its accounts
+// were resolved to Providers before the parse. It only describes: the
+// decision a retry repeats is status.providers and status.deniedProviders.
 const ConditionProvidersResolved = "ProvidersResolved"
 
 // Reasons and job-level error codes of billing.
@@ -317,6 +317,7 @@ func (r *IngestionReconciler) resolveProviders(ctx context.Context, ing *posture
 	for _, a := range res.Denied {
 		denied = append(denied, a.Key())
 	}
+	ing.Status.DeniedProviders = slices.Compact(slices.Sorted(slices.Values(denied)))
 	msg := fmt.Sprintf("%s; over the plan limit of %d providers, so their records are invalid (%s): %s",
 		summary, res.Limit, ingest.CodeProviderLimit, strings.Join(firstN(denied, 20), ", "))
 	meta.SetStatusCondition(&ing.Status.Conditions, metav1.Condition{Type: ConditionProvidersResolved, Status: metav1.ConditionFalse,
@@ -333,8 +334,7 @@ func (r *IngestionReconciler) resolveProviders(ctx context.Context, ing *posture
 // status, so a retried attempt bills exactly like the first: nil when every
 // account fit (or no billing ran), else the accounts that may be billed.
 func AllowedAccountsOf(ing *posturev1.Ingestion) map[string]bool {
-	c := meta.FindStatusCondition(ing.Status.Conditions, ConditionProvidersResolved)
-	if c == nil || c.Reason != ReasonProviderLimit {
+	if len(ing.Status.DeniedProviders) == 0 {
 		return nil
 	}
 	allowed := make(map[string]bool, len(ing.Status.Providers))

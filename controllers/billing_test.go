@@ -390,6 +390,9 @@ func TestBillingWithJobExecutor(t *testing.T) {
 	if got.Status.Summary.Invalid != 2 {
 		t.Errorf("summary = %+v, want the 2 records of aws/888888888888 invalid", got.Status.Summary)
 	}
+	if d := got.Status.DeniedProviders; len(d) != 1 || d[0] != "aws/888888888888" {
+		t.Errorf("status.deniedProviders = %v, want [aws/888888888888]", d)
+	}
 	// A retried attempt rebuilds the same restriction from the status.
 	if a := controllers.AllowedAccountsOf(got); len(a) != 1 || !a["aws/777777777777"] {
 		t.Errorf("AllowedAccountsOf = %v, want the first attempt's decision", a)

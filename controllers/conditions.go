@@ -2,6 +2,9 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -9,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,37 +21,126 @@ import (
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 )
 
-// setReady sets the one summary condition, stamped with the generation it describes.
-func setReady(conds *[]metav1.Condition, generation int64, status metav1.ConditionStatus, reason, message string) {
-	meta.SetStatusCondition(conds, metav1.Condition{
-		Type:               posturev1.ConditionReady,
-		Status:             status,
-		Reason:             reason,
-		Message:            message,
-		ObservedGeneration: generation,
-	})
+// verdict is what one reconcile concluded about an object, in the terms
+// every kind shares. Each kind has one pure function that derives it, with
+// the kind's other status fields, from the facts the reconcile observed; the
+// conditions follow from it in one place, so they can never disagree.
+type verdict struct {
+	// ready is True once the object is reconciled as declared.
+	ready           metav1.ConditionStatus
+	reason, message string
+	// reconciling: work is in flight that ends without anyone's help
+	// (kstatus: InProgress).
+	reconciling bool
+	// stalled: nothing changes until a person acts (kstatus: Failed).
+	stalled bool
 }
 
-// writeReady sets Ready and writes the status only when it changed (before is
-// a copy of the status as read, after points at the status being built).
-func writeReady(ctx context.Context, c client.Client, obj client.Object, conds *[]metav1.Condition, before, after any,
-	status metav1.ConditionStatus, reason, msg string, requeue time.Duration) (ctrl.Result, error) {
-	setReady(conds, obj.GetGeneration(), status, reason, msg)
-	if !equality.Semantic.DeepEqual(before, after) {
-		if err := c.Status().Update(ctx, obj); err != nil {
-			// A conflict means the object changed meanwhile; that change
-			// brings its own reconcile.
-			return ctrl.Result{}, client.IgnoreNotFound(ignoreConflict(err))
+// apply sets Ready and, when they hold, Reconciling and Stalled, each
+// stamped with the generation they describe. Reconciling and Stalled are
+// "abnormal-true" conditions: absent unless True, as kstatus and Flux expect.
+func (v verdict) apply(conds *[]metav1.Condition, generation int64) {
+	ready := v.ready
+	if ready == "" || (ready == metav1.ConditionTrue && (v.reconciling || v.stalled)) {
+		// A verdict that is still working or stuck is not Ready; guard the
+		// derivations against saying both.
+		ready = metav1.ConditionFalse
+		if v.reconciling && !v.stalled {
+			ready = metav1.ConditionUnknown
 		}
 	}
-	return ctrl.Result{RequeueAfter: requeue}, nil
+	set := func(typ string, on bool, status metav1.ConditionStatus) {
+		if !on {
+			meta.RemoveStatusCondition(conds, typ)
+			return
+		}
+		meta.SetStatusCondition(conds, metav1.Condition{
+			Type: typ, Status: status, Reason: v.reason, Message: v.message, ObservedGeneration: generation,
+		})
+	}
+	set(posturev1.ConditionReady, true, ready)
+	set(posturev1.ConditionReconciling, v.reconciling && !v.stalled, metav1.ConditionTrue)
+	set(posturev1.ConditionStalled, v.stalled, metav1.ConditionTrue)
 }
 
-func ignoreConflict(err error) error {
-	if apierrors.IsConflict(err) {
-		return nil
+// conflictRetry is how soon a reconcile whose status write met a conflict
+// runs again: long enough for the informer to deliver the newer version.
+const conflictRetry = 100 * time.Millisecond
+
+// patchStatus writes the status of obj, changed in memory since orig was
+// read, as the reconcile's one status write: a merge patch that carries
+// orig's resourceVersion, and nothing at all when nothing changed. The
+// optimistic lock matters: a status derived from a stale read (the cache
+// behind this controller's previous write) must not overwrite a newer one,
+// or an ingestion could be started twice.
+//
+// written is false when nothing was sent, or when the object changed or went
+// away since it was read; in the latter cases res asks for a prompt retry,
+// which redoes the work from the newer version (a conflict is routine, not an
+// error to log).
+func patchStatus(ctx context.Context, c client.Client, obj, orig client.Object) (written bool, res ctrl.Result, err error) {
+	if equality.Semantic.DeepEqual(orig, obj) {
+		return false, ctrl.Result{}, nil
 	}
-	return err
+	patch, err := statusPatch(obj, orig)
+	if err != nil {
+		return false, ctrl.Result{}, err
+	}
+	err = c.Status().Patch(ctx, obj, patch)
+	switch {
+	case err == nil:
+		return true, ctrl.Result{}, nil
+	case apierrors.IsConflict(err):
+		ctrl.LoggerFrom(ctx).V(1).Info("object changed while reconciling; retrying", "reason", err.Error())
+		return false, ctrl.Result{RequeueAfter: conflictRetry}, nil
+	case apierrors.IsNotFound(err):
+		return false, ctrl.Result{}, nil
+	}
+	return false, ctrl.Result{}, fmt.Errorf("write status of %s %s/%s: %w",
+		obj.GetObjectKind().GroupVersionKind().Kind, obj.GetNamespace(), obj.GetName(), err)
+}
+
+// statusPatch is the JSON merge patch from orig to obj, carrying orig's
+// resourceVersion, with every field of obj's status spelled out. A plain diff
+// leaves out fields whose Go zero value did not change, yet the stored object
+// may lack them (its first status write), and some are required (an
+// ingestion's summary counts).
+func statusPatch(obj, orig client.Object) (client.Patch, error) {
+	data, err := client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}).Data(obj)
+	if err != nil {
+		return nil, fmt.Errorf("diff status: %w", err)
+	}
+	var patch map[string]any
+	if err := json.Unmarshal(data, &patch); err != nil {
+		return nil, fmt.Errorf("read status diff: %w", err)
+	}
+	full, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("convert status: %w", err)
+	}
+	status, _ := patch["status"].(map[string]any)
+	if status == nil {
+		status = map[string]any{}
+	}
+	// Fields the diff deletes (null) stay deleted; the others are sent whole.
+	fields, _ := full["status"].(map[string]any)
+	maps.Copy(status, fields)
+	patch["status"] = status
+	raw, err := json.Marshal(patch)
+	if err != nil {
+		return nil, fmt.Errorf("encode status patch: %w", err)
+	}
+	return client.RawPatch(types.MergePatchType, raw), nil
+}
+
+// finishStatus is the common end of a reconcile: write the status once and
+// come back after requeue (or sooner, on a conflict).
+func finishStatus(ctx context.Context, c client.Client, obj, orig client.Object, requeue time.Duration) (ctrl.Result, error) {
+	_, res, err := patchStatus(ctx, c, obj, orig)
+	if err != nil || res.RequeueAfter > 0 {
+		return res, err
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
 // emit records an event when a recorder is configured (some tests run without).

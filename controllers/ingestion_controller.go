@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/internal/auth"
 	"github.com/posture-dev/posture/internal/ingest"
 	"github.com/posture-dev/posture/internal/store"
 )
@@ -64,9 +65,11 @@ type IngestionReconciler struct {
 	// ingestion has ended (completed or failed); zero deletes it as soon as
 	// the outcome is in the status. The findings stay either way.
 	ReportRetention time.Duration
+	// Sources bounds how configMapRef, secretRef and url sources are read.
+	Sources SourceOptions
 }
 
-// +kubebuilder:rbac:groups=posture.dev,resources=ingestions,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=posture.dev,resources=ingestions,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=posture.dev,resources=ingestions/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete,namespace=posture-system
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -79,20 +82,54 @@ func (r *IngestionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if !ing.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
+	p := &ingestionPass{orig: ing.DeepCopy()}
 	switch ing.Status.Phase {
 	case "":
-		if err := r.initialize(ctx, &ing); err != nil {
-			return ctrl.Result{}, err
-		}
-		// Status writes do not wake us (see SetupWithManager): go straight on.
-		return r.start(ctx, &ing)
+		r.initialize(p, &ing)
+		// Status writes do not wake us (see SetupWithManager): go straight
+		// on, and write pending and the start together.
+		return r.start(ctx, p, &ing)
 	case posturev1.IngestionPending:
-		return r.start(ctx, &ing)
+		return r.start(ctx, p, &ing)
 	case posturev1.IngestionProcessing:
-		return r.track(ctx, &ing)
+		return r.track(ctx, p, &ing)
 	default:
-		return r.settle(ctx, &ing)
+		return r.settle(ctx, p, &ing)
 	}
+}
+
+// ingestionPass is one reconcile of one Ingestion: the object as read, which
+// the reconcile's one status write is a patch against, and the events that
+// announce what that write records. They are emitted only once it succeeded,
+// so an event never reports a transition that was lost to a conflict.
+type ingestionPass struct {
+	orig   *posturev1.Ingestion
+	events []func()
+}
+
+func (p *ingestionPass) emit(rec events.EventRecorder, ing *posturev1.Ingestion, kind, reason, action, note string, args ...any) {
+	p.events = append(p.events, func() { emit(rec, ing, kind, reason, action, note, args...) })
+}
+
+// write is the reconcile's one status write; written says whether it landed
+// (res then asks for a retry after a conflict).
+func (r *IngestionReconciler) write(ctx context.Context, p *ingestionPass, ing *posturev1.Ingestion) (written bool, res ctrl.Result, err error) {
+	written, res, err = patchStatus(ctx, r.Client, ing, p.orig)
+	if written {
+		for _, e := range p.events {
+			e()
+		}
+	}
+	return written, res, err
+}
+
+// writeThen writes the status and, unless it met a conflict, comes back after requeue.
+func (r *IngestionReconciler) writeThen(ctx context.Context, p *ingestionPass, ing *posturev1.Ingestion, requeue time.Duration) (ctrl.Result, error) {
+	_, res, err := r.write(ctx, p, ing)
+	if err != nil || res.RequeueAfter > 0 {
+		return res, err
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
 func (r *IngestionReconciler) now() metav1.Time {
@@ -121,6 +158,11 @@ func (r *IngestionReconciler) job(ing *posturev1.Ingestion, attempt int) ingest.
 	if ing.Spec.Source.Upload != nil {
 		j.BlobID = ing.Spec.Source.Upload.BlobID
 		j.ReportSHA256 = ing.Spec.Source.Upload.SHA256
+	} else if rep := ing.Status.Report; rep != nil {
+		// A declared source reaches the worker as the blob it was stored as.
+		j.BlobID = rep.BlobID
+		j.ReportSHA256 = rep.SHA256
+		j.Total = int(rep.RecordCount)
 	}
 	if r.Billing != nil {
 		// Every attempt bills as the first one decided.
@@ -130,27 +172,35 @@ func (r *IngestionReconciler) job(ing *posturev1.Ingestion, attempt int) ingest.
 }
 
 // initialize records the accepted submission: pending, total counted at upload.
-func (r *IngestionReconciler) initialize(ctx context.Context, ing *posturev1.Ingestion) error {
+func (r *IngestionReconciler) initialize(p *ingestionPass, ing *posturev1.Ingestion) {
 	requested := ing.CreationTimestamp
-	ing.Status.Phase = posturev1.IngestionPending
 	ing.Status.Summary = posturev1.IngestionSummary{Total: ing.Spec.RecordCount}
 	ing.Status.RequestedAt = &requested
-	ing.Status.ObservedGeneration = ing.Generation
-	ing.Status.Message = "Queued for processing"
-	setReady(&ing.Status.Conditions, ing.Generation, metav1.ConditionUnknown, ReasonPending, "Queued for processing")
-	if err := r.Status().Update(ctx, ing); err != nil {
-		return err
+	msg := "Queued for processing"
+	if declared(ing) {
+		msg = "Reading the report from " + describeSource(ing)
 	}
-	emit(r.Recorder, ing, corev1.EventTypeNormal, ReasonPending, "Submit", "Accepted %d records from %s", ing.Spec.RecordCount, fileName(ing))
-	return nil
+	setIngestionPhase(ing, posturev1.IngestionPending, ReasonPending, msg)
+	if declared(ing) {
+		p.emit(r.Recorder, ing, corev1.EventTypeNormal, ReasonPending, "Submit", "Accepted; reading the report from %s", describeSource(ing))
+	} else {
+		p.emit(r.Recorder, ing, corev1.EventTypeNormal, ReasonPending, "Submit", "Accepted %d records from %s", ing.Spec.RecordCount, fileName(ing))
+	}
 }
 
 // start hands the first attempt to the executor.
-func (r *IngestionReconciler) start(ctx context.Context, ing *posturev1.Ingestion) (ctrl.Result, error) {
+func (r *IngestionReconciler) start(ctx context.Context, p *ingestionPass, ing *posturev1.Ingestion) (ctrl.Result, error) {
 	attempt := int(ing.Status.Attempt) + 1
+	if fetch, err := r.needsFetch(ctx, ing); err != nil {
+		return ctrl.Result{}, err
+	} else if fetch {
+		if res, done, err := r.fetch(ctx, p, ing); !done {
+			return res, err
+		}
+	}
 	job := r.job(ing, attempt)
 	if job.BlobID == "" {
-		return r.finish(ctx, ing, job, store.Outcome{Status: store.RunFailed,
+		return r.finish(ctx, p, ing, job, store.Outcome{Status: store.RunFailed,
 			Message: "spec.source names no readable report"}, ingest.CodeUnreadable)
 	}
 	if r.Billing != nil {
@@ -159,7 +209,7 @@ func (r *IngestionReconciler) start(ctx context.Context, ing *posturev1.Ingestio
 			return ctrl.Result{}, fmt.Errorf("resolve providers: %w", err)
 		}
 		if failure != nil {
-			return r.finish(ctx, ing, job, store.Outcome{Status: store.RunFailed, Message: failure.message}, failure.code)
+			return r.finish(ctx, p, ing, job, store.Outcome{Status: store.RunFailed, Message: failure.message}, failure.code)
 		}
 		job.AllowedAccounts = allowed
 	}
@@ -168,22 +218,16 @@ func (r *IngestionReconciler) start(ctx context.Context, ing *posturev1.Ingestio
 		return ctrl.Result{}, fmt.Errorf("start %s executor: %w", r.Executor.Name(), err)
 	}
 	started := r.now()
-	ing.Status.Phase = posturev1.IngestionProcessing
 	ing.Status.StartedAt = &started
 	ing.Status.Attempt = int32(attempt)
 	ing.Status.JobName = jobName
-	ing.Status.ObservedGeneration = ing.Generation
-	ing.Status.Message = "Processing records"
-	setReady(&ing.Status.Conditions, ing.Generation, metav1.ConditionUnknown, ReasonProcessing, "Processing records")
-	if err := r.Status().Update(ctx, ing); err != nil {
-		return ctrl.Result{}, err
-	}
-	emit(r.Recorder, ing, corev1.EventTypeNormal, ReasonProcessing, "Start", "Started attempt %d with the %s executor%s", attempt, r.Executor.Name(), jobSuffix(jobName))
-	return ctrl.Result{RequeueAfter: r.pollInterval()}, nil
+	setIngestionPhase(ing, posturev1.IngestionProcessing, ReasonProcessing, "Processing records")
+	p.emit(r.Recorder, ing, corev1.EventTypeNormal, ReasonProcessing, "Start", "Started attempt %d with the %s executor%s", attempt, r.Executor.Name(), jobSuffix(jobName))
+	return r.writeThen(ctx, p, ing, r.pollInterval())
 }
 
 // track mirrors the worker's progress and ends the ingestion when the run ends.
-func (r *IngestionReconciler) track(ctx context.Context, ing *posturev1.Ingestion) (ctrl.Result, error) {
+func (r *IngestionReconciler) track(ctx context.Context, p *ingestionPass, ing *posturev1.Ingestion) (ctrl.Result, error) {
 	attempt := int(ing.Status.Attempt)
 	job := r.job(ing, attempt)
 	// Observe before reading the run: a worker records its outcome before its
@@ -200,31 +244,28 @@ func (r *IngestionReconciler) track(ctx context.Context, ing *posturev1.Ingestio
 		return ctrl.Result{}, fmt.Errorf("read run: %w", err)
 	}
 	if run.Attempt == attempt && (run.Status == store.RunSucceeded || run.Status == store.RunFailed) {
-		return r.complete(ctx, ing, job, run)
+		return r.complete(ctx, p, ing, job, run)
 	}
 	switch obs.State {
 	case RunFailed:
-		return r.finish(ctx, ing, job, store.Outcome{Status: store.RunFailed, Progress: run.Progress, Message: obs.Reason}, CodeWorkerFailed)
+		return r.finish(ctx, p, ing, job, store.Outcome{Status: store.RunFailed, Progress: run.Progress, Message: obs.Reason}, CodeWorkerFailed)
 	case RunGone, RunExited:
 		if attempt >= r.maxAttempts() {
 			msg := fmt.Sprintf("the worker stopped without a result %d times; last: %s", attempt, obs.Reason)
-			return r.finish(ctx, ing, job, store.Outcome{Status: store.RunFailed, Progress: run.Progress, Message: msg}, CodeWorkerFailed)
+			return r.finish(ctx, p, ing, job, store.Outcome{Status: store.RunFailed, Progress: run.Progress, Message: msg}, CodeWorkerFailed)
 		}
-		return r.retry(ctx, ing, attempt+1, obs.Reason)
+		return r.retry(ctx, p, ing, attempt+1, obs.Reason)
 	}
-	if run.Attempt == attempt && (run.Processed != int(ing.Status.Summary.Processed) || run.Invalid != int(ing.Status.Summary.Invalid)) {
+	if run.Attempt == attempt {
 		ing.Status.Summary.Processed = int64(run.Processed)
 		ing.Status.Summary.Invalid = int64(run.Invalid)
-		if err := r.Status().Update(ctx, ing); err != nil {
-			return ctrl.Result{}, err
-		}
 	}
-	return ctrl.Result{RequeueAfter: r.pollInterval()}, nil
+	return r.writeThen(ctx, p, ing, r.pollInterval())
 }
 
 // retry starts a new attempt after the previous one was lost. The worker is
 // idempotent, so the new attempt rewrites the same rows.
-func (r *IngestionReconciler) retry(ctx context.Context, ing *posturev1.Ingestion, attempt int, why string) (ctrl.Result, error) {
+func (r *IngestionReconciler) retry(ctx context.Context, p *ingestionPass, ing *posturev1.Ingestion, attempt int, why string) (ctrl.Result, error) {
 	job := r.job(ing, attempt)
 	jobName, err := r.Executor.Start(ctx, ing, job)
 	if err != nil {
@@ -233,17 +274,14 @@ func (r *IngestionReconciler) retry(ctx context.Context, ing *posturev1.Ingestio
 	ing.Status.Attempt = int32(attempt)
 	ing.Status.JobName = jobName
 	ing.Status.Summary.Processed, ing.Status.Summary.Invalid = 0, 0
-	ing.Status.Message = fmt.Sprintf("Attempt %d: %s", attempt, why)
-	if err := r.Status().Update(ctx, ing); err != nil {
-		return ctrl.Result{}, err
-	}
-	emit(r.Recorder, ing, corev1.EventTypeWarning, ReasonRetrying, "Restart", "Started attempt %d: %s", attempt, why)
-	return ctrl.Result{RequeueAfter: r.pollInterval()}, nil
+	setIngestionPhase(ing, posturev1.IngestionProcessing, ReasonRetrying, fmt.Sprintf("Attempt %d: %s", attempt, why))
+	p.emit(r.Recorder, ing, corev1.EventTypeWarning, ReasonRetrying, "Restart", "Started attempt %d: %s", attempt, why)
+	return r.writeThen(ctx, p, ing, r.pollInterval())
 }
 
 // finish records an outcome the worker could not record itself (it is gone),
 // closing the run so that a late worker cannot write after it, then completes.
-func (r *IngestionReconciler) finish(ctx context.Context, ing *posturev1.Ingestion, job ingest.Job, o store.Outcome, code string) (ctrl.Result, error) {
+func (r *IngestionReconciler) finish(ctx context.Context, p *ingestionPass, ing *posturev1.Ingestion, job ingest.Job, o store.Outcome, code string) (ctrl.Result, error) {
 	// The worker may never have started (a Job whose pod never ran): open the
 	// attempt's run so the error row and outcome have somewhere to go. A run the
 	// worker did open is left as it is, keeping the progress it reached.
@@ -265,11 +303,11 @@ func (r *IngestionReconciler) finish(ctx context.Context, ing *posturev1.Ingesti
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("read run: %w", err)
 	}
-	return r.complete(ctx, ing, job, run)
+	return r.complete(ctx, p, ing, job, run)
 }
 
 // complete copies a finished run into the status: the terminal transition.
-func (r *IngestionReconciler) complete(ctx context.Context, ing *posturev1.Ingestion, job ingest.Job, run store.Run) (ctrl.Result, error) {
+func (r *IngestionReconciler) complete(ctx context.Context, p *ingestionPass, ing *posturev1.Ingestion, job ingest.Job, run store.Run) (ctrl.Result, error) {
 	done := r.now()
 	if run.FinishedAt != nil {
 		done = metav1.NewTime(run.FinishedAt.UTC())
@@ -280,15 +318,13 @@ func (r *IngestionReconciler) complete(ctx context.Context, ing *posturev1.Inges
 	ing.Status.CompletedAt = &done
 	ing.Status.Summary.Processed = int64(run.Processed)
 	ing.Status.Summary.Invalid = int64(run.Invalid)
-	ing.Status.ObservedGeneration = ing.Generation
 	if run.Status == store.RunSucceeded {
-		ing.Status.Phase = posturev1.IngestionCompleted
-		ing.Status.Message = fmt.Sprintf("Processed %d records, %d invalid", run.Processed, run.Invalid)
-		setReady(&ing.Status.Conditions, ing.Generation, metav1.ConditionTrue, ReasonCompleted, ing.Status.Message)
+		msg := fmt.Sprintf("Processed %d records, %d invalid", run.Processed, run.Invalid)
+		setIngestionPhase(ing, posturev1.IngestionCompleted, ReasonCompleted, msg)
+		p.emit(r.Recorder, ing, corev1.EventTypeNormal, ReasonCompleted, "Complete", "%s", msg)
 	} else {
-		ing.Status.Phase = posturev1.IngestionFailed
-		ing.Status.Message = run.Message
-		setReady(&ing.Status.Conditions, ing.Generation, metav1.ConditionFalse, ReasonFailed, run.Message)
+		setIngestionPhase(ing, posturev1.IngestionFailed, ReasonFailed, run.Message)
+		p.emit(r.Recorder, ing, corev1.EventTypeWarning, ReasonFailed, "Fail", "%s", run.Message)
 	}
 	// Read before the terminal write, so that a store error leaves the
 	// ingestion to be completed (and counted) again rather than uncounted.
@@ -296,16 +332,14 @@ func (r *IngestionReconciler) complete(ctx context.Context, ing *posturev1.Inges
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("count error rows for metrics: %w", err)
 	}
-	if err := r.Status().Update(ctx, ing); err != nil {
-		return ctrl.Result{}, err
+	written, res, err := r.write(ctx, p, ing)
+	if !written {
+		// A conflict, or the ingestion is gone: the next reconcile, if any,
+		// completes it from the newer version.
+		return res, err
 	}
 	// Counted once: only the write that made the ingestion terminal gets here.
 	observeEnded(ing, codes)
-	if ing.Status.Phase == posturev1.IngestionCompleted {
-		emit(r.Recorder, ing, corev1.EventTypeNormal, ReasonCompleted, "Complete", "%s", ing.Status.Message)
-	} else {
-		emit(r.Recorder, ing, corev1.EventTypeWarning, ReasonFailed, "Fail", "%s", ing.Status.Message)
-	}
 	if err := r.Executor.Release(ctx, ing, job); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -315,17 +349,17 @@ func (r *IngestionReconciler) complete(ctx context.Context, ing *posturev1.Inges
 }
 
 // settle keeps a terminal ingestion's bookkeeping current; it never re-runs it.
-func (r *IngestionReconciler) settle(ctx context.Context, ing *posturev1.Ingestion) (ctrl.Result, error) {
+func (r *IngestionReconciler) settle(ctx context.Context, p *ingestionPass, ing *posturev1.Ingestion) (ctrl.Result, error) {
 	if ing.Status.Attempt > 0 {
 		if err := r.Executor.Release(ctx, ing, r.job(ing, int(ing.Status.Attempt))); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	if ing.Status.ObservedGeneration != ing.Generation {
-		ing.Status.ObservedGeneration = ing.Generation
-		if err := r.Status().Update(ctx, ing); err != nil {
-			return ctrl.Result{}, err
-		}
+	// Restamped from the phase, so an ingestion that ended under an older
+	// operator gains the conditions this one derives; usually a no-op.
+	setIngestionPhase(ing, ing.Status.Phase, ingestionReason(ing.Status.Phase), ing.Status.Message)
+	if _, res, err := r.write(ctx, p, ing); err != nil || res.RequeueAfter > 0 {
+		return res, err
 	}
 	return r.releaseReport(ctx, ing)
 }
@@ -336,8 +370,13 @@ func (r *IngestionReconciler) settle(ctx context.Context, ing *posturev1.Ingesti
 // status, so that whichever executor ran the attempt has finished reading.
 // A report already gone counts as deleted, so repeating it is harmless.
 func (r *IngestionReconciler) releaseReport(ctx context.Context, ing *posturev1.Ingestion) (ctrl.Result, error) {
-	up := ing.Spec.Source.Upload
-	if up == nil || up.BlobID == "" {
+	blobID := ""
+	if up := ing.Spec.Source.Upload; up != nil {
+		blobID = up.BlobID
+	} else if rep := ing.Status.Report; rep != nil {
+		blobID = rep.BlobID
+	}
+	if blobID == "" {
 		return ctrl.Result{}, nil
 	}
 	if r.ReportRetention > 0 {
@@ -349,8 +388,8 @@ func (r *IngestionReconciler) releaseReport(ctx context.Context, ing *posturev1.
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
 	}
-	if err := r.Store.DeleteBlob(ctx, TenantOf(ing), up.BlobID); err != nil && !errors.Is(err, store.ErrNotFound) {
-		return ctrl.Result{}, fmt.Errorf("delete report %s of the ended ingestion: %w", up.BlobID, err)
+	if err := r.Store.DeleteBlob(ctx, TenantOf(ing), blobID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return ctrl.Result{}, fmt.Errorf("delete report %s of the ended ingestion: %w", blobID, err)
 	}
 	return ctrl.Result{}, nil
 }
@@ -381,7 +420,7 @@ func fileName(ing *posturev1.Ingestion) string {
 			return c
 		}, ing.Spec.Source.Upload.Filename)
 	}
-	return "an unknown source"
+	return describeSource(ing)
 }
 
 func jobSuffix(name string) string {
@@ -394,6 +433,10 @@ func jobSuffix(name string) string {
 // SetupWithManager wires the reconciler: Ingestions, the worker Jobs that point
 // back at them by label, and the in-process pool's completions.
 func (r *IngestionReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	// A declared Ingestion's tenant is looked up by namespace (labelTenant).
+	if err := auth.SetupIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		// Status writes (ours alone) must not wake us: progress is polled.
 		For(&posturev1.Ingestion{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).

@@ -190,27 +190,31 @@ func TestDeploymentReadiness(t *testing.T) {
 		d.Status = appsv1.DeploymentStatus{ObservedGeneration: observed, UpdatedReplicas: updated, AvailableReplicas: available, Conditions: conds}
 		return d
 	}
+	// reconciling and stalled are what kstatus reads: InProgress while the
+	// Deployment moves, Failed once it gave up, Current otherwise.
 	cases := []struct {
-		name    string
-		dep     *appsv1.Deployment
-		status  metav1.ConditionStatus
-		reason  string
-		message string
+		name                 string
+		dep                  *appsv1.Deployment
+		status               metav1.ConditionStatus
+		reason               string
+		message              string
+		reconciling, stalled bool
 	}{
-		{"never observed (bare control plane)", dep(nil, 1, 0, 0, 0), metav1.ConditionFalse, ReasonMCPProgressing, "waiting for the Deployment controller"},
-		{"observed, no pods yet", dep(ptr.To[int32](2), 1, 1, 2, 0), metav1.ConditionFalse, ReasonMCPProgressing, "0 of 2 available"},
-		{"rolling out", dep(ptr.To[int32](2), 2, 2, 1, 2), metav1.ConditionFalse, ReasonMCPProgressing, "2 of 2 available"},
-		{"available", dep(ptr.To[int32](2), 2, 2, 2, 2), metav1.ConditionTrue, ReasonMCPAvailable, "2 of 2 replicas available"},
-		{"nil replicas means one", dep(nil, 1, 1, 1, 1), metav1.ConditionTrue, ReasonMCPAvailable, "1 of 1"},
-		{"scaled to zero", dep(ptr.To[int32](0), 1, 1, 0, 0), metav1.ConditionFalse, ReasonMCPScaledDown, "0 replicas"},
-		{"stalled", dep(nil, 1, 1, 1, 0, appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Message: `ReplicaSet "tools-1" has timed out progressing.`}),
-			metav1.ConditionFalse, ReasonMCPStalled, "timed out progressing"},
+		{"never observed (bare control plane)", dep(nil, 1, 0, 0, 0), metav1.ConditionFalse, ReasonMCPProgressing, "waiting for the Deployment controller", true, false},
+		{"observed, no pods yet", dep(ptr.To[int32](2), 1, 1, 2, 0), metav1.ConditionFalse, ReasonMCPProgressing, "0 of 2 available", true, false},
+		{"rolling out", dep(ptr.To[int32](2), 2, 2, 1, 2), metav1.ConditionFalse, ReasonMCPProgressing, "2 of 2 available", true, false},
+		{"available", dep(ptr.To[int32](2), 2, 2, 2, 2), metav1.ConditionTrue, ReasonMCPAvailable, "2 of 2 replicas available", false, false},
+		{"nil replicas means one", dep(nil, 1, 1, 1, 1), metav1.ConditionTrue, ReasonMCPAvailable, "1 of 1", false, false},
+		// Declared so: reconciled as declared.
+		{"scaled to zero", dep(ptr.To[int32](0), 1, 1, 0, 0), metav1.ConditionTrue, ReasonMCPScaledDown, "0 replicas", false, false},
+		{"past its progress deadline", dep(nil, 1, 1, 1, 0, appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Message: `ReplicaSet "tools-1" has timed out progressing.`}),
+			"", ReasonMCPStalled, "timed out progressing", false, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			st, reason, msg := deploymentReadiness(tc.dep)
-			if st != tc.status || reason != tc.reason || !strings.Contains(msg, tc.message) {
-				t.Errorf("got %s/%s %q; want %s/%s containing %q", st, reason, msg, tc.status, tc.reason, tc.message)
+			v := deploymentReadiness(tc.dep)
+			if v.ready != tc.status || v.reason != tc.reason || !strings.Contains(v.message, tc.message) || v.reconciling != tc.reconciling || v.stalled != tc.stalled {
+				t.Errorf("got %+v; want %s/%s containing %q, reconciling %v, stalled %v", v, tc.status, tc.reason, tc.message, tc.reconciling, tc.stalled)
 			}
 		})
 	}

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/internal/auth"
 )
 
 // Reasons of the MCPServer Ready condition and events.
@@ -79,26 +81,20 @@ func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if !m.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	status := m.Status.DeepCopy()
-	status.ObservedGeneration = m.Generation
-	status.URL = MCPServerURL(&m)
+	orig := m.DeepCopy()
 
 	if MCPServerImage(r.Defaults) == "" {
-		status.ReadyReplicas = 0
-		setReady(&status.Conditions, m.Generation, metav1.ConditionFalse, ReasonMCPNoImage,
-			"no image to run: start the manager with --mcp-image")
-		return ctrl.Result{}, r.writeStatus(ctx, &m, status)
+		deriveMCPServerStatus(&m, mcpFacts{NoImage: true})
+		return finishStatus(ctx, r.Client, &m, orig, 0)
 	}
 	// Refused before any write: a Deployment already running stays on the
 	// address it was given when that address was allowed.
 	if u, ok := MCPAPIBaseURL(&m, r.Defaults); !ok {
-		status.ReadyReplicas = 0
-		msg := fmt.Sprintf("spec.apiBaseURL %q is not an address the operator allows; leave it empty for %s, or ask the operator's administrator to add it to --mcp-allowed-api-base-urls", u, r.Defaults.APIBaseURL)
-		if c := meta.FindStatusCondition(m.Status.Conditions, posturev1.ConditionReady); c == nil || c.Reason != ReasonMCPAPIBaseURLNotAllowed || c.ObservedGeneration != m.Generation {
-			emit(r.Recorder, &m, corev1.EventTypeWarning, ReasonMCPAPIBaseURLNotAllowed, "Refuse", "%s", msg)
+		deriveMCPServerStatus(&m, mcpFacts{RefusedURL: u, DefaultURL: r.Defaults.APIBaseURL})
+		if c := meta.FindStatusCondition(orig.Status.Conditions, posturev1.ConditionReady); c == nil || c.Reason != ReasonMCPAPIBaseURLNotAllowed || c.ObservedGeneration != m.Generation {
+			emit(r.Recorder, &m, corev1.EventTypeWarning, ReasonMCPAPIBaseURLNotAllowed, "Refuse", "%s", meta.FindStatusCondition(m.Status.Conditions, posturev1.ConditionReady).Message)
 		}
-		setReady(&status.Conditions, m.Generation, metav1.ConditionFalse, ReasonMCPAPIBaseURLNotAllowed, msg)
-		return ctrl.Result{}, r.writeStatus(ctx, &m, status)
+		return finishStatus(ctx, r.Client, &m, orig, 0)
 	}
 
 	dep, err := r.applyDeployment(ctx, &m)
@@ -106,36 +102,25 @@ func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		err = r.applyService(ctx, &m)
 	}
 	if apierrors.IsForbidden(err) {
-		// Not a tenant namespace, or its Tenant is not reconciled yet: the
-		// operator's rights to run workloads exist only where a Tenant is.
-		status.ReadyReplicas = 0
-		setReady(&status.Conditions, m.Generation, metav1.ConditionFalse, ReasonMCPNoAccess,
-			fmt.Sprintf("the operator may not create Deployments or Services in namespace %s: MCPServers run only in the namespace of a Tenant", m.Namespace))
-		return ctrl.Result{RequeueAfter: r.recheck()}, r.writeStatus(ctx, &m, status)
+		// Not a tenant namespace, or its Tenant has not granted the
+		// operator its rights there yet: only the former needs a person.
+		tenant, terr := auth.TenantForNamespace(ctx, r.Client, m.Namespace)
+		if terr != nil && !errors.As(terr, new(*auth.Error)) {
+			return ctrl.Result{}, terr
+		}
+		deriveMCPServerStatus(&m, mcpFacts{NoAccess: true, TenantExists: tenant != nil})
+		return finishStatus(ctx, r.Client, &m, orig, r.recheck())
 	}
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("deployment or service %s/%s: %w", m.Namespace, m.Name, err)
 	}
 
-	status.ReadyReplicas = dep.Status.ReadyReplicas
-	st, reason, msg := deploymentReadiness(dep)
-	setReady(&status.Conditions, m.Generation, st, reason, msg)
+	deriveMCPServerStatus(&m, mcpFacts{Deployment: dep})
 	requeue := r.recheck()
-	if st == metav1.ConditionTrue {
+	if meta.IsStatusConditionTrue(m.Status.Conditions, posturev1.ConditionReady) {
 		requeue *= 10
 	}
-	return ctrl.Result{RequeueAfter: requeue}, r.writeStatus(ctx, &m, status)
-}
-
-func (r *MCPServerReconciler) writeStatus(ctx context.Context, m *posturev1.MCPServer, status *posturev1.MCPServerStatus) error {
-	if equality.Semantic.DeepEqual(&m.Status, status) {
-		return nil
-	}
-	// A merge patch: this controller is the status' only writer, and a patch
-	// does not fail when the spec moved on since our read.
-	orig := m.DeepCopy()
-	m.Status = *status
-	return r.Status().Patch(ctx, m, client.MergeFrom(orig))
+	return finishStatus(ctx, r.Client, &m, orig, requeue)
 }
 
 // applyDeployment creates or updates the Deployment. The pod template is
@@ -224,41 +209,16 @@ func (r *MCPServerReconciler) applyService(ctx context.Context, m *posturev1.MCP
 	return err
 }
 
-// deploymentReadiness says whether the server can take requests, and if not
-// what it waits for, in words an operator can act on.
-func deploymentReadiness(dep *appsv1.Deployment) (metav1.ConditionStatus, string, string) {
-	want := int32(1)
-	if dep.Spec.Replicas != nil {
-		want = *dep.Spec.Replicas
-	}
-	if want == 0 {
-		return metav1.ConditionFalse, ReasonMCPScaledDown, "the Deployment is scaled to 0 replicas: no pod serves MCP"
-	}
-	for _, c := range dep.Status.Conditions {
-		if c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse {
-			return metav1.ConditionFalse, ReasonMCPStalled, fmt.Sprintf("Deployment %s is not progressing: %s", dep.Name, c.Message)
-		}
-	}
-	current := dep.Status.ObservedGeneration >= dep.Generation
-	if current && dep.Status.UpdatedReplicas >= want && dep.Status.AvailableReplicas >= want {
-		return metav1.ConditionTrue, ReasonMCPAvailable, fmt.Sprintf("%d of %d replicas available", dep.Status.AvailableReplicas, want)
-	}
-	msg := fmt.Sprintf("waiting for available replicas: %d of %d available", dep.Status.AvailableReplicas, want)
-	if !current {
-		msg = fmt.Sprintf("waiting for the Deployment controller to observe generation %d; %d of %d replicas available", dep.Generation, dep.Status.AvailableReplicas, want)
-	}
-	// A bare control plane (make dev, envtest) runs neither the Deployment
-	// controller nor kubelets: saying so saves an operator a search.
-	msg += "; a bare control plane without controller-manager and nodes, such as make dev's, never runs the pods"
-	return metav1.ConditionFalse, ReasonMCPProgressing, msg
-}
-
 // SetupWithManager watches MCPServers, and Tenants: a Tenant's status write
 // follows the RoleBinding that lets the operator run servers in its
 // namespace, so servers created with their Tenant start without waiting for
 // a recheck. Deployments and Services are read again on a timer, not
 // watched: see UncachedObjects.
 func (r *MCPServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	// The Tenant of a namespace is looked up by index (auth.TenantForNamespace).
+	if err := auth.SetupIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		// Our own status writes must not wake us.
 		For(&posturev1.MCPServer{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).

@@ -2,13 +2,13 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -41,27 +41,45 @@ func (r *ProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if !p.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	before := p.Status.DeepCopy()
-	p.Status.ObservedGeneration = p.Generation
+	orig := p.DeepCopy()
+	var f providerFacts
 	tenant, err := auth.TenantForNamespace(ctx, r.Client, p.Namespace)
+	var ae *auth.Error
 	switch {
+	case errors.As(err, &ae):
+		f.TenantProblem = ae.Reason
 	case err != nil:
-		setReady(&p.Status.Conditions, p.Generation, metav1.ConditionFalse, ReasonNoTenant, err.Error())
-	case tenant == nil:
-		setReady(&p.Status.Conditions, p.Generation, metav1.ConditionFalse, ReasonNoTenant,
-			fmt.Sprintf("no Tenant uses namespace %s, so this provider is not billed to anyone", p.Namespace))
-	default:
-		origin := p.Spec.Origin
-		if origin == "" {
-			origin = posturev1.ProviderConnected
+		return ctrl.Result{}, err
+	case tenant != nil:
+		f.Tenant, f.Limit = tenant.Name, tenant.Spec.Subscription.ProviderLimit
+		if f.Limit > 0 {
+			if f.Rank, err = r.rank(ctx, &p); err != nil {
+				return ctrl.Result{}, err
+			}
 		}
-		setReady(&p.Status.Conditions, p.Generation, metav1.ConditionTrue, ReasonProviderBilled,
-			fmt.Sprintf("%s account %s billed to tenant %s (%s)", p.Spec.Type, p.Spec.UID, tenant.Name, origin))
 	}
-	if equality.Semantic.DeepEqual(before, &p.Status) {
-		return ctrl.Result{}, nil
+	deriveProviderStatus(&p, f)
+	return finishStatus(ctx, r.Client, &p, orig, 0)
+}
+
+// rank is p's place, from 1, among its namespace's Providers by creation
+// (then name): the first ones up to the plan limit are within it, so an
+// older Provider never goes over the limit because a newer one arrived.
+func (r *ProviderReconciler) rank(ctx context.Context, p *posturev1.Provider) (int, error) {
+	var list posturev1.ProviderList
+	if err := r.List(ctx, &list, client.InNamespace(p.Namespace)); err != nil {
+		return 0, fmt.Errorf("list the Providers of namespace %s: %w", p.Namespace, err)
 	}
-	return ctrl.Result{}, client.IgnoreNotFound(ignoreConflict(r.Status().Update(ctx, &p)))
+	rank := 1
+	for _, o := range list.Items {
+		if o.Name == p.Name || !o.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if c := o.CreationTimestamp.Compare(p.CreationTimestamp.Time); c < 0 || (c == 0 && o.Name < p.Name) {
+			rank++
+		}
+	}
+	return rank, nil
 }
 
 // SetupWithManager watches Providers and the Tenants they are billed to.
@@ -72,15 +90,30 @@ func (r *ProviderReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Mana
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&posturev1.Provider{}).
 		Watches(&posturev1.Tenant{}, handler.EnqueueRequestsFromMapFunc(r.providersOfTenant),
-			// Only spec changes (users, namespace) matter, not status writes.
+			// Only spec changes (users, namespace, limit) matter, not status writes.
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A Provider created or deleted moves the others' places against
+		// the limit; its updates do not.
+		Watches(&posturev1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.providersOfNamespace),
+			builder.WithPredicates(predicate.Funcs{
+				UpdateFunc: func(e event.UpdateEvent) bool {
+					return e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
+				},
+				GenericFunc: func(event.GenericEvent) bool { return false },
+			})).
 		Named("provider").
 		Complete(quietConflicts(r))
+}
+
+func (r *ProviderReconciler) providersOfNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+	// Places matter only under a limit; without one, each Provider's own
+	// events suffice (and an ingestion creating many stays linear).
+	if t, err := auth.TenantForNamespace(ctx, r.Client, o.GetNamespace()); err == nil && (t == nil || t.Spec.Subscription.ProviderLimit == 0) {
+		return nil
+	}
+	return requestsInNamespace(ctx, r.Client, &posturev1.ProviderList{}, o.GetNamespace())
 }
 
 func (r *ProviderReconciler) providersOfTenant(ctx context.Context, o client.Object) []reconcile.Request {
 	return requestsInNamespace(ctx, r.Client, &posturev1.ProviderList{}, o.(*posturev1.Tenant).NamespaceName())
 }
-
-// ignoreConflict drops an optimistic-concurrency conflict: the newer version
-// of the object that caused it is queued for its own reconcile.

@@ -51,7 +51,7 @@ type TenantAccess struct {
 // granted, never cluster-wide, so an informer for them would be refused;
 // controllers read them on reconcile and requeue instead of watching.
 func UncachedObjects() []client.Object {
-	return []client.Object{&corev1.Secret{}, &appsv1.Deployment{}, &corev1.Service{}, &rbacv1.RoleBinding{}}
+	return []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{}, &rbacv1.RoleBinding{}}
 }
 
 // ClientOptions are the manager client's options that go with those rights.

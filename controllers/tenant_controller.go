@@ -3,12 +3,10 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -65,44 +63,33 @@ func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if !t.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	before := t.Status.DeepCopy()
-	ns := t.NamespaceName()
-	t.Status.ObservedGeneration = t.Generation
-	t.Status.Namespace = ns
-	t.Status.ProviderLimit = t.Spec.Subscription.ProviderLimit
-
-	if reason, msg, err := r.ensureNamespace(ctx, &t, ns); err != nil {
-		return ctrl.Result{}, err
-	} else if reason != "" {
-		setStalled(&t, reason == ReasonNamespaceConflict, reason, msg)
-		return r.writeStatus(ctx, &t, before, metav1.ConditionFalse, reason, msg, r.recheck())
-	}
-	setStalled(&t, false, "", "")
-	if err := r.ensureTenantAccess(ctx, &t, ns); err != nil {
+	orig := t.DeepCopy()
+	f := tenantFacts{Namespace: t.NamespaceName()}
+	if err := r.ensureNamespace(ctx, &t, &f); err != nil {
 		return ctrl.Result{}, err
 	}
-
-	count, err := CountProviders(ctx, r.Client, ns)
+	if f.NamespaceOwner != "" || f.NamespaceTerminating {
+		deriveTenantStatus(&t, f)
+		return finishStatus(ctx, r.Client, &t, orig, r.recheck())
+	}
+	if err := r.ensureTenantAccess(ctx, &t, f.Namespace); err != nil {
+		return ctrl.Result{}, err
+	}
+	count, err := CountProviders(ctx, r.Client, f.Namespace)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	t.Status.Providers = int32(count)
-
-	if reason, msg, err := r.checkUsers(ctx, &t, ns); err != nil {
+	f.Providers = count
+	if err := r.checkUsers(ctx, &t, &f); err != nil {
 		return ctrl.Result{}, err
-	} else if reason != "" {
-		return r.writeStatus(ctx, &t, before, metav1.ConditionFalse, reason, msg, r.recheck())
 	}
-	usage := fmt.Sprintf("%d providers, unlimited", count)
-	if limit := t.Spec.Subscription.ProviderLimit; limit > 0 {
-		usage = fmt.Sprintf("%d of %d providers", count, limit)
+	deriveTenantStatus(&t, f)
+	var requeue time.Duration
+	if len(f.UnknownRoles)+len(f.MissingSecrets) > 0 {
+		// Password Secrets are not watched: look again for the one awaited.
+		requeue = r.recheck()
 	}
-	sub := "no active subscription (ingestion answers 402)"
-	if t.Spec.Subscription.Active {
-		sub = "subscription active"
-	}
-	msg := fmt.Sprintf("Namespace %s, %d users, %s, %s", ns, len(t.Spec.Users), sub, usage)
-	return r.writeStatus(ctx, &t, before, metav1.ConditionTrue, ReasonTenantReady, msg, 0)
+	return finishStatus(ctx, r.Client, &t, orig, requeue)
 }
 
 func (r *TenantReconciler) recheck() time.Duration {
@@ -113,33 +100,36 @@ func (r *TenantReconciler) recheck() time.Duration {
 }
 
 // ensureNamespace creates the namespace or adopts an existing one by
-// labelling it, unless another tenant's label is already on it.
-func (r *TenantReconciler) ensureNamespace(ctx context.Context, t *posturev1.Tenant, ns string) (reason, msg string, err error) {
+// labelling it, unless another tenant's label is already on it; it records
+// in f what stands in the way.
+func (r *TenantReconciler) ensureNamespace(ctx context.Context, t *posturev1.Tenant, f *tenantFacts) error {
+	ns := f.Namespace
 	var nsObj corev1.Namespace
-	err = r.Get(ctx, types.NamespacedName{Name: ns}, &nsObj)
+	err := r.Get(ctx, types.NamespacedName{Name: ns}, &nsObj)
 	if apierrors.IsNotFound(err) {
 		nsObj = corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{
 			posturev1.LabelTenant:    labelValue(t.Name),
 			posturev1.LabelManagedBy: posturev1.ManagedByValue,
 		}}}
 		if err := r.Create(ctx, &nsObj); err != nil && !apierrors.IsAlreadyExists(err) {
-			return "", "", fmt.Errorf("create namespace %s for tenant %s: %w", ns, t.Name, err)
+			return fmt.Errorf("create namespace %s for tenant %s: %w", ns, t.Name, err)
 		} else if err == nil {
 			emit(r.Recorder, t, corev1.EventTypeNormal, ReasonNamespaceCreated, "Create", "Created namespace %s", ns)
-			return "", "", nil
+			return nil
 		}
 		if err := r.Get(ctx, types.NamespacedName{Name: ns}, &nsObj); err != nil {
-			return "", "", fmt.Errorf("read namespace %s: %w", ns, err)
+			return fmt.Errorf("read namespace %s: %w", ns, err)
 		}
 	} else if err != nil {
-		return "", "", fmt.Errorf("read namespace %s: %w", ns, err)
+		return fmt.Errorf("read namespace %s: %w", ns, err)
 	}
 	if nsObj.Status.Phase == corev1.NamespaceTerminating {
-		return ReasonNamespaceTerminate, fmt.Sprintf("namespace %s is being deleted; it is created again once it is gone", ns), nil
+		f.NamespaceTerminating = true
+		return nil
 	}
 	switch owner := nsObj.Labels[posturev1.LabelTenant]; owner {
 	case labelValue(t.Name):
-		return "", "", nil
+		return nil
 	case "":
 		// Optimistic locking: when two Tenants adopt the same namespace at
 		// once, the second patch fails and its retry sees the first's label.
@@ -149,22 +139,23 @@ func (r *TenantReconciler) ensureNamespace(ctx context.Context, t *posturev1.Ten
 		}
 		nsObj.Labels[posturev1.LabelTenant] = labelValue(t.Name)
 		if err := r.Patch(ctx, &nsObj, patch); err != nil {
-			return "", "", fmt.Errorf("label namespace %s for tenant %s: %w", ns, t.Name, err)
+			return fmt.Errorf("label namespace %s for tenant %s: %w", ns, t.Name, err)
 		}
-		return "", "", nil
+		return nil
 	default:
-		return ReasonNamespaceConflict, fmt.Sprintf("namespace %s belongs to tenant %s (label %s); choose another spec.namespace", ns, owner, posturev1.LabelTenant), nil
+		f.NamespaceOwner = owner
+		return nil
 	}
 }
 
 // checkUsers verifies every user names a role of the tenant and every
-// password Secret exists with its key. It reads the Secrets' keys, never
-// their values.
-func (r *TenantReconciler) checkUsers(ctx context.Context, t *posturev1.Tenant, ns string) (reason, msg string, err error) {
-	var unknownRole, noSecret []string
+// password Secret exists with its key, recording in f each that does not. It
+// reads the Secrets' keys, never their values.
+func (r *TenantReconciler) checkUsers(ctx context.Context, t *posturev1.Tenant, f *tenantFacts) error {
+	ns := f.Namespace
 	for _, u := range t.Spec.Users {
 		if _, ok := auth.FindRole(t, u.Role); !ok {
-			unknownRole = append(unknownRole, fmt.Sprintf("%s names role %q", u.Email, u.Role))
+			f.UnknownRoles = append(f.UnknownRoles, fmt.Sprintf("%s names role %q", u.Email, u.Role))
 		}
 		if u.PasswordSecretRef == nil {
 			continue
@@ -181,38 +172,14 @@ func (r *TenantReconciler) checkUsers(ctx context.Context, t *posturev1.Tenant, 
 		err := reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: u.PasswordSecretRef.Name}, &sec)
 		switch {
 		case apierrors.IsNotFound(err):
-			noSecret = append(noSecret, fmt.Sprintf("%s: Secret %s/%s does not exist", u.Email, ns, u.PasswordSecretRef.Name))
+			f.MissingSecrets = append(f.MissingSecrets, fmt.Sprintf("%s: Secret %s/%s does not exist", u.Email, ns, u.PasswordSecretRef.Name))
 		case err != nil:
-			return "", "", fmt.Errorf("read password Secret %s/%s: %w", ns, u.PasswordSecretRef.Name, err)
+			return fmt.Errorf("read password Secret %s/%s: %w", ns, u.PasswordSecretRef.Name, err)
 		case len(sec.Data[key]) == 0:
-			noSecret = append(noSecret, fmt.Sprintf("%s: Secret %s/%s has no key %s", u.Email, ns, u.PasswordSecretRef.Name, key))
+			f.MissingSecrets = append(f.MissingSecrets, fmt.Sprintf("%s: Secret %s/%s has no key %s", u.Email, ns, u.PasswordSecretRef.Name, key))
 		}
 	}
-	if len(unknownRole) > 0 {
-		return ReasonUnknownRole, "unknown role: " + strings.Join(unknownRole, "; ") + "; users with an unknown role hold no permissions", nil
-	}
-	if len(noSecret) > 0 {
-		return ReasonPasswordSecret, "password Secret missing: " + strings.Join(noSecret, "; ") + "; these users cannot sign in", nil
-	}
-	return "", "", nil
-}
-
-// setStalled keeps Stalled=True on a Tenant that cannot progress until its
-// spec changes: it names a namespace another tenant owns. Stalled tells
-// kstatus (and Argo CD, Flux) to stop waiting for it to become Ready.
-func setStalled(t *posturev1.Tenant, stalled bool, reason, msg string) {
-	if !stalled {
-		meta.RemoveStatusCondition(&t.Status.Conditions, posturev1.ConditionStalled)
-		return
-	}
-	meta.SetStatusCondition(&t.Status.Conditions, metav1.Condition{
-		Type: posturev1.ConditionStalled, Status: metav1.ConditionTrue,
-		Reason: reason, Message: msg, ObservedGeneration: t.Generation,
-	})
-}
-
-func (r *TenantReconciler) writeStatus(ctx context.Context, t *posturev1.Tenant, before *posturev1.TenantStatus, status metav1.ConditionStatus, reason, msg string, requeue time.Duration) (ctrl.Result, error) {
-	return writeReady(ctx, r.Client, t, &t.Status.Conditions, before, &t.Status, status, reason, msg, requeue)
+	return nil
 }
 
 // SetupWithManager watches Tenants, their namespaces, and the Providers that

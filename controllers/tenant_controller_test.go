@@ -304,8 +304,8 @@ func TestPrinterColumns(t *testing.T) {
 			[]string{"Name", "Type", "UID", "Alias", "Origin", "Ready", "Age", "Message"},
 			map[string]string{"Name": "aws-123456789012", "Type": "aws", "UID": "123456789012", "Origin": "imported", "Ready": "True"}},
 		{"/apis/posture.dev/v1alpha1/namespaces/" + ns + "/apikeys",
-			[]string{"Name", "User", "Prefix", "Secret", "Revoked", "Expires", "Ready", "Age", "Message"},
-			map[string]string{"Name": "ci", "User": "admin@example.com", "Secret": "ci-api-key", "Revoked": "false", "Ready": "True"}},
+			[]string{"Name", "User", "Prefix", "Secret", "Revoked", "Expires", "Ready", "Usable", "Age", "Message"},
+			map[string]string{"Name": "ci", "User": "admin@example.com", "Secret": "ci-api-key", "Revoked": "false", "Ready": "True", "Usable": "True"}},
 	} {
 		t.Run(tc.path, func(t *testing.T) {
 			deadline := time.Now().Add(10 * time.Second)

@@ -65,6 +65,9 @@ type tenancyOpts struct {
 	serverClock bool
 	// server adjusts the API server before it serves (sign-in guard, log).
 	server func(*webhook.Server)
+	// keyRecheck is how often the APIKey controller reads key Secrets again
+	// (its default when zero).
+	keyRecheck time.Duration
 }
 
 func randomSuffix() string {
@@ -108,7 +111,7 @@ func startTenancy(t *testing.T, opts tenancyOpts) *tenancyEnv {
 				return err
 			}
 			return (&controllers.APIKeyReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-				Recorder: mgr.GetEventRecorder("posture-apikey")}).SetupWithManager(ctx, mgr)
+				Recorder: mgr.GetEventRecorder("posture-apikey"), RecheckInterval: opts.keyRecheck}).SetupWithManager(ctx, mgr)
 		},
 		MaxUploadBytes: opts.maxUpload,
 		Server: func(s *webhook.Server) {

@@ -25,6 +25,7 @@ import (
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/internal/apitest"
 	"github.com/posture-dev/posture/internal/auth"
+	"github.com/posture-dev/posture/internal/restapi"
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/store/sqlite"
 	"github.com/posture-dev/posture/internal/testenv"
@@ -126,37 +127,15 @@ func decode(t testing.TB, r response, v any) {
 	}
 }
 
-type resourceObj struct {
-	Type       string            `json:"type"`
-	ID         string            `json:"id"`
-	Attributes map[string]any    `json:"attributes"`
-	Links      map[string]string `json:"links"`
-}
+// The documents are the clients' own (restapi): a test that decodes what
+// the server sends reads it the way postctl and the MCP server do.
+type (
+	resourceObj = restapi.Resource[map[string]any]
+	resourceDoc = restapi.ResourceDocument[map[string]any]
+	errorDoc    = restapi.ErrorDocument
+)
 
-type resourceDoc struct {
-	Data resourceObj `json:"data"`
-	Meta struct {
-		Version string `json:"version"`
-	} `json:"meta"`
-}
-
-type listDoc struct {
-	Data  []resourceObj `json:"data"`
-	Links *struct {
-		First string  `json:"first"`
-		Last  string  `json:"last"`
-		Next  *string `json:"next"`
-		Prev  *string `json:"prev"`
-	} `json:"links"`
-	Meta struct {
-		Version    string `json:"version"`
-		Pagination *struct {
-			Page  int `json:"page"`
-			Pages int `json:"pages"`
-			Count int `json:"count"`
-		} `json:"pagination"`
-	} `json:"meta"`
-}
+type listDoc restapi.ListDocument[map[string]any]
 
 func (d listDoc) ids() []string {
 	out := make([]string, len(d.Data))
@@ -164,22 +143,6 @@ func (d listDoc) ids() []string {
 		out[i] = r.ID
 	}
 	return out
-}
-
-type errorDoc struct {
-	Errors []struct {
-		Status string `json:"status"`
-		Code   string `json:"code"`
-		Detail string `json:"detail"`
-		Source *struct {
-			Pointer   string `json:"pointer"`
-			Parameter string `json:"parameter"`
-			Header    string `json:"header"`
-		} `json:"source"`
-	} `json:"errors"`
-	Meta struct {
-		Version string `json:"version"`
-	} `json:"meta"`
 }
 
 // wantError checks r is exactly one JSON:API error with the status and code,

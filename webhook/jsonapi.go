@@ -9,64 +9,45 @@ import (
 	"strings"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/posture-dev/posture/internal/restapi"
 )
+
+// The contract's constants and shapes are restapi's, which the clients
+// share; the OpenAPI test holds both to openapi.yaml.
 
 // APIVersion is the label every response body carries in meta.version.
-const APIVersion = "v1"
+const APIVersion = restapi.Version
 
 // MediaType is JSON:API's media type, used for every response.
-const MediaType = "application/vnd.api+json"
+const MediaType = restapi.MediaType
 
-// Error codes of DESIGN §7.
+// Error codes.
 const (
-	CodeInvalid              = "invalid"
-	CodeNotAuthenticated     = "not_authenticated"
-	CodeSubscriptionRequired = "subscription_required"
-	CodePermissionDenied     = "permission_denied"
-	CodeNotFound             = "not_found"
-	CodeFileTooLarge         = "file_too_large"
-	CodeRateLimited          = "rate_limited"
-	CodeNotAcceptable        = "not_acceptable"
-	CodeMethodNotAllowed     = "method_not_allowed"
-	CodeUnsupportedMedia     = "unsupported_media_type"
-	CodeServerError          = "error"
-	CodeUnavailable          = "unavailable"
+	CodeInvalid              = restapi.CodeInvalid
+	CodeNotAuthenticated     = restapi.CodeNotAuthenticated
+	CodeSubscriptionRequired = restapi.CodeSubscriptionRequired
+	CodePermissionDenied     = restapi.CodePermissionDenied
+	CodeNotFound             = restapi.CodeNotFound
+	CodeFileTooLarge         = restapi.CodeFileTooLarge
+	CodeRateLimited          = restapi.CodeRateLimited
+	CodeNotAcceptable        = restapi.CodeNotAcceptable
+	CodeMethodNotAllowed     = restapi.CodeMethodNotAllowed
+	CodeUnsupportedMedia     = restapi.CodeUnsupportedMedia
+	CodeServerError          = restapi.CodeServerError
+	CodeUnavailable          = restapi.CodeUnavailable
 )
 
-type meta struct {
-	Version    string      `json:"version"`
-	Pagination *pagination `json:"pagination,omitempty"`
-	// Total and GroupBy are the counts endpoint's: the findings counted and
-	// the dimensions of each group.
-	Total   *int     `json:"total,omitempty"`
-	GroupBy []string `json:"group_by,omitempty"`
-}
-
-// pagination is meta.pagination. Page is 0, and left out, on a page reached
-// by page[cursor]: its position is not counted.
-type pagination struct {
-	Page  int `json:"page,omitempty"`
-	Pages int `json:"pages"`
-	Count int `json:"count"`
-	// CountEstimated says Count is a lower bound (see CountLimit); left
-	// out when it is exact.
-	CountEstimated bool `json:"count_estimated,omitempty"`
-}
-
-// ErrorObject is one JSON:API error.
-type ErrorObject struct {
-	Status string       `json:"status"`
-	Code   string       `json:"code"`
-	Detail string       `json:"detail"`
-	Source *ErrorSource `json:"source,omitempty"`
-}
-
-// ErrorSource points at what was wrong: a body member or a query parameter.
-type ErrorSource struct {
-	Pointer   string `json:"pointer,omitempty"`
-	Parameter string `json:"parameter,omitempty"`
-	Header    string `json:"header,omitempty"`
-}
+type (
+	meta       = restapi.Meta
+	pagination = restapi.Pagination
+	listLink   = restapi.Links
+	// ErrorObject is one JSON:API error.
+	ErrorObject = restapi.ErrorObject
+	// ErrorSource points at what was wrong: a body member, a query
+	// parameter or a header.
+	ErrorSource = restapi.ErrorSource
+)
 
 // apiError is an error a handler returns to be rendered as a JSON:API error.
 type apiError struct {
@@ -184,13 +165,6 @@ type document struct {
 	Data  any       `json:"data"`
 	Links *listLink `json:"links,omitempty"`
 	Meta  meta      `json:"meta"`
-}
-
-type listLink struct {
-	First string  `json:"first"`
-	Last  *string `json:"last"`
-	Next  *string `json:"next"`
-	Prev  *string `json:"prev"`
 }
 
 type resource struct {

@@ -28,7 +28,8 @@ func TestRevocationAndExpiryAreFinal(t *testing.T) {
 		mutate func(k *posturev1.APIKey)
 		// end makes the working key stop working.
 		end func(t *testing.T, k *posturev1.APIKey)
-		// endReason is the APIKey's Ready reason once ended.
+		// endReason is the reason of the APIKey's Usable=False once ended
+		// (Ready stays True: the key is as declared).
 		endReason string
 		// undo tries to make it work again; it must not.
 		undo   func(t *testing.T, k *posturev1.APIKey)
@@ -123,8 +124,8 @@ func TestRevocationAndExpiryAreFinal(t *testing.T) {
 				if err := te.k8s.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
 					return err.Error()
 				}
-				c := meta.FindStatusCondition(obj.Status.Conditions, posturev1.ConditionReady)
-				if c == nil || c.Reason != tc.endReason || c.ObservedGeneration != obj.Generation {
+				c := meta.FindStatusCondition(obj.Status.Conditions, posturev1.ConditionUsable)
+				if c == nil || c.Status != metav1.ConditionFalse || c.Reason != tc.endReason || c.ObservedGeneration != obj.Generation {
 					return fmt.Sprintf("status %+v", obj.Status)
 				}
 				return ""
@@ -145,9 +146,9 @@ func TestRevocationAndExpiryAreFinal(t *testing.T) {
 			if err := te.k8s.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
 				t.Fatal(err)
 			}
-			c := meta.FindStatusCondition(obj.Status.Conditions, posturev1.ConditionReady)
+			c := meta.FindStatusCondition(obj.Status.Conditions, posturev1.ConditionUsable)
 			if c == nil || c.Status != metav1.ConditionFalse || c.Reason != tc.endReason || c.ObservedGeneration != obj.Generation {
-				t.Errorf("after the undo Ready = %+v (generation %d), want False %s", c, obj.Generation, tc.endReason)
+				t.Errorf("after the undo Usable = %+v (generation %d), want False %s", c, obj.Generation, tc.endReason)
 			}
 			if obj.Status.Hash != issued {
 				t.Error("the controller issued a new key for an APIKey that had ended")

@@ -19,6 +19,10 @@ type APIKeySpec struct {
 	// +optional
 	Revoked bool `json:"revoked,omitempty"`
 	// SecretName receives the key (data key api-key); default <name>-api-key.
+	// A Secret of that name that already exists and holds api-key is
+	// adopted: its key is used, checked for the operator's format, and the
+	// Secret is never rewritten, owned or deleted by the operator. A later
+	// change of that key replaces the old one, which stops working.
 	// +optional
 	SecretName string `json:"secretName,omitempty"`
 }
@@ -48,6 +52,12 @@ type APIKeyStatus struct {
 	ExpiredAt *metav1.Time `json:"expiredAt,omitempty"`
 	// +optional
 	SecretName string `json:"secretName,omitempty"`
+	// KeyOrigin is Generated (the operator wrote the Secret and owns it) or
+	// Adopted (the Secret existed, e.g. from Sealed Secrets, External
+	// Secrets or SOPS; the operator only reads it).
+	// +kubebuilder:validation:Enum=Generated;Adopted
+	// +optional
+	KeyOrigin string `json:"keyOrigin,omitempty"`
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -65,13 +75,19 @@ type APIKeyStatus struct {
 // A future date renders as "<invalid>" in a type=date column, so Expires is a string.
 // +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expiresAt`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Usable",type=string,JSONPath=`.status.conditions[?(@.type=="Usable")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
 type APIKey struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   APIKeySpec   `json:"spec"`
+	Spec APIKeySpec `json:"spec"`
+
+	// Status reads as {observedGeneration: 0} until the controller first
+	// writes it, so that kstatus (and Flux) see a new object as InProgress
+	// rather than Current before anything was reconciled.
+	// +kubebuilder:default={observedGeneration: 0}
 	Status APIKeyStatus `json:"status,omitempty"`
 }
 

@@ -39,10 +39,77 @@ type UploadSource struct {
 	SHA256 string `json:"sha256"`
 }
 
+// ReportKeyRef names one key of a ConfigMap or Secret in the Ingestion's
+// namespace that holds a report.
+type ReportKeyRef struct {
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// Key is the data key holding the report (for a ConfigMap, data or binaryData).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	Key string `json:"key"`
+}
+
+// DefaultURLMaxBytes bounds a report fetched from a URL when maxBytes is not
+// set. The manager never fetches more than its upload limit either way.
+const DefaultURLMaxBytes int64 = 64 << 20
+
+// MaxURLMaxBytes is the largest maxBytes accepted: the default upload limit.
+const MaxURLMaxBytes int64 = 1 << 30
+
+// URLSource is a report the manager fetches once over HTTPS.
+type URLSource struct {
+	// URL of the report; https only, also after redirects.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://')",message="spec.source.url.url must start with https://"
+	URL string `json:"url"`
+	// CABundleSecretRef names a Secret key holding PEM certificates that
+	// replace the system roots when verifying the server.
+	// +optional
+	CABundleSecretRef *ReportKeyRef `json:"caBundleSecretRef,omitempty"`
+	// MaxBytes refuses a larger report. Default 64 MiB; at most 1 GiB, and
+	// never more than the manager's --max-upload-bytes.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1073741824
+	// +optional
+	MaxBytes *int64 `json:"maxBytes,omitempty"`
+}
+
 // IngestionSource says where the report comes from. Exactly one member is set.
+// +kubebuilder:validation:XValidation:rule="[has(self.upload), has(self.configMapRef), has(self.secretRef), has(self.url)].filter(x, x).size() == 1",message="spec.source must set exactly one of upload, configMapRef, secretRef or url"
 type IngestionSource struct {
+	// Upload is a report sent to POST /api/v1/ingestions.
 	// +optional
 	Upload *UploadSource `json:"upload,omitempty"`
+	// ConfigMapRef is a report held in a ConfigMap (up to about 1 MiB).
+	// +optional
+	ConfigMapRef *ReportKeyRef `json:"configMapRef,omitempty"`
+	// SecretRef is a report held in a Secret (up to about 1 MiB).
+	// +optional
+	SecretRef *ReportKeyRef `json:"secretRef,omitempty"`
+	// URL is a report fetched once over HTTPS.
+	// +optional
+	URL *URLSource `json:"url,omitempty"`
+}
+
+// FetchedReport is what the manager stored for a configMapRef, secretRef or
+// url source: the same kind of blob an upload is.
+type FetchedReport struct {
+	// BlobID identifies the stored copy, which is deleted once the
+	// ingestion has ended, as an upload is (--report-retention).
+	// +optional
+	BlobID string `json:"blobID,omitempty"`
+	// Size in bytes.
+	Size int64 `json:"size"`
+	// SHA256 of the content, lowercase hex. A later fetch of the same
+	// source must match it, or the ingestion fails.
+	SHA256 string `json:"sha256"`
+	// RecordCount is the number of records counted while storing it.
+	RecordCount int64 `json:"recordCount"`
+	// +optional
+	FetchedAt *metav1.Time `json:"fetchedAt,omitempty"`
 }
 
 // Requester records who submitted the report, without any key material.
@@ -54,13 +121,14 @@ type Requester struct {
 	APIKeyPrefix string `json:"apiKeyPrefix,omitempty"`
 }
 
-// IngestionSpec is immutable: a retry is a new Ingestion.
-// +kubebuilder:validation:XValidation:rule="has(self.source.upload)",message="spec.source must set upload"
+// IngestionSpec is immutable: a retry, or a changed report, is a new Ingestion.
 type IngestionSpec struct {
 	Source IngestionSource `json:"source"`
-	// RecordCount is the number of records counted in the file at upload.
+	// RecordCount is the number of records counted in the file at upload;
+	// other sources leave it out (status.report.recordCount has theirs).
 	// +kubebuilder:validation:Minimum=0
-	RecordCount int64 `json:"recordCount"`
+	// +optional
+	RecordCount int64 `json:"recordCount,omitempty"`
 	// +optional
 	RequestedBy Requester `json:"requestedBy,omitempty"`
 }
@@ -96,10 +164,20 @@ type IngestionStatus struct {
 	// Message explains the current phase, notably why it failed.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// Report is the stored copy of a configMapRef, secretRef or url source.
+	// +optional
+	Report *FetchedReport `json:"report,omitempty"`
 	// Providers resolved for this run, as type/uid.
 	// +listType=set
 	// +optional
 	Providers []string `json:"providers,omitempty"`
+	// DeniedProviders are the accounts, as type/uid, that billing refused
+	// because the plan was full: their records are invalid. It is the
+	// decision every attempt of this ingestion repeats, so it is kept here
+	// rather than re-derived.
+	// +listType=set
+	// +optional
+	DeniedProviders []string `json:"deniedProviders,omitempty"`
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -123,7 +201,12 @@ type Ingestion struct {
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable; submit a new Ingestion to retry"
-	Spec   IngestionSpec   `json:"spec"`
+	Spec IngestionSpec `json:"spec"`
+
+	// Status reads as {observedGeneration: 0} until the controller first
+	// writes it, so that kstatus (and Flux) see a new object as InProgress
+	// rather than Current before anything was reconciled.
+	// +kubebuilder:default={observedGeneration: 0}
 	Status IngestionStatus `json:"status,omitempty"`
 }
 

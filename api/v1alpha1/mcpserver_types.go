@@ -59,7 +59,12 @@ type MCPServer struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   MCPServerSpec   `json:"spec,omitempty"`
+	Spec MCPServerSpec `json:"spec,omitempty"`
+
+	// Status reads as {observedGeneration: 0} until the controller first
+	// writes it, so that kstatus (and Flux) see a new object as InProgress
+	// rather than Current before anything was reconciled.
+	// +kubebuilder:default={observedGeneration: 0}
 	Status MCPServerStatus `json:"status,omitempty"`
 }
 

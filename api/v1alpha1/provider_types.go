@@ -54,7 +54,12 @@ type Provider struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   ProviderSpec   `json:"spec"`
+	Spec ProviderSpec `json:"spec"`
+
+	// Status reads as {observedGeneration: 0} until the controller first
+	// writes it, so that kstatus (and Flux) see a new object as InProgress
+	// rather than Current before anything was reconciled.
+	// +kubebuilder:default={observedGeneration: 0}
 	Status ProviderStatus `json:"status,omitempty"`
 }
 

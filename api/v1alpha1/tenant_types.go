@@ -119,7 +119,12 @@ type Tenant struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   TenantSpec   `json:"spec,omitempty"`
+	Spec TenantSpec `json:"spec,omitempty"`
+
+	// Status reads as {observedGeneration: 0} until the controller first
+	// writes it, so that kstatus (and Flux) see a new object as InProgress
+	// rather than Current before anything was reconciled.
+	// +kubebuilder:default={observedGeneration: 0}
 	Status TenantStatus `json:"status,omitempty"`
 }
 

@@ -78,6 +78,7 @@ type managerFlags struct {
 	metricsCertDir                  string
 	access                          controllers.TenantAccess
 	podConfig                       string
+	sources                         controllers.SourceOptions
 }
 
 func runManager(args []string) int {
@@ -115,6 +116,9 @@ func parseManagerFlags(args []string) (managerFlags, *zap.Options, error) {
 	fs.StringVar(&f.storeDriver, "store-driver", env("POSTURE_STORE_DRIVER", "sqlite"), "Store engine: sqlite or postgres.")
 	fs.StringVar(&f.storeDSN, "store-dsn", "", "SQLite file path or PostgreSQL DSN (default: env POSTURE_STORE_DSN).")
 	fs.Int64Var(&f.maxUploadBytes, "max-upload-bytes", webhook.DefaultMaxUploadBytes, "Largest accepted report; larger uploads get 413.")
+	fs.DurationVar(&f.sources.URLTimeout, "ingestion-url-timeout", time.Minute, "Ingestions with spec.source.url: how long one fetch of the report may take, body included.")
+	fs.BoolVar(&f.sources.AllowLoopback, "ingestion-url-allow-loopback", false, "Ingestions with spec.source.url: allow loopback addresses (127.0.0.0/8, ::1). For a single-machine setup only; link-local and metadata addresses stay refused.")
+	fs.DurationVar(&f.sources.Wait, "ingestion-source-wait", 2*time.Minute, "Ingestions with a configMapRef, secretRef or url source: how long after creation a missing object or an unreachable URL is retried before the ingestion fails.")
 	fs.DurationVar(&f.shutdownDrain, "shutdown-drain", webhook.DefaultShutdownDrain, "On SIGTERM, how long API requests in flight (uploads) may run on before they are cut off with 503; keep it below the pod's terminationGracePeriodSeconds.")
 	fs.DurationVar(&f.pollInterval, "poll-interval", time.Second, "How often progress is mirrored into Ingestion status while processing.")
 	fs.DurationVar(&f.reportRetention, "report-retention", 0, "How long an uploaded report is kept after its ingestion ends (completed or failed); 0 deletes it at once. Findings are kept either way.")
@@ -287,6 +291,7 @@ func serve(ctx context.Context, cfg *rest.Config, f managerFlags, log logr.Logge
 		Done:            done,
 		Billing:         billing,
 		ReportRetention: f.reportRetention,
+		Sources:         withUploadLimit(f.sources, f.maxUploadBytes),
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up ingestion controller: %w", err)
 	}
@@ -374,4 +379,11 @@ func keyPrefix(key string) string {
 		return p
 	}
 	return ""
+}
+
+// withUploadLimit caps declared reports at the upload limit: a report from a
+// ConfigMap, Secret or URL is never larger than one the API would accept.
+func withUploadLimit(o controllers.SourceOptions, maxUpload int64) controllers.SourceOptions {
+	o.MaxBytes = maxUpload
+	return o
 }

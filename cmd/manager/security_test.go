@@ -182,6 +182,7 @@ func startManager(t *testing.T) *runningManager {
 		"--health-probe-bind-address=0",
 		"--metrics-bind-address=" + m.metricsAddr,
 		"--executor=inprocess",
+		"--ingestion-source-wait=5s",
 		"--store-driver=sqlite",
 		"--store-dsn=" + filepath.Join(dir, "posture.db"),
 		"--job-namespace=" + operatorNS,
@@ -225,6 +226,46 @@ func TestManagerSecurity(t *testing.T) {
 	t.Run("metrics need an authorized caller", func(t *testing.T) { testMetricsAuth(t, m) })
 	t.Run("metrics show an ingestion", func(t *testing.T) { testMetricsAfterIngestion(t, m) })
 	t.Run("API serves TLS only", func(t *testing.T) { testAPITLS(t, m) })
+	// After the metrics checks, which count one ingestion.
+	t.Run("declared ingestions read ConfigMaps of tenant namespaces only", testDeclaredIngestions)
+}
+
+// testDeclaredIngestions: a report declared in Git is read through the
+// tenant-access RoleBinding, uncached (the manager may not watch ConfigMaps),
+// and an Ingestion outside a tenant namespace imports nothing.
+func testDeclaredIngestions(t *testing.T) {
+	ctx := context.Background()
+	report, err := os.ReadFile(testenv.Fixture("aws_3_records.ocsf.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []client.Object{
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "report", Namespace: "tenant-acme"}, Data: map[string]string{"report.ocsf.json": string(report)}},
+		&posturev1.Ingestion{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "tenant-acme"}, Spec: posturev1.IngestionSpec{
+			Source: posturev1.IngestionSource{ConfigMapRef: &posturev1.ReportKeyRef{Name: "report", Key: "report.ocsf.json"}}}},
+		&posturev1.Ingestion{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "bystander"}, Spec: posturev1.IngestionSpec{
+			Source: posturev1.IngestionSource{ConfigMapRef: &posturev1.ReportKeyRef{Name: "settings", Key: "k"}}}},
+	} {
+		if err := admin.Create(ctx, o); err != nil {
+			t.Fatalf("create %T %s: %v", o, o.GetName(), err)
+		}
+	}
+	for _, tc := range []struct {
+		ns    string
+		phase posturev1.IngestionPhase
+		msg   string
+	}{
+		{"tenant-acme", posturev1.IngestionCompleted, "Processed 3 records"},
+		{"bystander", posturev1.IngestionFailed, "no Tenant uses namespace bystander"},
+	} {
+		testenv.Eventually(t, 60*time.Second, "the Ingestion declared in "+tc.ns+" to be "+string(tc.phase), func() (bool, string) {
+			var ing posturev1.Ingestion
+			if err := admin.Get(ctx, client.ObjectKey{Namespace: tc.ns, Name: "nightly"}, &ing); err != nil {
+				return false, err.Error()
+			}
+			return ing.Status.Phase == tc.phase && strings.Contains(ing.Status.Message, tc.msg), string(ing.Status.Phase) + ": " + ing.Status.Message
+		})
+	}
 }
 
 func testNamespacedRights(t *testing.T) {
@@ -248,6 +289,7 @@ func testNamespacedRights(t *testing.T) {
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bystander"}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db-root", Namespace: "bystander"}, StringData: map[string]string{"password": "hunter2"}},
 		&posturev1.MCPServer{ObjectMeta: metav1.ObjectMeta{Name: "tools", Namespace: "bystander"}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: "bystander"}, Data: map[string]string{"k": "v"}},
 	} {
 		if err := admin.Create(ctx, o); err != nil {
 			t.Fatalf("create %T %s: %v", o, o.GetName(), err)
@@ -295,6 +337,13 @@ func testNamespacedRights(t *testing.T) {
 			return sa.List(ctx, &corev1.SecretList{}, client.InNamespace("bystander"))
 		}},
 		{"list Secrets cluster-wide", func() error { return sa.List(ctx, &corev1.SecretList{}) }},
+		{"get a ConfigMap of an unrelated namespace", func() error {
+			return sa.Get(ctx, client.ObjectKey{Namespace: "bystander", Name: "settings"}, &corev1.ConfigMap{})
+		}},
+		{"list ConfigMaps cluster-wide", func() error { return sa.List(ctx, &corev1.ConfigMapList{}) }},
+		{"list the ConfigMaps of a tenant namespace", func() error {
+			return sa.List(ctx, &corev1.ConfigMapList{}, client.InNamespace(tenantNS))
+		}},
 		{"list the Secrets of a tenant namespace", func() error {
 			return sa.List(ctx, &corev1.SecretList{}, client.InNamespace(tenantNS))
 		}},

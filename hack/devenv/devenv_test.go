@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/internal/restapi"
 	"github.com/posture-dev/posture/internal/testenv"
 )
 
@@ -203,7 +204,7 @@ func TestDevEnvironment(t *testing.T) {
 			t.Error("the demo admin's API key changed between runs")
 		}
 		listed := again.listIngestions(t)
-		for id, want := range map[string]summary{crashed: {1500, 1500, 0}, mixed: {7, 7, 4}} {
+		for id, want := range map[string]summary{crashed: {Total: 1500, Processed: 1500}, mixed: {Total: 7, Processed: 7, Invalid: 4}} {
 			got, ok := listed[id]
 			if !ok || got.Status != "completed" || got.Summary != want {
 				t.Errorf("ingestion %s of the first run is %+v (listed: %t), want completed %+v", id, got, ok, want)
@@ -483,16 +484,12 @@ func (a devAPI) upload(t *testing.T, name string) string {
 	return doc.Data.ID
 }
 
-type summary struct {
-	Total     int `json:"total"`
-	Processed int `json:"processed"`
-	Invalid   int `json:"invalid"`
-}
-
-type ingestionAttrs struct {
-	Status  string  `json:"status"`
-	Summary summary `json:"summary"`
-}
+// The API's shapes are the clients' (restapi); the requests stay the
+// README's curl commands.
+type (
+	summary        = restapi.IngestionSummary
+	ingestionAttrs = restapi.Ingestion
+)
 
 // waitIngestion polls the ingestion until done says so. The API may be
 // away meanwhile (the manager is restarting), so failed requests are retried.

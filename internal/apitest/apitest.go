@@ -5,7 +5,8 @@
 //
 //	func TestMain(m *testing.M) { apitest.Main(m) }
 //	env := apitest.Start(t, apitest.Options{})
-//	http.Post(env.URL+"/api/v1/ingestions", ...) with env.Authorization()
+//	env.API().Get(ctx, restapi.PathIngestions, nil)
+//	or raw: http.Post(env.URL+"/api/v1/ingestions", ...) with env.Authorization()
 package apitest
 
 import (
@@ -37,6 +38,7 @@ import (
 	"github.com/posture-dev/posture/controllers"
 	"github.com/posture-dev/posture/internal/auth"
 	"github.com/posture-dev/posture/internal/ingest"
+	"github.com/posture-dev/posture/internal/restapi"
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/store/pgtest"
 	"github.com/posture-dev/posture/internal/store/postgres"
@@ -86,6 +88,9 @@ type Options struct {
 	// subscription and runs the ingestion controller with billing through
 	// Provider objects, as the manager does.
 	Billing *posturev1.Subscription
+	// BillProviders runs the ingestion controller with billing, as the
+	// manager does, for tenants the test declares itself (Billing makes one).
+	BillProviders bool
 	// Setup runs against the manager before it starts (extra controllers).
 	Setup func(ctrl.Manager, store.Store) error
 	// Server is called with the API server before it starts serving.
@@ -110,6 +115,18 @@ type Env struct {
 
 // Authorization is the header value for APIKey.
 func (e *Env) Authorization() string { return "Api-Key " + e.APIKey }
+
+// API is a client of the env's API, the one postctl and the MCP server use,
+// authenticated as APIKey.
+func (e *Env) API() *restapi.Client {
+	base, err := restapi.ParseBaseURL(e.URL)
+	if err != nil {
+		panic(err) // httptest's URL is always a base URL
+	}
+	c := restapi.New(base, nil, "apitest")
+	c.Authorization = e.Authorization()
+	return c
+}
 
 // Start brings up an API for one test; everything stops when the test ends.
 // Its manager watches every namespace (tenants, keys and providers live in
@@ -164,13 +181,15 @@ func Start(t testing.TB, opts Options) *Env {
 		t.Fatal(err)
 	}
 	var billing *controllers.Billing
-	if opts.Billing != nil {
+	if opts.Billing != nil || opts.BillProviders {
 		billing = &controllers.Billing{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}
-		tenantObj := &posturev1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: tenant}, Spec: posturev1.TenantSpec{Namespace: tenant, Subscription: *opts.Billing}}
-		if err := k8s.Create(ctx, tenantObj); err != nil {
+		if err := auth.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 			t.Fatal(err)
 		}
-		if err := auth.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+	}
+	if opts.Billing != nil {
+		tenantObj := &posturev1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: tenant}, Spec: posturev1.TenantSpec{Namespace: tenant, Subscription: *opts.Billing}}
+		if err := k8s.Create(ctx, tenantObj); err != nil {
 			t.Fatal(err)
 		}
 	}

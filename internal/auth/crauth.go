@@ -97,11 +97,18 @@ func (a *CRAuthenticator) apiKey(ctx context.Context, key string) (Principal, er
 	}
 	hash := HashKey(key)
 	var found *posturev1.APIKey
+	matches := 0
 	for i := range list.Items {
 		// Compare every candidate so the time taken does not depend on which matched.
 		if list.Items[i].Status.Hash != "" && EqualHash(hash, list.Items[i].Status.Hash) {
 			found = &list.Items[i]
+			matches++
 		}
+	}
+	if matches > 1 {
+		// Adopted keys come from Secrets, so two APIKeys can hold one key;
+		// which one decides (one may be revoked) must not be left to chance.
+		return Principal{}, &Error{"API key " + prefix + " is held by more than one APIKey; it is refused until only one holds it"}
 	}
 	if found == nil {
 		return Principal{}, &Error{"API key " + prefix + " is not valid: it was never issued or has been deleted"}

@@ -33,6 +33,7 @@ import (
 	"github.com/posture-dev/posture/internal/apitest"
 	"github.com/posture-dev/posture/internal/pushclient"
 	"github.com/posture-dev/posture/internal/pushclient/pushtest"
+	"github.com/posture-dev/posture/internal/restapi"
 	"github.com/posture-dev/posture/internal/testenv"
 )
 
@@ -420,7 +421,7 @@ func TestAgainstTheAPI(t *testing.T) {
 		t.Errorf("errors: %s", res)
 	}
 	res = run(t, api, "ingestions", "errors", badJob, "-o", "json", "--all")
-	var errDoc listDoc[ingestionError]
+	var errDoc restapi.ListDocument[restapi.IngestionError]
 	must(t, json.Unmarshal([]byte(res.stdout), &errDoc))
 	if res.code != ExitOK || len(errDoc.Data) == 0 || errDoc.Data[0].Attributes.Code == "" {
 		t.Errorf("errors -o json: %s", res)
@@ -441,7 +442,7 @@ func TestAgainstTheAPI(t *testing.T) {
 		}
 	}
 	res = run(t, api, "ingestions", "list", "--status", "failed", "-o", "json")
-	var list listDoc[ingestion]
+	var list restapi.ListDocument[restapi.Ingestion]
 	must(t, json.Unmarshal([]byte(res.stdout), &list))
 	if len(list.Data) != 1 || list.Data[0].ID != badJob || list.Meta.Version != "v1" {
 		t.Errorf("list --status failed: %s", res.stdout)
@@ -526,7 +527,7 @@ func TestToken(t *testing.T) {
 			pushtest.Error(401, "not_authenticated", "email or password is wrong")(w, r)
 			return
 		}
-		w.Header().Set("Content-Type", pushclient.MediaType)
+		w.Header().Set("Content-Type", restapi.MediaType)
 		_, _ = io.WriteString(w, `{"data":{"type":"tokens","id":"t1","attributes":{"access":"eyJ.access","refresh":"eyJ.refresh"}},"meta":{"version":"v1"}}`)
 	}))
 	env := envWith(EnvAPIURL, srv.URL, pushclient.EnvRequestsCABundle, caFile)
@@ -536,7 +537,7 @@ func TestToken(t *testing.T) {
 		t.Fatalf("token: %s", res)
 	}
 	attrs := got.body["data"].(map[string]any)["attributes"].(map[string]any)
-	if got.ctype != pushclient.MediaType || got.accept != pushclient.MediaType || got.auth != "" ||
+	if got.ctype != restapi.MediaType || got.accept != restapi.MediaType || got.auth != "" ||
 		got.body["data"].(map[string]any)["type"] != "tokens" || attrs["email"] != "admin@example.com" {
 		t.Errorf("request: %+v", got)
 	}
@@ -644,7 +645,7 @@ func TestProgressBar(t *testing.T) {
 	p := &progress{w: &buf, terminal: true}
 	job := ingestion{ID: "j"}
 	job.Attributes.Status = "processing"
-	job.Attributes.Summary = summary{Total: 200, Processed: 50, Invalid: 2}
+	job.Attributes.Summary = restapi.IngestionSummary{Total: 200, Processed: 50, Invalid: 2}
 	p.update(job)
 	job.Attributes.Status, job.Attributes.Summary.Processed = "completed", 200
 	p.update(job)
@@ -665,7 +666,7 @@ func TestProgressBar(t *testing.T) {
 
 type jobView struct {
 	Status  string
-	Summary summary
+	Summary restapi.IngestionSummary
 }
 
 func getJSON(t *testing.T, env []string, id string) jobView {

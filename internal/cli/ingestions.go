@@ -16,6 +16,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+
+	"github.com/posture-dev/posture/internal/restapi"
 )
 
 type outputFlag struct{ format string }
@@ -82,7 +84,7 @@ func (a *app) listCommand(client func() (*apiClient, error)) *cobra.Command {
 			if sort != "" {
 				q.Set("sort", sort)
 			}
-			items, raw, pg, err := fetchPages[ingestion](cmd.Context(), c, "/api/v1/ingestions", q, page, size, all)
+			items, raw, pg, err := fetchPages[restapi.Ingestion](cmd.Context(), c, restapi.PathIngestions, q, page, size, all)
 			if err != nil {
 				return err
 			}
@@ -159,7 +161,7 @@ func (a *app) errorsCommand(client func() (*apiClient, error)) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rows, raw, pg, err := fetchPages[ingestionError](cmd.Context(), c, "/api/v1/ingestions/"+url.PathEscape(ids[0])+"/errors", url.Values{}, page, size, all)
+			rows, raw, pg, err := fetchPages[restapi.IngestionError](cmd.Context(), c, restapi.PathIngestions+"/"+url.PathEscape(ids[0])+"/errors", url.Values{}, page, size, all)
 			if err != nil {
 				return err
 			}
@@ -224,42 +226,49 @@ fails (postctl ingestions errors ID tells why), 1 when waiting itself fails.`,
 	return cmd
 }
 
+type ingestion = restapi.Resource[restapi.Ingestion]
+
 func getIngestion(ctx context.Context, c *apiClient, id string) (ingestion, []byte, error) {
-	var doc struct {
-		Data ingestion `json:"data"`
-	}
-	raw, err := c.do(ctx, "GET", "/api/v1/ingestions/"+url.PathEscape(id), nil, nil, &doc)
+	var doc restapi.ResourceDocument[restapi.Ingestion]
+	raw, err := c.do(ctx, "GET", restapi.PathIngestions+"/"+url.PathEscape(id), nil, nil, &doc)
 	return doc.Data, raw, err
 }
 
 // fetchPages reads one page, or all of them; raw is the API's document (for
 // several pages: their data concatenated, with the last page's meta).
-func fetchPages[T any](ctx context.Context, c *apiClient, path string, q url.Values, page, size int, all bool) ([]T, []byte, pagination, error) {
+func fetchPages[A any](ctx context.Context, c *apiClient, path string, q url.Values, page, size int, all bool) ([]restapi.Resource[A], []byte, restapi.Pagination, error) {
 	if page < 1 {
-		return nil, nil, pagination{}, usageError{fmt.Errorf("--page must be at least 1, not %d", page)}
+		return nil, nil, restapi.Pagination{}, usageError{fmt.Errorf("--page must be at least 1, not %d", page)}
 	}
-	if size < 1 || size > 100 {
-		return nil, nil, pagination{}, usageError{fmt.Errorf("--page-size must be between 1 and 100, not %d", size)}
+	if size < 1 || size > restapi.MaxPageSize {
+		return nil, nil, restapi.Pagination{}, usageError{fmt.Errorf("--page-size must be between 1 and %d, not %d", restapi.MaxPageSize, size)}
 	}
 	if all {
-		page, size = 1, 100
+		page, size = 1, restapi.MaxPageSize
 	}
-	var items []T
+	type rawPage struct {
+		Data []json.RawMessage `json:"data"`
+		Meta restapi.Meta      `json:"meta"`
+	}
+	var items []restapi.Resource[A]
 	var rawData []json.RawMessage
-	var last listDoc[json.RawMessage]
+	var last rawPage
 	var raw []byte
 	for {
 		q.Set("page[number]", strconv.Itoa(page))
 		q.Set("page[size]", strconv.Itoa(size))
-		var doc listDoc[json.RawMessage]
+		var doc rawPage
 		b, err := c.do(ctx, "GET", path, q, nil, &doc)
 		if err != nil {
-			return nil, nil, pagination{}, err
+			return nil, nil, restapi.Pagination{}, err
+		}
+		if doc.Meta.Pagination == nil {
+			doc.Meta.Pagination = &restapi.Pagination{}
 		}
 		for _, d := range doc.Data {
-			var v T
+			var v restapi.Resource[A]
 			if err := json.Unmarshal(d, &v); err != nil {
-				return nil, nil, pagination{}, fmt.Errorf("unexpected item in %s: %w", path, err)
+				return nil, nil, restapi.Pagination{}, fmt.Errorf("unexpected item in %s: %w", path, err)
 			}
 			items = append(items, v)
 		}
@@ -274,11 +283,11 @@ func fetchPages[T any](ctx context.Context, c *apiClient, path string, q url.Val
 		merged := map[string]any{"data": nonNilRaw(rawData), "meta": last.Meta}
 		b, err := json.Marshal(merged)
 		if err != nil {
-			return nil, nil, pagination{}, err
+			return nil, nil, restapi.Pagination{}, err
 		}
 		raw = b
 	}
-	return items, raw, last.Meta.Pagination, nil
+	return items, raw, *last.Meta.Pagination, nil
 }
 
 func nonNilRaw(r []json.RawMessage) []json.RawMessage {
@@ -288,7 +297,7 @@ func nonNilRaw(r []json.RawMessage) []json.RawMessage {
 	return r
 }
 
-func (a *app) pageFooter(pg pagination, shown int, all bool, noun string) {
+func (a *app) pageFooter(pg restapi.Pagination, shown int, all bool, noun string) {
 	switch {
 	case all || pg.Pages <= 1:
 		fmt.Fprintf(a.stdout, "%d %s.\n", shown, noun)
@@ -317,7 +326,7 @@ func (a *app) printJob(job ingestion) {
 	fmt.Fprintf(w, "Started at:\t%s\n", deref(job.Attributes.StartedAt))
 	fmt.Fprintf(w, "Completed at:\t%s\n", deref(job.Attributes.CompletedAt))
 	_ = w.Flush()
-	if s.Invalid > 0 || job.Attributes.Status == "failed" {
+	if s.Invalid > 0 || job.Attributes.Status == restapi.IngestionFailed {
 		fmt.Fprintf(a.stdout, "Why records were rejected: postctl ingestions errors %s\n", job.ID)
 	}
 }
@@ -341,7 +350,7 @@ func (a *app) wait(ctx context.Context, c *apiClient, id string, interval, timeo
 			failures = 0
 			last, lastRaw = job, raw
 			bar.update(job)
-			if job.done() {
+			if job.Attributes.Done() {
 				bar.finish()
 				if asJSON {
 					if err := a.printJSON(lastRaw); err != nil {
@@ -350,13 +359,13 @@ func (a *app) wait(ctx context.Context, c *apiClient, id string, interval, timeo
 				} else {
 					a.printJob(job)
 				}
-				if job.Attributes.Status == "failed" {
+				if job.Attributes.Status == restapi.IngestionFailed {
 					return exit(ExitJobFailed, "ingestion %s failed; postctl ingestions errors %s tells why", id, id)
 				}
 				return nil
 			}
 		case ctx.Err() != nil:
-		case transient(err) && failures < 3:
+		case restapi.Transient(err) && failures < 3:
 			failures++
 			fmt.Fprintf(a.stderr, "warning: checking ingestion %s failed (attempt %d of 4), trying again: %v\n", id, failures, err)
 		default:

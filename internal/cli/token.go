@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+
+	"github.com/posture-dev/posture/internal/restapi"
 )
 
 func (a *app) tokenCommand() *cobra.Command {
@@ -43,20 +45,9 @@ where it would end up in the shell history.`,
 			if err != nil {
 				return err
 			}
-			attrs := map[string]string{"email": email, "password": password}
-			if tenant != "" {
-				attrs["tenant"] = tenant
-			}
-			var doc struct {
-				Data struct {
-					Attributes struct {
-						Access  string `json:"access"`
-						Refresh string `json:"refresh"`
-					} `json:"attributes"`
-				} `json:"data"`
-			}
-			body := map[string]any{"data": map[string]any{"type": "tokens", "attributes": attrs}}
-			if _, err := c.do(cmd.Context(), "POST", "/api/v1/tokens", nil, body, &doc); err != nil {
+			var doc restapi.ResourceDocument[restapi.Token]
+			body := restapi.NewRequest(restapi.TypeTokens, restapi.TokenRequest{Email: email, Password: password, Tenant: tenant})
+			if _, err := c.do(cmd.Context(), "POST", restapi.PathTokens, nil, body, &doc); err != nil {
 				return fmt.Errorf("signing in as %s: %w", email, err)
 			}
 			at := doc.Data.Attributes

@@ -1,73 +1,22 @@
 package mcp
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"mime"
-	"mime/multipart"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/posture-dev/posture/internal/restapi"
 )
-
-// mediaType is the JSON:API media type the Posture API speaks.
-const mediaType = "application/vnd.api+json"
-
-// maxResponseBytes bounds what one API response may occupy in memory; a
-// page of 100 findings with their full OCSF records stays well below it.
-const maxResponseBytes = 32 << 20
 
 // apiClient calls the Posture REST API. It holds no credential: each call
 // carries the Authorization value of the MCP caller it acts for.
 type apiClient struct {
-	base      *url.URL // {base_url}/api/v1, without a trailing slash
-	http      *http.Client
-	userAgent string
-}
-
-// document is a JSON:API response body.
-type document struct {
-	Data  json.RawMessage `json:"data"`
-	Links *struct {
-		Next *string `json:"next"`
-	} `json:"links,omitempty"`
-	Meta   documentMeta     `json:"meta"`
-	Errors []apiErrorObject `json:"errors,omitempty"`
-}
-
-type documentMeta struct {
-	Version    string      `json:"version"`
-	Pagination *pagination `json:"pagination,omitempty"`
-}
-
-type pagination struct {
-	Page  int `json:"page"`
-	Pages int `json:"pages"`
-	Count int `json:"count"`
-}
-
-// apiResource is one JSON:API resource object.
-type apiResource struct {
-	Type          string                     `json:"type"`
-	ID            string                     `json:"id"`
-	Attributes    map[string]any             `json:"attributes"`
-	Relationships map[string]json.RawMessage `json:"relationships,omitempty"`
-}
-
-type apiErrorObject struct {
-	Status string `json:"status"`
-	Code   string `json:"code"`
-	Detail string `json:"detail"`
-	Source *struct {
-		Pointer   string `json:"pointer,omitempty"`
-		Parameter string `json:"parameter,omitempty"`
-		Header    string `json:"header,omitempty"`
-	} `json:"source,omitempty"`
+	api *restapi.Client
 }
 
 // APIError is a failed API call, described so that an agent (and the person
@@ -137,190 +86,73 @@ func (e *APIError) Error() string {
 	return b.String()
 }
 
+// newAPIClient reads the API address with the one rule of restapi:
+// {base_url} and {base_url}/api/v1 both name the same API.
 func newAPIClient(baseURL string, hc *http.Client, userAgent string) (*apiClient, error) {
-	u, err := ParseBaseURL(baseURL)
+	u, err := restapi.ParseBaseURL(baseURL)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("API address %q is not usable: %w", restapi.Redact(strings.TrimSpace(baseURL)), err)
 	}
 	if hc == nil {
 		hc = &http.Client{Timeout: 60 * time.Second}
 	}
-	return &apiClient{base: u, http: hc, userAgent: userAgent}, nil
+	return &apiClient{api: restapi.New(u, hc, userAgent)}, nil
 }
 
-// ParseBaseURL checks an API address. The spec's form is {base_url}/api/v1;
-// a bare {base_url} (no path) is completed with /api/v1 because that is the
-// only API there is, and a mistake here shows up as confusing 404s later.
-func ParseBaseURL(raw string) (*url.URL, error) {
-	raw = strings.TrimSpace(raw)
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, fmt.Errorf("API address %q is not a URL: %v", raw, err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("API address %q must start with http:// or https://", raw)
-	}
-	if u.Host == "" {
-		return nil, fmt.Errorf("API address %q has no host", raw)
-	}
-	if u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("API address %q must not carry a query or fragment", raw)
-	}
-	u.Path = strings.TrimRight(u.Path, "/")
-	if u.Path == "" {
-		u.Path = "/api/v1"
-	}
-	u.RawPath = ""
-	return u, nil
-}
+// BaseURL is the API address in use, {base_url}/api/v1.
+func (c *apiClient) BaseURL() string { return restapi.APIRoot(c.api.Base()).String() }
 
-// BaseURL is the API address in use.
-func (c *apiClient) BaseURL() string { return c.base.String() }
-
-func (c *apiClient) endpoint(path string, q url.Values) *url.URL {
-	u := *c.base
-	u.Path = c.base.Path + path
-	if len(q) > 0 {
-		u.RawQuery = q.Encode()
-	}
-	return &u
-}
-
-// get reads path (relative to the base, e.g. "/ingestions") as authz.
-func (c *apiClient) get(ctx context.Context, authz, path string, q url.Values) (*document, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.endpoint(path, q).String(), nil)
-	if err != nil {
-		return nil, err
-	}
-	return c.do(req, authz)
+// get reads path (relative to {base_url}/api/v1, e.g. "/ingestions") as authz.
+func (c *apiClient) get(ctx context.Context, authz, path string, q url.Values) (*restapi.Document, error) {
+	resp, err := c.api.Do(ctx, restapi.Call{Method: http.MethodGet, Path: path, Query: q, Authorization: authz})
+	return document(resp, err)
 }
 
 // upload posts a report as the multipart part "file", streaming it.
-func (c *apiClient) upload(ctx context.Context, authz, filename string, content io.Reader) (*document, error) {
-	pr, pw := io.Pipe()
-	mw := multipart.NewWriter(pw)
-	go func() {
-		part, err := mw.CreateFormFile("file", filename)
-		if err == nil {
-			_, err = io.Copy(part, content)
-		}
-		if err == nil {
-			err = mw.Close()
-		}
-		pw.CloseWithError(err)
-	}()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint("/ingestions", nil).String(), pr)
+func (c *apiClient) upload(ctx context.Context, authz, filename string, content io.Reader) (*restapi.Document, error) {
+	call, err := restapi.UploadCall(filename, content, -1)
 	if err != nil {
-		pr.Close()
 		return nil, err
 	}
-	req.Header.Set("Content-Type", mw.FormDataContentType())
-	return c.do(req, authz)
+	call.Authorization = authz
+	resp, err := c.api.Do(ctx, call)
+	return document(resp, err)
 }
 
-func (c *apiClient) do(req *http.Request, authz string) (*document, error) {
-	shown := req.URL.Redacted()
-	if u, err := url.PathUnescape(shown); err == nil {
-		shown = u // page[size] reads better than page%5Bsize%5D
-	}
-	endpoint := req.Method + " " + shown
-	req.Header.Set("Accept", mediaType)
-	if authz != "" {
-		req.Header.Set("Authorization", authz)
-	}
-	if c.userAgent != "" {
-		req.Header.Set("User-Agent", c.userAgent)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		if ctxErr := req.Context().Err(); ctxErr != nil {
-			err = ctxErr
-		}
-		// url.Error repeats the method and URL the message already names.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, &APIError{Endpoint: endpoint, Cause: err}
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
-	if err != nil {
-		return nil, &APIError{Endpoint: endpoint, Cause: fmt.Errorf("reading the response: %w", err)}
-	}
-	if len(body) > maxResponseBytes {
-		return nil, &APIError{Status: resp.StatusCode, Endpoint: endpoint, Detail: fmt.Sprintf("the response is larger than %d bytes; ask for a smaller page", maxResponseBytes)}
-	}
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	isJSON := mt == mediaType || mt == "application/json"
-	var doc document
-	if isJSON {
-		if err := json.Unmarshal(body, &doc); err != nil {
-			isJSON = false
-		}
-	}
-	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		if !isJSON {
-			return nil, &APIError{Status: resp.StatusCode, Endpoint: endpoint,
-				Detail: fmt.Sprintf("the answer is not JSON:API (Content-Type %q); is the API address right? It must end in /api/v1", resp.Header.Get("Content-Type"))}
-		}
-		return &doc, nil
-	}
-	ae := &APIError{Status: resp.StatusCode, Endpoint: endpoint, RetryAfter: resp.Header.Get("Retry-After")}
+// notJSONAPI is the hint of an answer in another format: most likely
+// something other than the API answered at that address.
+const notJSONAPI = "is the API address right? It must be {base_url} or {base_url}/api/v1"
+
+// document is a 2xx answer's JSON:API document, or the call's failure as an
+// *APIError.
+func document(resp *restapi.Response, err error) (*restapi.Document, error) {
+	var fail *restapi.Error
 	switch {
-	case isJSON && len(doc.Errors) > 0:
-		e := doc.Errors[0]
-		ae.Code, ae.Detail = e.Code, e.Detail
-		if e.Source != nil {
-			ae.Source = firstNonEmpty(e.Source.Parameter, e.Source.Pointer, e.Source.Header)
-		}
-		for _, more := range doc.Errors[1:] {
+	case err == nil && resp.Document == nil:
+		return nil, &APIError{Status: resp.Status, Endpoint: resp.Endpoint(),
+			Detail: fmt.Sprintf("the answer is not JSON:API (Content-Type %q); %s", resp.Header.Get("Content-Type"), notJSONAPI)}
+	case err == nil:
+		return resp.Document, nil
+	case !errors.As(err, &fail):
+		return nil, err
+	}
+	ae := &APIError{Status: fail.Status, Endpoint: fail.Endpoint(), RetryAfter: fail.RetryAfter()}
+	switch {
+	case fail.TooLarge:
+		ae.Detail = fmt.Sprintf("the response is larger than %d bytes; ask for a smaller page", restapi.DefaultMaxResponseBytes)
+	case fail.Cause != nil:
+		ae.Status, ae.Cause, ae.RetryAfter = 0, fail.Cause, ""
+	case len(fail.Errors) > 0:
+		e := fail.Errors[0]
+		ae.Code, ae.Detail, ae.Source = e.Code, e.Detail, e.Source.Where()
+		for _, more := range fail.Errors[1:] {
 			ae.Detail += "; " + more.Detail
 		}
 	default:
-		ae.Detail = fmt.Sprintf("the answer is not a JSON:API error (Content-Type %q): %s; is the API address right? It must end in /api/v1",
-			resp.Header.Get("Content-Type"), snippet(body, 200))
+		ae.Detail = fmt.Sprintf("the answer is not a JSON:API error (Content-Type %q): %s; %s",
+			fail.ContentType(), restapi.Snippet(fail.Body, 200, "(empty body)"), notJSONAPI)
 	}
 	return nil, ae
-}
-
-// resources decodes a list document's data.
-func (d *document) resources() ([]apiResource, error) {
-	var rs []apiResource
-	if err := json.Unmarshal(d.Data, &rs); err != nil {
-		return nil, fmt.Errorf("the API answered with an unexpected list shape: %v", err)
-	}
-	return rs, nil
-}
-
-// resource decodes a single-resource document's data.
-func (d *document) resource() (apiResource, error) {
-	var r apiResource
-	if err := json.Unmarshal(d.Data, &r); err != nil {
-		return r, fmt.Errorf("the API answered with an unexpected resource shape: %v", err)
-	}
-	return r, nil
-}
-
-func firstNonEmpty(vs ...string) string {
-	for _, v := range vs {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
-}
-
-func snippet(b []byte, n int) string {
-	s := strings.TrimSpace(string(bytes.ToValidUTF8(b, []byte("?"))))
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		s = s[:n] + "…"
-	}
-	if s == "" {
-		return "(empty body)"
-	}
-	return s
 }
 
 // isStatus reports whether err is an API error with the given status.

@@ -49,7 +49,10 @@ func TestForwardAuthorization(t *testing.T) {
 	}
 }
 
-func TestParseBaseURL(t *testing.T) {
+// TestAPIAddress: the MCP server takes its address in every form the docs
+// give (API_BASE_URL is {base_url}/api/v1; a bare {base_url} is completed)
+// and calls {base_url}/api/v1, under a path prefix too.
+func TestAPIAddress(t *testing.T) {
 	cases := []struct {
 		in, want, err string
 	}{
@@ -58,22 +61,24 @@ func TestParseBaseURL(t *testing.T) {
 		{"http://127.0.0.1:8080", "http://127.0.0.1:8080/api/v1", ""},
 		{"http://127.0.0.1:8080/", "http://127.0.0.1:8080/api/v1", ""},
 		{" http://proxy/posture/api/v1 ", "http://proxy/posture/api/v1", ""},
-		{"api.posture.dev/api/v1", "", "must start with http"},
-		{"ftp://x/api/v1", "", "must start with http"},
+		{"http://proxy/posture", "http://proxy/posture/api/v1", ""},
+		{"http://posture-api.posture-system.svc:8080/api/v1", "http://posture-api.posture-system.svc:8080/api/v1", ""},
+		{"api.posture.dev/api/v1", "", "must start with https://"},
+		{"ftp://x/api/v1", "", "must start with https://"},
 		{"http:///api/v1", "", "no host"},
 		{"http://x/api/v1?x=1", "", "query"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.in, func(t *testing.T) {
-			u, err := ParseBaseURL(tc.in)
+			c, err := newAPIClient(tc.in, nil, "test")
 			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("ParseBaseURL(%q) = %v, %v; want an error saying %q", tc.in, u, err, tc.err)
+				if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), strings.TrimSpace(tc.in)) {
+					t.Fatalf("newAPIClient(%q) = %v; want an error naming the address and saying %q", tc.in, err, tc.err)
 				}
 				return
 			}
-			if err != nil || u.String() != tc.want {
-				t.Fatalf("ParseBaseURL(%q) = %v, %v; want %s", tc.in, u, err, tc.want)
+			if err != nil || c.BaseURL() != tc.want {
+				t.Fatalf("newAPIClient(%q) = %v; want %s", tc.in, err, tc.want)
 			}
 		})
 	}

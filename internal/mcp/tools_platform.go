@@ -15,19 +15,12 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/posture-dev/posture/internal/restapi"
 )
 
-// Paging of DESIGN §7.
-const (
-	defaultPageSize = 10
-	maxPageSize     = 100
-)
-
-var (
-	ingestionStatuses = []string{"pending", "processing", "completed", "failed"}
-	severities        = []string{"critical", "high", "medium", "low", "informational", "unknown", "fatal", "other"}
-	statusCodes       = []string{"FAIL", "PASS", "MANUAL"}
-)
+// apiResource is a resource as the tools pass it on: every attribute kept.
+type apiResource = restapi.Resource[map[string]any]
 
 // listOutput is every list tool's answer: flattened resources and paging.
 type listOutput struct {
@@ -41,28 +34,20 @@ type listOutput struct {
 	NextCursor string `json:"next_cursor,omitempty"`
 }
 
-// flatten turns a JSON:API resource into one flat object: id first, then
-// the attributes, then related ids. Agents read that more reliably than the
-// nested form.
+// flatten turns a JSON:API resource into one flat object: its id and its
+// attributes. Agents read that more reliably than the nested form. (The
+// API's resources carry no relationships: related ids are attributes.)
 func flatten(r apiResource) map[string]any {
-	m := make(map[string]any, len(r.Attributes)+2)
+	m := make(map[string]any, len(r.Attributes)+1)
 	for k, v := range r.Attributes {
 		m[k] = v
 	}
 	m["id"] = r.ID
-	for name, raw := range r.Relationships {
-		var rel struct {
-			Data json.RawMessage `json:"data"`
-		}
-		if json.Unmarshal(raw, &rel) == nil && len(rel.Data) > 0 && string(rel.Data) != "null" {
-			m[name] = rel.Data
-		}
-	}
 	return m
 }
 
-func listFrom(doc *document) (listOutput, error) {
-	rs, err := doc.resources()
+func listFrom(doc *restapi.Document) (listOutput, error) {
+	rs, err := restapi.Resources[map[string]any](doc)
 	if err != nil {
 		return listOutput{}, err
 	}
@@ -73,17 +58,13 @@ func listFrom(doc *document) (listOutput, error) {
 	if p := doc.Meta.Pagination; p != nil {
 		out.Page, out.Pages, out.Count = p.Page, p.Pages, p.Count
 		// A page reached by cursor has no number (0), so no next number.
-		if p.Page > 0 && p.Page < p.Pages {
-			out.NextPage = ptr(p.Page + 1)
+		if n := p.NextPage(); n > 0 {
+			out.NextPage = ptr(n)
 		}
 	} else {
 		out.Page, out.Pages, out.Count = 1, 1, len(rs)
 	}
-	if doc.Links != nil && doc.Links.Next != nil {
-		if u, err := url.Parse(*doc.Links.Next); err == nil {
-			out.NextCursor = u.Query().Get("page[cursor]")
-		}
-	}
+	out.NextCursor = doc.Links.NextCursor()
 	return out, nil
 }
 
@@ -100,7 +81,7 @@ func (c *caller) one(ctx context.Context, path string, q url.Values) (map[string
 	if err != nil {
 		return nil, err
 	}
-	r, err := doc.resource()
+	r, err := restapi.One[map[string]any](doc)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +133,7 @@ func (q query) page(page, size int) {
 
 func pageProps(p map[string]*jsonschema.Schema) {
 	bounded(p["page"], 1, 1e6, 1)
-	bounded(p["page_size"], 1, maxPageSize, defaultPageSize)
+	bounded(p["page_size"], 1, restapi.MaxPageSize, restapi.DefaultPageSize)
 }
 
 func mustJSON(v any) json.RawMessage {
@@ -254,8 +235,8 @@ func (s *Server) registerPlatformTools() {
 		Title:       "List ingestion jobs",
 		Description: "Lists the tenant's ingestion jobs (uploads of OCSF reports) with status and record counts, newest first. Needs an API key with Manage Ingestions.",
 		InputSchema: inputSchema[listIngestionsIn](func(p map[string]*jsonschema.Schema) {
-			enum(p["status"], ingestionStatuses...)
-			enum(p["statuses"].Items, ingestionStatuses...)
+			enum(p["status"], restapi.IngestionStatuses...)
+			enum(p["statuses"].Items, restapi.IngestionStatuses...)
 			p["inserted_on"].Pattern = `^\d{4}-\d{2}-\d{2}$`
 			p["completed_on"].Pattern = `^\d{4}-\d{2}-\d{2}$`
 			pageProps(p)
@@ -335,7 +316,7 @@ func (s *Server) registerPlatformTools() {
 			"region, scan, ingestion or text, newest first. Each item has id, uid, check_id, title, severity, status_code, region, provider_type, " +
 			"provider_uid, resource_uid, scan_id and time; get_finding returns the full OCSF record.",
 		InputSchema: inputSchema[searchFindingsIn](func(p map[string]*jsonschema.Schema) {
-			enum(p["severity"].Items, severities...)
+			enum(p["severity"].Items, restapi.Severities...)
 			pageProps(p)
 		}),
 	}, true, func(ctx context.Context, c *caller, in searchFindingsIn) (any, error) {
@@ -536,7 +517,7 @@ func (s *Server) uploadReport(ctx context.Context, c *caller, in uploadReportIn)
 	if err != nil {
 		return nil, err
 	}
-	r, err := doc.resource()
+	r, err := restapi.One[map[string]any](doc)
 	if err != nil {
 		return nil, err
 	}
@@ -557,25 +538,24 @@ func (c *caller) findingCounts(ctx context.Context, q url.Values, by ...string) 
 		q2[k] = v
 	}
 	q2.Set("group_by", strings.Join(by, ","))
-	doc, err := c.s.api.get(ctx, c.authz, "/findings/counts", q2)
+	doc, err := c.s.api.get(ctx, c.authz, restapi.PathFindingCounts, q2)
 	if err != nil {
 		return nil, err
 	}
-	rs, err := doc.resources()
+	rs, err := restapi.Resources[restapi.FindingCount](doc)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]findingGroup, 0, len(rs))
 	for _, r := range rs {
-		g := findingGroup{values: map[string]string{}}
-		for _, d := range by {
-			g.values[d], _ = r.Attributes[d].(string)
-		}
-		n, ok := r.Attributes["count"].(float64)
-		if !ok {
+		// Every group counts at least one finding: 0 is a missing count.
+		if r.Attributes.Count < 1 {
 			return nil, fmt.Errorf("the API's finding counts carry no count in group %q", r.ID)
 		}
-		g.count = int(n)
+		g := findingGroup{values: map[string]string{}, count: r.Attributes.Count}
+		for _, d := range by {
+			g.values[d] = r.Attributes.Value(d)
+		}
 		out = append(out, g)
 	}
 	return out, nil
@@ -616,7 +596,7 @@ func (c *caller) overview(ctx context.Context, in overviewIn) (any, error) {
 	sevMap := map[string]int{}
 	failMap := map[string]int{}
 	statusMap := map[string]int{}
-	for _, sc := range statusCodes {
+	for _, sc := range restapi.StatusCodes {
 		statusMap[sc] = 0
 	}
 	type account struct{ typ, uid string }
@@ -626,7 +606,7 @@ func (c *caller) overview(ctx context.Context, in overviewIn) (any, error) {
 		total += g.count
 		sev, sc := g.values["severity"], g.values["status_code"]
 		sevMap[sev] += g.count
-		if slices.Contains(statusCodes, sc) {
+		if slices.Contains(restapi.StatusCodes, sc) {
 			statusMap[sc] += g.count
 		} else {
 			statusMap["other"] += g.count
@@ -649,7 +629,7 @@ func (c *caller) overview(ctx context.Context, in overviewIn) (any, error) {
 	if in.ProviderUID == "" {
 		pq := query{}
 		pq.set("filter[type]", strings.ToLower(in.ProviderType))
-		pq.page(1, maxPageSize)
+		pq.page(1, restapi.MaxPageSize)
 		pl, err := c.list(ctx, "/providers", url.Values(pq))
 		if err != nil {
 			return nil, err

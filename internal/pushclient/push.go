@@ -5,61 +5,21 @@
 package pushclient
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"mime/multipart"
 	"net/http"
-	"net/textproto"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/posture-dev/posture/internal/restapi"
 )
-
-// DefaultBaseURL is the hosted API, used when SERVICE_CLOUD_API_BASE_URL is unset.
-const DefaultBaseURL = "https://api.posture.dev"
-
-// IngestionsPath is where reports are uploaded, relative to the base URL.
-const IngestionsPath = "/api/v1/ingestions"
-
-// FileSuffix is the ending the API requires of an uploaded file's name.
-const FileSuffix = ".ocsf.json"
-
-// MediaType is the API's JSON:API media type.
-const MediaType = "application/vnd.api+json"
-
-// ParseBaseURL checks an API base URL: http or https, a host, no query or
-// fragment. The base is the server's address, without /api/v1 (paths are
-// appended to it); a trailing slash, and a trailing /api/v1 given by
-// habit (the MCP server's API_BASE_URL includes it), are removed. http is
-// accepted for local installations and tests.
-func ParseBaseURL(raw string) (*url.URL, error) {
-	u, err := url.Parse(strings.TrimSpace(raw))
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case u.Scheme != "https" && u.Scheme != "http":
-		return nil, fmt.Errorf("the scheme must be https (or http), as in %s", DefaultBaseURL)
-	case u.Host == "":
-		return nil, errors.New("the URL has no host")
-	case u.User != nil:
-		return nil, errors.New("the URL must not hold credentials; the API key goes in " + EnvAPIKey)
-	case u.RawQuery != "" || u.Fragment != "":
-		return nil, errors.New("the URL must not have a query or fragment")
-	}
-	u.Path = strings.TrimRight(u.Path, "/")
-	u.Path = strings.TrimSuffix(u.Path, "/api/v1")
-	u.RawPath = ""
-	return u, nil
-}
 
 // AppURL is the web application's address: SERVICE_CLOUD_APP_URL when set;
 // otherwise the API's, with a leading "api." host label turned into "app."
@@ -134,13 +94,14 @@ func Push(ctx context.Context, req Request) Result {
 	res := Result{}
 	rawBase := getenv(EnvBaseURL)
 	if rawBase == "" {
-		rawBase = DefaultBaseURL
+		rawBase = restapi.DefaultBaseURL
 	}
-	base, err := ParseBaseURL(rawBase)
+	base, err := restapi.ParseBaseURL(rawBase)
 	if err != nil {
-		return invalid(res, fmt.Errorf("%s=%q is not a usable API address: %w", EnvBaseURL, rawBase, err))
+		return invalid(res, fmt.Errorf("%s=%q is not a usable API address: %w", EnvBaseURL, restapi.Redact(rawBase), err))
 	}
-	res.Endpoint = base.JoinPath(IngestionsPath).String()
+	api := restapi.New(base, nil, req.UserAgent)
+	res.Endpoint = api.URL(restapi.PathIngestions, nil).String()
 	res.AppURL = AppURL(getenv, base)
 
 	key := strings.TrimSpace(getenv(EnvAPIKey))
@@ -156,8 +117,8 @@ func Push(ctx context.Context, req Request) Result {
 	if name == "" {
 		name = filepath.Base(req.File)
 	}
-	if !strings.HasSuffix(name, FileSuffix) {
-		return invalid(res, fmt.Errorf("%s: the API only accepts files whose name ends in %s", req.File, FileSuffix))
+	if !strings.HasSuffix(name, restapi.ReportSuffix) {
+		return invalid(res, fmt.Errorf("%s: the API only accepts files whose name ends in %s", req.File, restapi.ReportSuffix))
 	}
 	f, err := os.Open(req.File)
 	if err != nil {
@@ -180,84 +141,50 @@ func Push(ctx context.Context, req Request) Result {
 		return invalid(res, err)
 	}
 
-	// The multipart framing is built around the file so the request has a
-	// Content-Length and streams the file without holding it in memory.
-	var frame bytes.Buffer
-	mw := multipart.NewWriter(&frame)
-	h := textproto.MIMEHeader{}
-	h.Set("Content-Disposition", fmt.Sprintf(`form-data; name="file"; filename=%q`, name))
-	h.Set("Content-Type", "application/json")
-	if _, err := mw.CreatePart(h); err != nil {
-		return invalid(res, err)
-	}
-	head := bytes.Clone(frame.Bytes())
-	frame.Reset()
-	if err := mw.Close(); err != nil {
-		return invalid(res, err)
-	}
-	tail := bytes.Clone(frame.Bytes())
-	body := io.MultiReader(bytes.NewReader(head), io.LimitReader(f, st.Size()), bytes.NewReader(tail))
-
-	// Wrapping the body hides its type from net/http, which therefore sets no
-	// GetBody: the request cannot be replayed, so neither the transport nor
-	// a 307/308 can send it twice.
-	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, res.Endpoint, io.NopCloser(body))
+	call, err := restapi.UploadCall(name, f, st.Size())
 	if err != nil {
 		return invalid(res, err)
 	}
-	httpReq.ContentLength = int64(len(head)) + st.Size() + int64(len(tail))
-	httpReq.Header.Set("Content-Type", mw.FormDataContentType())
-	httpReq.Header.Set("Accept", MediaType)
-	httpReq.Header.Set("Authorization", "Api-Key "+key)
+	call.Authorization = "Api-Key " + key
 	// The API refuses a bad key, a missing subscription or permission before
 	// reading the body. Without 100-continue the client would be writing
 	// megabytes when the server answers and closes, and could see the
 	// connection reset instead of the 401/402/403 the console must report.
-	httpReq.Header.Set("Expect", "100-continue")
-	if req.UserAgent != "" {
-		httpReq.Header.Set("User-Agent", req.UserAgent)
-	}
+	call.Header = http.Header{"Expect": {"100-continue"}}
 
-	client := NewHTTPClient(trust, getenv, ClientOptions{Single: true})
-	defer client.CloseIdleConnections()
-	resp, err := client.Do(httpReq)
-	if err != nil {
-		return transportFailure(res, err)
-	}
-	defer resp.Body.Close()
-	payload, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	res.HTTPStatus = resp.StatusCode
-
+	api.HTTP = NewHTTPClient(trust, getenv, ClientOptions{Single: true})
+	api.MaxResponseBytes = 1 << 20
+	defer api.HTTP.CloseIdleConnections()
+	resp, err := api.Do(ctx, call)
+	var fail *restapi.Error
 	switch {
-	case resp.StatusCode >= 300 && resp.StatusCode < 400:
-		// 307/308 arrive here: without GetBody net/http returns them as is.
-		res.Outcome, res.Location = Redirected, resp.Header.Get("Location")
-		res.Err = &RedirectError{Status: resp.StatusCode, Location: res.Location}
-		return res
-	case resp.StatusCode >= 200 && resp.StatusCode < 300:
-		var doc struct {
-			Data struct {
-				Type       string `json:"type"`
-				ID         string `json:"id"`
-				Attributes struct {
-					Status  string `json:"status"`
-					Summary struct {
-						Total int64 `json:"total"`
-					} `json:"summary"`
-				} `json:"attributes"`
-			} `json:"data"`
-		}
-		if err := json.Unmarshal(payload, &doc); err != nil || doc.Data.ID == "" {
+	case err == nil:
+		res.HTTPStatus = resp.Status
+		var doc restapi.ResourceDocument[restapi.Ingestion]
+		if err := resp.Decode(&doc); err != nil || doc.Data.ID == "" {
 			res.Outcome = HTTPError
-			res.Detail = fmt.Sprintf("the API accepted the upload (HTTP %d) but its answer names no ingestion job: %s", resp.StatusCode, snippet(payload))
+			res.Detail = fmt.Sprintf("the API accepted the upload (HTTP %d) but its answer names no ingestion job: %s", resp.Status, restapi.Snippet(resp.Body, 300, "no details in the response"))
 			return res
 		}
 		res.Outcome = Pushed
 		res.JobID, res.JobStatus, res.Total = doc.Data.ID, doc.Data.Attributes.Status, doc.Data.Attributes.Summary.Total
 		return res
+	case !errors.As(err, &fail) || fail.Status == 0:
+		return transportFailure(res, err)
 	}
-	res.Detail = ErrorDetail(payload)
-	switch resp.StatusCode {
+	res.HTTPStatus = fail.Status
+	switch {
+	case fail.Status >= 300 && fail.Status < 400:
+		// 307/308 arrive here: without GetBody net/http returns them as is.
+		res.Outcome, res.Location = Redirected, fail.Location()
+		res.Err = &RedirectError{Status: fail.Status, Location: res.Location}
+		return res
+	case fail.TooLarge:
+		res.Detail = fail.Cause.Error()
+	default:
+		res.Detail = fail.Detail()
+	}
+	switch fail.Status {
 	case http.StatusUnauthorized:
 		res.Outcome = Unauthorized
 	case http.StatusPaymentRequired:
@@ -308,54 +235,16 @@ func transportFailure(res Result, err error) Result {
 	return res
 }
 
-// cause drops net/http's `Post "url": ` prefix; the message names the URL itself.
+// cause drops the method and URL an error repeats; the message names the
+// URL itself.
 func cause(err error) string {
+	var fail *restapi.Error
+	if errors.As(err, &fail) && fail.Cause != nil {
+		err = fail.Cause
+	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		return ue.Err.Error()
 	}
 	return err.Error()
-}
-
-// ErrorDetail extracts the details of a JSON:API error document, or a
-// snippet of a body that is not one.
-func ErrorDetail(body []byte) string {
-	var doc struct {
-		Errors []struct {
-			Status string `json:"status"`
-			Code   string `json:"code"`
-			Detail string `json:"detail"`
-			Title  string `json:"title"`
-		} `json:"errors"`
-	}
-	if err := json.Unmarshal(body, &doc); err == nil && len(doc.Errors) > 0 {
-		var parts []string
-		for _, e := range doc.Errors {
-			d := e.Detail
-			if d == "" {
-				d = e.Title
-			}
-			if d == "" {
-				d = e.Code
-			}
-			if d != "" {
-				parts = append(parts, d)
-			}
-		}
-		if len(parts) > 0 {
-			return strings.Join(parts, "; ")
-		}
-	}
-	return snippet(body)
-}
-
-func snippet(b []byte) string {
-	s := strings.Join(strings.Fields(strings.ToValidUTF8(string(b), "?")), " ")
-	if s == "" {
-		return "no details in the response"
-	}
-	if len(s) > 300 {
-		s = s[:300] + "…"
-	}
-	return s
 }

@@ -63,12 +63,14 @@ func installPolicies(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := namespace(t, "probe")
-	grant(t, ns, author, nil, rbacv1.PolicyRule{APIGroups: []string{"posture.dev"}, Resources: []string{"apikeys", "mcpservers"}, Verbs: []string{"create"}})
+	grant(t, ns, author, nil, rbacv1.PolicyRule{APIGroups: []string{"posture.dev"}, Resources: []string{"apikeys", "mcpservers", "ingestions"}, Verbs: []string{"create"}})
 	u := userClient(t, author)
 	probes := []client.Object{
 		&posturev1.APIKey{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-", Namespace: ns}, Spec: posturev1.APIKeySpec{User: tenantAdmin}},
 		&posturev1.MCPServer{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-", Namespace: ns}, Spec: posturev1.MCPServerSpec{
 			APIKeySecretRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "probe"}, Key: "k"}}},
+		&posturev1.Ingestion{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-", Namespace: ns}, Spec: posturev1.IngestionSpec{
+			Source: posturev1.IngestionSource{SecretRef: &posturev1.ReportKeyRef{Name: "probe", Key: "k"}}}},
 	}
 	for _, p := range probes {
 		deadline := time.Now().Add(30 * time.Second)
@@ -286,6 +288,89 @@ func TestAdmissionAPIKeyNeedsImpersonate(t *testing.T) {
 			}
 			checkAdmission(t, err, tc.allowed, "spec.user", author+" may not issue an API key acting as "+tc.user,
 				"impersonate on tenantusers", "posture-apikey-issuer", "namespace "+ns)
+		})
+	}
+}
+
+// An Ingestion naming a ConfigMap or Secret has the operator read it and
+// import its content: naming one needs the right to read it.
+func TestAdmissionIngestionSourceNeedsGet(t *testing.T) {
+	installPolicies(t)
+	create := rbacv1.PolicyRule{APIGroups: []string{"posture.dev"}, Resources: []string{"ingestions"}, Verbs: []string{"create"}}
+	get := func(resource, name string) rbacv1.PolicyRule {
+		return rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{resource}, Verbs: []string{"get"}, ResourceNames: []string{name}}
+	}
+	ref := &posturev1.ReportKeyRef{Name: "report", Key: "report.ocsf.json"}
+	ca := &posturev1.ReportKeyRef{Name: "report-ca", Key: "ca.crt"}
+	cases := []struct {
+		name    string
+		rules   []rbacv1.PolicyRule
+		source  posturev1.IngestionSource
+		allowed bool
+		want    []string
+	}{
+		{"ConfigMap the author cannot get", []rbacv1.PolicyRule{create}, posturev1.IngestionSource{ConfigMapRef: ref}, false,
+			[]string{"spec.source.configMapRef", author + " may not get ConfigMap"}},
+		{"ConfigMap the author may get", []rbacv1.PolicyRule{create, get("configmaps", "report")}, posturev1.IngestionSource{ConfigMapRef: ref}, true, nil},
+		{"Secret the author cannot get", []rbacv1.PolicyRule{create, get("configmaps", "report")}, posturev1.IngestionSource{SecretRef: ref}, false,
+			[]string{"spec.source.secretRef", author + " may not get Secret"}},
+		{"Secret the author may get", []rbacv1.PolicyRule{create, get("secrets", "report")}, posturev1.IngestionSource{SecretRef: ref}, true, nil},
+		{"URL with a CA Secret the author cannot get", []rbacv1.PolicyRule{create}, posturev1.IngestionSource{URL: &posturev1.URLSource{URL: "https://reports.example/r.json", CABundleSecretRef: ca}}, false,
+			[]string{"spec.source.url.caBundleSecretRef", author + " may not get Secret"}},
+		{"URL without a CA Secret", []rbacv1.PolicyRule{create}, posturev1.IngestionSource{URL: &posturev1.URLSource{URL: "https://reports.example/r.json"}}, true, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := namespace(t, "ing-adm")
+			grant(t, ns, author, nil, tc.rules...)
+			ing := &posturev1.Ingestion{ObjectMeta: metav1.ObjectMeta{Name: "scan", Namespace: ns}, Spec: posturev1.IngestionSpec{Source: tc.source}}
+			checkAdmission(t, userClient(t, author).Create(context.Background(), ing, client.DryRunAll), tc.allowed, tc.want...)
+		})
+	}
+}
+
+// An APIKey naming an existing Secret adopts the key in it: naming one
+// needs the right to read it, or an issuer could make someone else's
+// credential a Posture key.
+func TestAdmissionAPIKeySecretNeedsGet(t *testing.T) {
+	installPolicies(t)
+	rights := []rbacv1.PolicyRule{{APIGroups: []string{"posture.dev"}, Resources: []string{"apikeys"}, Verbs: []string{"create", "get", "update", "patch"}}}
+	getSecret := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}, ResourceNames: []string{"scanner-key"}}
+	cases := []struct {
+		name      string
+		rules     []rbacv1.PolicyRule
+		oldSecret string // set: the admin created the key naming it, the author patches
+		secret    string
+		allowed   bool
+	}{
+		{name: "no secretName: a generated key", rules: rights, allowed: true},
+		{name: "a Secret the author cannot get", rules: rights, secret: "scanner-key"},
+		{name: "a Secret the author may get", rules: append([]rbacv1.PolicyRule{getSecret}, rights...), secret: "scanner-key", allowed: true},
+		{name: "update keeping the Secret an admin chose (revoking)", rules: rights, oldSecret: "scanner-key", secret: "scanner-key", allowed: true},
+		{name: "update switching to a Secret the author cannot get", rules: rights, oldSecret: "other", secret: "scanner-key"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			ns := namespace(t, "keysec-adm")
+			grant(t, ns, author, []string{"posture-apikey-issuer"}, tc.rules...)
+			u := userClient(t, author)
+			k := &posturev1.APIKey{ObjectMeta: metav1.ObjectMeta{Name: "key", Namespace: ns}, Spec: posturev1.APIKeySpec{User: tenantAdmin}}
+			var err error
+			if tc.oldSecret != "" {
+				k.Spec.SecretName = tc.oldSecret
+				if err := adminClient(t).Create(ctx, k); err != nil {
+					t.Fatal(err)
+				}
+				orig := k.DeepCopy()
+				k.Spec.SecretName = tc.secret
+				k.Spec.Revoked = true
+				err = u.Patch(ctx, k, client.MergeFrom(orig))
+			} else {
+				k.Spec.SecretName = tc.secret
+				err = u.Create(ctx, k, client.DryRunAll)
+			}
+			checkAdmission(t, err, tc.allowed, "spec.secretName", author+" may not get Secret "+ns+"/scanner-key")
 		})
 	}
 }

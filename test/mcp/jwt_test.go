@@ -3,7 +3,6 @@ package mcp_test
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/internal/apitest"
 	"github.com/posture-dev/posture/internal/auth"
+	"github.com/posture-dev/posture/internal/restapi"
 	"github.com/posture-dev/posture/internal/store"
 )
 
@@ -88,32 +88,24 @@ func TestJWTFromTokensEndpoint(t *testing.T) {
 // manager's cache to see the new Tenant.
 func signIn(t *testing.T, apiURL, email, password string) string {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"data": map[string]any{"type": "tokens",
-		"attributes": map[string]string{"email": email, "password": password}}})
+	base, err := restapi.ParseBaseURL(apiURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := restapi.New(base, nil, "test")
+	body := restapi.NewRequest(restapi.TypeTokens, restapi.TokenRequest{Email: email, Password: password})
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		req, _ := http.NewRequest(http.MethodPost, apiURL+"/api/v1/tokens", strings.NewReader(string(body)))
-		req.Header.Set("Content-Type", "application/vnd.api+json")
-		req.Header.Set("Accept", "application/vnd.api+json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
+		resp, err := api.SendJSON(context.Background(), http.MethodPost, restapi.PathTokens, body)
+		if restapi.StatusOf(err) == 0 && err != nil {
 			t.Fatal(err)
 		}
-		var doc struct {
-			Data struct {
-				Attributes struct {
-					Access string `json:"access"`
-				} `json:"attributes"`
-			} `json:"data"`
-			Errors []struct{ Detail string } `json:"errors"`
-		}
-		_ = json.NewDecoder(resp.Body).Decode(&doc)
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusOK && doc.Data.Attributes.Access != "" {
+		var doc restapi.ResourceDocument[restapi.Token]
+		if err == nil && resp.Decode(&doc) == nil && doc.Data.Attributes.Access != "" {
 			return doc.Data.Attributes.Access
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("POST /api/v1/tokens: HTTP %d %+v", resp.StatusCode, doc.Errors)
+			t.Fatalf("POST /api/v1/tokens: %v", err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

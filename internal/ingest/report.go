@@ -1,0 +1,96 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/posture-dev/posture/internal/ocsf"
+	"github.com/posture-dev/posture/internal/store"
+)
+
+// TooLargeError says a report passed its size limit; nothing was kept.
+type TooLargeError struct{ Limit int64 }
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("the report is larger than the limit of %d bytes", e.Limit)
+}
+
+// StoreReport streams a report into a new blob of the tenant while checking
+// its shape and counting its records, as an upload is checked: a malformed
+// report ends the copy at the first bad byte and is returned as an
+// *ocsf.FileError, one past limit bytes as a *TooLargeError. On any error
+// nothing is kept. Reading r may fail on its own (a network source); that
+// error is returned wrapped, and tells the caller the source broke off.
+func StoreReport(ctx context.Context, st store.Store, tenant string, r io.Reader, limit int64) (store.Blob, int, error) {
+	lr := &capReader{r: r, left: limit}
+	counting := ocsf.NewCountingReader(lr)
+	blob, err := st.PutBlob(ctx, tenant, shapeChecked{counting})
+	if err != nil {
+		if lr.exceeded {
+			return store.Blob{}, 0, &TooLargeError{Limit: limit}
+		}
+		var fe *ocsf.FileError
+		if errors.As(err, &fe) {
+			return store.Blob{}, 0, fe
+		}
+		if lr.err != nil {
+			return store.Blob{}, 0, fmt.Errorf("reading the report failed after %d bytes: %w", limit-lr.left, lr.err)
+		}
+		return store.Blob{}, 0, fmt.Errorf("store the report: %w", err)
+	}
+	records, err := counting.Result()
+	if err != nil {
+		if derr := st.DeleteBlob(context.WithoutCancel(ctx), tenant, blob.ID); derr != nil && !errors.Is(derr, store.ErrNotFound) {
+			return store.Blob{}, 0, fmt.Errorf("%w (and deleting its stored copy %s failed: %v)", err, blob.ID, derr)
+		}
+		return store.Blob{}, 0, err
+	}
+	return blob, records, nil
+}
+
+// capReader fails once more than left bytes come; exactly left is fine.
+type capReader struct {
+	r        io.Reader
+	left     int64
+	exceeded bool
+	err      error // the first error of r itself, io.EOF aside
+}
+
+func (c *capReader) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		var one [1]byte
+		n, err := c.r.Read(one[:])
+		if n > 0 {
+			c.exceeded = true
+			return 0, &TooLargeError{}
+		}
+		return 0, c.note(err)
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	return n, c.note(err)
+}
+
+func (c *capReader) note(err error) error {
+	if err != nil && err != io.EOF && c.err == nil {
+		c.err = err
+	}
+	return err
+}
+
+// shapeChecked ends the copy as soon as the report is known to be malformed,
+// so a large bad report is not stored whole only to be deleted.
+type shapeChecked struct{ c *ocsf.CountingReader }
+
+func (s shapeChecked) Read(p []byte) (int, error) {
+	n, err := s.c.Read(p)
+	if ferr := s.c.Err(); ferr != nil {
+		return n, ferr
+	}
+	return n, err
+}

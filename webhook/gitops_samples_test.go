@@ -1,0 +1,148 @@
+package webhook_test
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/controllers"
+	"github.com/posture-dev/posture/internal/apitest"
+	"github.com/posture-dev/posture/internal/auth"
+	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/testenv"
+)
+
+// sampleKey is the API key config/samples/gitops puts in its key Secret.
+const sampleKey = "pk_sample01.REPLACE_ME_with_a_key_of_your_own_see_docs_gitops_md"
+
+// writeKubeconfig writes the test API server's address and credentials as a
+// kubeconfig for kubectl.
+func writeKubeconfig(t *testing.T) string {
+	t.Helper()
+	cfg := apitest.RESTConfig()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["envtest"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "envtest"}
+	kc.CurrentContext = "envtest"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func kubectl(t *testing.T, kubeconfig string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("kubectl", append([]string{"--kubeconfig", kubeconfig}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// TestGitOpsSamples applies config/samples/gitops as a GitOps tool would
+// (kubectl apply -k, twice) to a manager running the tenant, key, provider
+// and ingestion controllers with the in-process executor, and reads the
+// ingestion's findings through the REST API with the adopted key.
+func TestGitOpsSamples(t *testing.T) {
+	authn := &auth.CRAuthenticator{BcryptCost: bcrypt.MinCost}
+	env := apitest.Start(t, apitest.Options{
+		Auth:          authn,
+		BillProviders: true,
+		Setup: func(mgr ctrl.Manager, _ store.Store) error {
+			ctx := context.Background()
+			authn.Reader, authn.Secrets = mgr.GetClient(), mgr.GetAPIReader()
+			if err := (&controllers.TenantReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(ctx, mgr); err != nil {
+				return err
+			}
+			if err := (&controllers.ProviderReconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr); err != nil {
+				return err
+			}
+			return (&controllers.APIKeyReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+				RecheckInterval: time.Second}).SetupWithManager(ctx, mgr)
+		},
+	})
+	k8s := env.Client
+	ctx := context.Background()
+	t.Cleanup(func() {
+		for _, o := range []client.Object{
+			&posturev1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "gitops-demo"}},
+			&posturev1.APIKey{ObjectMeta: metav1.ObjectMeta{Name: "ci-scanner", Namespace: "tenant-gitops-demo"}},
+		} {
+			_ = k8s.Delete(context.Background(), o)
+		}
+	})
+	kc := writeKubeconfig(t)
+	dir := filepath.Join(testenv.Root(), "config", "samples", "gitops")
+	kubectl(t, kc, "apply", "-k", dir)
+
+	// kubectl wait reads the Ready conditions the way GitOps health checks do.
+	for _, obj := range []string{"tenant/gitops-demo", "-n tenant-gitops-demo apikey/ci-scanner", "-n tenant-gitops-demo ingestion/nightly-2026-11-24"} {
+		kubectl(t, kc, append([]string{"wait", "--for=condition=Ready", "--timeout=60s"}, strings.Fields(obj)...)...)
+	}
+	var ing posturev1.Ingestion
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "tenant-gitops-demo", Name: "nightly-2026-11-24"}, &ing); err != nil {
+		t.Fatal(err)
+	}
+	if ing.Status.Phase != posturev1.IngestionCompleted || ing.Status.Summary != (posturev1.IngestionSummary{Total: 3, Processed: 3}) {
+		t.Fatalf("ingestion = %s %+v, want completed 3/3/0", ing.Status.Phase, ing.Status.Summary)
+	}
+	var key posturev1.APIKey
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "tenant-gitops-demo", Name: "ci-scanner"}, &key); err != nil {
+		t.Fatal(err)
+	}
+	if key.Status.KeyOrigin != controllers.KeyOriginAdopted || key.Status.Hash != auth.HashKey(sampleKey) {
+		t.Errorf("APIKey status = %+v, want the sample Secret's key adopted", key.Status)
+	}
+	var providers posturev1.ProviderList
+	if err := k8s.List(ctx, &providers, client.InNamespace("tenant-gitops-demo")); err != nil {
+		t.Fatal(err)
+	}
+	if len(providers.Items) != 1 || providers.Items[0].Spec.UID != "123456789012" {
+		t.Errorf("Providers = %+v, want the report's one AWS account billed", providers.Items)
+	}
+
+	scanner := &api{t: t, url: env.URL, auth: "Api-Key " + sampleKey}
+	findings := scanner.list("/api/v1/findings", "")
+	if n := len(findings.Data); n != 3 {
+		t.Fatalf("GET /api/v1/findings with the adopted key: %d findings, want the report's 3", n)
+	}
+
+	// Re-applying the same manifests imports nothing again.
+	out := kubectl(t, kc, "apply", "-k", dir)
+	if !strings.Contains(out, "ingestion.posture.dev/nightly-2026-11-24 unchanged") {
+		t.Errorf("second apply: %s", out)
+	}
+	time.Sleep(time.Second)
+	var again posturev1.Ingestion
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(&ing), &again); err != nil {
+		t.Fatal(err)
+	}
+	if again.Status.Attempt != 1 || again.Status.Report.FetchedAt.Compare(ing.Status.Report.FetchedAt.Time) != 0 {
+		t.Errorf("after re-apply: attempt %d, fetched at %v; want the first run's", again.Status.Attempt, again.Status.Report.FetchedAt)
+	}
+	if n := len(scanner.list("/api/v1/findings", "").Data); n != 3 {
+		t.Errorf("findings after re-apply = %d, want 3", n)
+	}
+	for _, c := range again.Status.Conditions {
+		if c.Type == posturev1.ConditionStalled && c.Status == metav1.ConditionTrue {
+			t.Errorf("the ingestion is Stalled: %+v", c)
+		}
+	}
+	if r := meta.FindStatusCondition(key.Status.Conditions, posturev1.ConditionReady); r == nil || r.Status != metav1.ConditionTrue {
+		t.Errorf("APIKey Ready = %+v", r)
+	}
+}
