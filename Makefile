@@ -71,8 +71,12 @@ fuzz: ## Runs every fuzz target for FUZZTIME each.
 	hack/fuzz.sh $${FUZZTIME:-30s}
 
 .PHONY: bench
-bench: ## End-to-end ingestion benchmark (prints records/s, MB/s, peak RSS).
+bench: ## End-to-end ingestion benchmark (records/s, MB/s, peak RSS), then findings reads through the REST API at 10k and 1M findings.
 	go run ./hack/bench
+
+.PHONY: bench-reads-large
+bench-reads-large: ## The read phase alone on PostgreSQL at 10k, 1M and 10M findings (long: loads 10M through the worker).
+	go run ./hack/bench -records= -big-mib 0 -engines postgres -read-sizes 10000,1000000,10000000
 
 ##@ Run
 

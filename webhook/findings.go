@@ -77,6 +77,7 @@ func (s *Server) listFindingsOf(w http.ResponseWriter, r *http.Request, latest b
 		return aerr
 	}
 	fq.Latest = latest
+	fq.CountLimit = CountLimit
 	binding := cursorBinding(q)
 	var (
 		rows  []store.Finding
@@ -122,6 +123,9 @@ func (s *Server) listFindingsOf(w http.ResponseWriter, r *http.Request, latest b
 		}
 		more = q.page < pg.Pages
 	}
+	// A count the summary cannot give stops past CountLimit: it is then a
+	// lower bound, enough to place every page page[number] may reach.
+	pg.CountEstimated = !fq.Summarized() && count > CountLimit
 	// page[number] stops at the depth limit; a link must never lead there.
 	if (pg.Pages-1)*q.size > MaxPageOffset {
 		links.Last = nil

@@ -12,6 +12,11 @@
 //  5. optionally uploads and parses a much larger report generated on the
 //     fly (-big-mib) to show that the API server's and the worker's memory
 //     do not grow with the size of the report.
+//  6. the read phase (reads.go, -read-sizes): grows one database per
+//     engine to each size through the worker and times every documented
+//     findings query shape through the REST API, p50 and p95, and the
+//     ratio to the smallest size; and ingestion into the full table
+//     against ingestion into an empty one.
 //
 // PostgreSQL is a throwaway server (pgtest.Start: fsync off, like every
 // test here), so the figures are CPU and protocol bound, not disk bound.
@@ -66,12 +71,14 @@ func main() {
 	engineList := flag.String("engines", "postgres,sqlite", "Store engines to run.")
 	bigMiB := flag.Int("big-mib", 1024, "Size of the large report (MiB) generated on the fly for the memory run on PostgreSQL; 0 skips it.")
 	repeat := flag.Int("repeat", 5, "Runs of each report on each engine; the table shows their medians.")
+	readSizes := flag.String("read-sizes", "10000,1000000", "Findings the read phase loads, in turn, before timing the findings reads through the REST API; empty skips it.")
+	readEngines := flag.String("read-engines", "postgres,sqlite", "Engines (among -engines) the read phase runs on.")
 	flag.Parse()
 	if *repeat < 1 {
 		fmt.Fprintln(os.Stderr, "bench: -repeat must be at least 1")
 		os.Exit(2)
 	}
-	if err := run(*sizes, *engineList, *bigMiB, *repeat); err != nil {
+	if err := run(*sizes, *engineList, *bigMiB, *repeat, *readSizes, *readEngines); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -97,7 +104,7 @@ type result struct {
 	medRatio, minRatio, maxRatio float64
 }
 
-func run(sizeList, engineList string, bigMiB, repeat int) error {
+func run(sizeList, engineList string, bigMiB, repeat int, readSizeList, readEngines string) error {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "posture-bench-")
 	if err != nil {
@@ -106,42 +113,47 @@ func run(sizeList, engineList string, bigMiB, repeat int) error {
 	defer os.RemoveAll(dir)
 
 	fmt.Printf("machine: %d CPUs (GOMAXPROCS %d), %s, %s/%s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), memTotal(), runtime.GOOS, runtime.GOARCH)
+	// The read phase needs neither: its worker runs in process, and the
+	// findings reads touch no Kubernetes object.
 	manager := filepath.Join(dir, "manager")
-	fmt.Println("building ./cmd/manager ...")
-	build := exec.Command("go", "build", "-o", manager, "./cmd/manager")
-	build.Dir = testenv.Root()
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("go build ./cmd/manager: %w", err)
-	}
-
-	fmt.Println("starting a control plane (envtest) ...")
-	envt, cfg, err := testenv.Start()
-	if err != nil {
-		return err
-	}
-	defer func() { _ = envt.Stop() }()
-	k8s, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
-	if err != nil {
-		return err
-	}
+	var k8s client.Client
 	ns := "tenant-" + tenant
-	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		return err
+	if strings.TrimSpace(sizeList) != "" || bigMiB > 0 {
+		fmt.Println("building ./cmd/manager ...")
+		build := exec.Command("go", "build", "-o", manager, "./cmd/manager")
+		build.Dir = testenv.Root()
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("go build ./cmd/manager: %w", err)
+		}
+
+		fmt.Println("starting a control plane (envtest) ...")
+		envt, cfg, err := testenv.Start()
+		if err != nil {
+			return err
+		}
+		defer func() { _ = envt.Stop() }()
+		if k8s, err = client.New(cfg, client.Options{Scheme: testenv.Scheme()}); err != nil {
+			return err
+		}
+		if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return err
+		}
 	}
 
 	gen, err := newGenerator()
 	if err != nil {
 		return err
 	}
-	var sizes []int
-	for _, s := range strings.Split(sizeList, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n <= 0 {
-			return fmt.Errorf("-records: %q is not a positive number", s)
-		}
-		sizes = append(sizes, n)
+	sizes, err := parseSizes("-records", sizeList)
+	if err != nil {
+		return err
 	}
+	readSizes, err := parseSizes("-read-sizes", readSizeList)
+	if err != nil {
+		return err
+	}
+	slices.Sort(readSizes)
 	reports := map[int]string{}
 	for _, n := range sizes {
 		path := filepath.Join(dir, fmt.Sprintf("report-%d.ocsf.json", n))
@@ -164,7 +176,7 @@ func run(sizeList, engineList string, bigMiB, repeat int) error {
 				return err
 			}
 		}
-		if pg != nil {
+		if pg != nil && len(sizes) > 0 {
 			// A new server has yet to fault in its shared memory and create
 			// its WAL files; a long-running one has done both. One untimed run
 			// of the smallest report keeps that from landing on the first
@@ -203,9 +215,21 @@ func run(sizeList, engineList string, bigMiB, repeat int) error {
 			results = append(results, r)
 			printResult(r)
 		}
+		if len(readSizes) > 0 && slices.Contains(strings.Split(readEngines, ","), engine) {
+			b := &bench{k8s: k8s, ns: ns, manager: manager, dir: dir, engine: engine, pg: pg}
+			if err := runReads(ctx, b, gen, readSizes); err != nil {
+				if pg != nil {
+					pg.stop()
+				}
+				return fmt.Errorf("read phase, %s: %w", engine, err)
+			}
+		}
 		if pg != nil {
 			pg.stop()
 		}
+	}
+	if len(results) == 0 {
+		return nil
 	}
 	fmt.Println()
 	fmt.Printf("Medians of %d runs (peak RSS: the highest); worker / COPY: the median of each run's ratio, with the range.\n\n", repeat)
@@ -232,6 +256,23 @@ func run(sizeList, engineList string, bigMiB, repeat int) error {
 			serverCPU, copyS, copyCPU, ratio)
 	}
 	return nil
+}
+
+// parseSizes reads a comma-separated list of positive counts; an empty
+// list is none.
+func parseSizes(flagName, list string) ([]int, error) {
+	var sizes []int
+	for _, s := range strings.Split(list, ",") {
+		if strings.TrimSpace(s) == "" {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%s: %q is not a positive number", flagName, s)
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes, nil
 }
 
 // median summarises repeated runs of one report: the median of each time

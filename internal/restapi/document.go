@@ -63,6 +63,10 @@ type Pagination struct {
 	Page  int `json:"page,omitempty"`
 	Pages int `json:"pages"`
 	Count int `json:"count"`
+	// CountEstimated says Count is a lower bound: the findings list stops
+	// counting matches the finding summary cannot count past 10,100
+	// (webhook.CountLimit). Left out when Count is exact.
+	CountEstimated bool `json:"count_estimated,omitempty"`
 }
 
 // ErrorDocument is the body of every error response.

@@ -88,7 +88,9 @@ type Store interface {
 	IngestionErrorCodes(ctx context.Context, tenant, ingestionID string) (map[string]int, error)
 
 	// ListFindings returns one page and the number of matching findings; an
-	// unknown sort key is ErrInvalidArgument. With q.After set, the page is
+	// unknown sort key is ErrInvalidArgument. The number is exact, read from
+	// the finding summary when q.Summarized(), else counted from the
+	// findings, at most q.CountLimit+1 of them when CountLimit is set. With q.After set, the page is
 	// the q.Page.Size findings that follow that key in the sort order
 	// (keyset pagination: no row before it is read) and q.Page.Number is
 	// ignored.
@@ -98,7 +100,9 @@ type Store interface {
 	ListScans(ctx context.Context, tenant string, q ScanQuery) ([]Scan, int, error)
 	// FindingCounts counts the findings matching q (its filters; sort and
 	// page are ignored) grouped by one or more of the CountDimensions, and
-	// returns the groups ordered by their values. An unknown or repeated
+	// returns the groups ordered by their values. When q.Summarized() it
+	// reads the finding summary, whose size is the number of groups, not of
+	// findings; otherwise it groups the matching findings. An unknown or repeated
 	// dimension, or none, is ErrInvalidArgument.
 	FindingCounts(ctx context.Context, tenant string, q FindingQuery, by []string) ([]FindingGroup, error)
 
@@ -249,6 +253,21 @@ type FindingQuery struct {
 	Page   Page     // Number from 1; Size 0 means 10
 	// After continues a listing after this position (see ListFindings).
 	After *FindingKey
+	// CountLimit, when above 0, bounds the count ListFindings makes when
+	// the summary cannot answer it (see Summarized): it stops at
+	// CountLimit+1 matching findings, so a count above CountLimit is a
+	// lower bound. 0 counts every match.
+	CountLimit int
+}
+
+// Summarized reports whether q filters on summary dimensions alone
+// (CountDimensions: no scan, ingestion or search filter, and not only the
+// latest scans), so that its
+// counts come from the finding summary, which the stores keep in step with
+// the findings in the same transactions that write them: exact, and read
+// in time proportional to the number of groups rather than of findings.
+func (q FindingQuery) Summarized() bool {
+	return q.ScanID == "" && q.IngestionID == "" && q.Search == "" && !q.Latest
 }
 
 // MinSearchLength is the shortest FindingQuery.Search, in characters
@@ -273,7 +292,7 @@ func KeyOf(f *Finding) FindingKey {
 }
 
 // CountDimensions are the columns FindingCounts can group by: the
-// low-cardinality ones an index covers.
+// low-cardinality ones the finding summary (and an index) covers.
 var CountDimensions = []string{"severity", "status_code", "provider_type", "provider_uid", "check_id", "region"}
 
 // FindingGroup is one group of FindingCounts: Values holds the group's value

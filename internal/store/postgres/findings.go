@@ -139,7 +139,7 @@ func (s *Store) WriteBatch(ctx context.Context, tenant, ingestionID string, atte
 		}
 	}
 	upsert := false
-	for {
+	for deadlocks := 0; ; {
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			return writeBatch(ctx, tx, tenant, ingestionID, attempt, now, b, ids, upsert)
 		})
@@ -147,6 +147,15 @@ func (s *Store) WriteBatch(ctx context.Context, tenant, ingestionID string, atte
 			// The transaction wrote nothing before the COPY that failed; do
 			// it all again, this time upserting.
 			upsert = true
+			continue
+		}
+		if isDeadlock(err) && deadlocks < maxDeadlockRetries {
+			// An upsert updates the finding summary twice (for the rows
+			// it inserted, then for those it rewrote), each in key order;
+			// two batches rewriting the same groups at once can lock
+			// them in opposite order. The one PostgreSQL aborted wrote
+			// nothing: run it again.
+			deadlocks++
 			continue
 		}
 		return err
@@ -239,6 +248,10 @@ func findingIDs(fs []store.Finding) ([][16]byte, error) {
 	}
 	return ids, nil
 }
+
+// maxDeadlockRetries bounds how often WriteBatch runs a batch again after
+// PostgreSQL broke a deadlock by aborting it.
+const maxDeadlockRetries = 5
 
 // errCopyMetStoredRow is a COPY that stopped on a finding already stored;
 // its transaction is aborted, and the batch must be upserted instead.

@@ -93,7 +93,9 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
-	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys, goose.WithSessionLocker(locker))
+	// Out of order: versions are numbered by the change that adds them, and
+	// one merged after a later one was applied still has to run.
+	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys, goose.WithSessionLocker(locker), goose.WithAllowOutofOrder(true))
 	if err != nil {
 		return fmt.Errorf("postgres: migrations: %w", err)
 	}
@@ -121,6 +123,13 @@ func utcPtr(t *time.Time) *time.Time {
 
 // isNoRows reports pgx's "no rows" error.
 func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
+
+// isDeadlock reports PostgreSQL aborting a transaction to break a cycle of
+// lock waits.
+func isDeadlock(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "40P01"
+}
 
 // isInvalidText reports PostgreSQL rejecting a malformed value (a bad UUID),
 // which for a lookup means "no such row".

@@ -44,8 +44,11 @@ func (s QueryShape) FirstSortColumn() string {
 //     found by the tenant alone or there is no filter; a sort of the right
 //     part of the order, within equal leading values, is fine, and so is
 //     sorting the rows an index found by a selective filter);
-//   - for grouped counts without a text search, reading the rows rather
-//     than an index that covers the grouped and filtered columns;
+//   - for grouped counts and a listing's count whose filters the summary
+//     covers (FindingQuery.Summarized), reading findings at all rather
+//     than the finding summary: those cost the number of groups;
+//   - for other grouped counts without a text search, reading the rows
+//     rather than an index that covers the grouped and filtered columns;
 //   - for a cursor page, not seeking the index to the cursor (no bound on
 //     the first sort column in the index condition);
 //   - for a search the trigram index can answer, testing the text on rows
@@ -63,8 +66,17 @@ func PlanProblems(s QueryShape, page bool, plan []string) []string {
 	if page && sorts && (s.Ordered || tenantOnly) {
 		problems = append(problems, "sorts every finding of the tenant instead of reading an index in order")
 	}
-	if s.By != nil && s.Query.Search == "" && !s.Query.Latest &&
-		!regexp.MustCompile(`(?m)(SEARCH findings USING COVERING INDEX|Index Only Scan using \w+ on findings)`).MatchString(text) {
+	counting := s.By != nil || !page
+	readsFindings := regexp.MustCompile(`(?m)(\bfindings USING|\bon findings\b|\bSCAN findings\b)`).MatchString(text)
+	// Through its key, which starts with the tenant: the tenant's groups, not every tenant's.
+	readsSummary := regexp.MustCompile(`(?m)(SEARCH finding_counts USING PRIMARY KEY \(tenant=\?|Index (Only )?Scan using \w+ on finding_counts)`).MatchString(text)
+	switch {
+	case counting && s.Query.Summarized():
+		if readsFindings || !readsSummary {
+			problems = append(problems, "counts from the findings, not from the finding summary (finding_counts)")
+		}
+	case s.By != nil && s.Query.Search == "" && !s.Query.Latest &&
+		!regexp.MustCompile(`(?m)(SEARCH findings USING COVERING INDEX|Index Only Scan using \w+ on findings)`).MatchString(text):
 		problems = append(problems, "counts from the rows, not from an index covering the grouped columns")
 	}
 	searchIndex := regexp.MustCompile(`(?m)(SCAN findings_search VIRTUAL TABLE INDEX|Bitmap Index Scan on findings_search\b)`).MatchString(text)

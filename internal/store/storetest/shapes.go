@@ -23,6 +23,9 @@ type QueryShape struct {
 // first), which is what a listing without sort= asks the store for.
 var apiDefaultSort = []string{"-inserted_at"}
 
+// apiCountLimit is webhook.CountLimit, which this package cannot import.
+const apiCountLimit = 10_100
+
 // QueryShapes lists every findings query shape docs/api.md documents, as
 // the API hands it to the store: the default list, each filter alone and
 // two combined, each sort (first, middle and cursor page), search and the
@@ -94,6 +97,11 @@ func QueryShapes() []QueryShape {
 		l.Name = "latest " + l.Name
 		l.Query.Latest = true
 		shapes = append(shapes, l)
+	}
+	// The API bounds the count of every listing (webhook.CountLimit); only
+	// those the summary cannot count use the bound.
+	for i := range shapes {
+		shapes[i].Query.CountLimit = apiCountLimit
 	}
 	for _, d := range store.CountDimensions {
 		shapes = append(shapes, QueryShape{Name: "counts by " + d, By: []string{d}})

@@ -295,12 +295,6 @@ func indexedSearch(q store.FindingQuery) bool {
 	return utf8.RuneCountInString(q.Search) >= store.MinSearchLength
 }
 
-// onlyFacets reports whether q filters on findings_facets' columns alone
-// (status_code, provider_type, provider_uid, severity, region, check_id).
-func onlyFacets(q store.FindingQuery) bool {
-	return q.ScanID == "" && q.IngestionID == "" && q.Search == "" && !q.Latest
-}
-
 // bounded reports whether q names a scan, an ingestion or a check, asks
 // for the latest scans or searches a text the trigram index can look up:
 // each has an index that finds exactly its findings, a bounded set worth
@@ -437,7 +431,7 @@ func FindingList(d Dialect, tenant string, q store.FindingQuery) (count, page St
 	}
 	a := NewArgs(d)
 	where := FindingWhere(a, tenant, q)
-	count = Statement{SQL: `SELECT count(*) FROM findings` + latestIndex(d, q) + ` WHERE ` + where, Args: slices.Clone(a.Vals)}
+	count = findingCount(d, tenant, q)
 	order := make([]string, len(parts))
 	for i, p := range parts {
 		order[i] = p.String()
@@ -463,27 +457,76 @@ func FindingList(d Dialect, tenant string, q store.FindingQuery) (count, page St
 	return count, Statement{SQL: sql, Args: a.Vals}, nil
 }
 
-// FindingCounts renders FindingCounts' statement: one GROUP BY over columns
-// the findings_facets index covers, so that it reads the index, not the rows.
+// SummaryTable keeps, per tenant, the number of findings of each
+// combination of CountDimensions' values. Triggers on findings keep it in
+// step within the statement that changes a finding, so it is exact in every
+// transaction's view. Groups whose findings all moved away stay at 0.
+const SummaryTable = "finding_counts"
+
+// findingCount renders the count of ListFindings: a sum over the summary
+// when q.Summarized(), otherwise a count of the matching findings that
+// stops at q.CountLimit+1 of them when a limit is set, so that a filter
+// matching millions costs what one matching ten thousand does.
+func findingCount(d Dialect, tenant string, q store.FindingQuery) Statement {
+	a := NewArgs(d)
+	where := FindingWhere(a, tenant, q)
+	if q.Summarized() {
+		return Statement{SQL: `SELECT coalesce(sum(n), 0) FROM ` + SummaryTable + ` WHERE ` + where, Args: a.Vals}
+	}
+	if q.CountLimit > 0 {
+		return Statement{SQL: `SELECT count(*) FROM (SELECT 1 FROM findings` + latestIndex(d, q) + ` WHERE ` + where + ` LIMIT ` + a.Add(q.CountLimit+1) + `) AS matching`,
+			Args: a.Vals}
+	}
+	return Statement{SQL: `SELECT count(*) FROM findings` + latestIndex(d, q) + ` WHERE ` + where, Args: a.Vals}
+}
+
+// FindingCounts renders FindingCounts' statement: from the summary when
+// q.Summarized() (one row per group, whatever the number of findings),
+// else FindingCountsScan.
 func FindingCounts(d Dialect, tenant string, q store.FindingQuery, by []string) (Statement, error) {
+	if err := checkDimensions(by); err != nil {
+		return Statement{}, err
+	}
+	if !q.Summarized() {
+		return FindingCountsScan(d, tenant, q, by)
+	}
+	a := NewArgs(d)
+	where := FindingWhere(a, tenant, q)
+	cols := strings.Join(by, ", ")
+	return Statement{SQL: `SELECT ` + cols + `, sum(n) FROM ` + SummaryTable + ` WHERE ` + where + ` GROUP BY ` + cols +
+		` HAVING sum(n) > 0 ORDER BY ` + cols, Args: a.Vals}, nil
+}
+
+func checkDimensions(by []string) error {
 	if len(by) == 0 {
-		return Statement{}, Invalid("count findings by what? want one or more of %s", strings.Join(store.CountDimensions, ", "))
+		return Invalid("count findings by what? want one or more of %s", strings.Join(store.CountDimensions, ", "))
 	}
 	seen := map[string]bool{}
 	for _, b := range by {
 		if !slices.Contains(store.CountDimensions, b) {
-			return Statement{}, Invalid("cannot count findings by %q: want one or more of %s", b, strings.Join(store.CountDimensions, ", "))
+			return Invalid("cannot count findings by %q: want one or more of %s", b, strings.Join(store.CountDimensions, ", "))
 		}
 		if seen[b] {
-			return Statement{}, Invalid("%q is given twice to count findings by", b)
+			return Invalid("%q is given twice to count findings by", b)
 		}
 		seen[b] = true
+	}
+	return nil
+}
+
+// FindingCountsScan groups the findings themselves: one GROUP BY over
+// columns the findings_facets index covers, so that it reads the index,
+// not the rows. It is what FindingCounts falls back to for filters the
+// summary lacks, and what the summary's conformance test compares with.
+func FindingCountsScan(d Dialect, tenant string, q store.FindingQuery, by []string) (Statement, error) {
+	if err := checkDimensions(by); err != nil {
+		return Statement{}, err
 	}
 	a := NewArgs(d)
 	where := FindingWhere(a, tenant, q)
 	cols := strings.Join(by, ", ")
 	from := "findings" + latestIndex(d, q)
-	if d.IndexedBy != nil && onlyFacets(q) {
+	if d.IndexedBy != nil && q.Summarized() {
 		// The grouped and filtered columns are all in findings_facets, so
 		// counting reads that index alone; SQLite prefers an index in
 		// GROUP BY order that makes it read every row.

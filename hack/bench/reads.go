@@ -1,0 +1,532 @@
+package main
+
+// The read phase (make bench; -read-sizes): how the findings reads answer
+// through the REST API as a tenant's findings grow.
+//
+// For each engine, one database grows to each size in turn. The findings
+// are the ingestion phase's generated records, written by the real worker
+// (ingest.Worker, in process) from reports stored as blobs, in reports of
+// at most loadReport records, each a separate ingestion, so the rows,
+// scans and summary are exactly what uploads would leave. At each size,
+// every documented query shape is requested over loopback HTTP from the
+// real API handler, timed, and compared with the smallest size.
+//
+// Ingestion into a full table is measured the same way: a probe report of
+// probeRecords records goes through the worker into the empty database
+// first and again after each size's reads. Probes write to a tenant of
+// their own, so they fill the table without changing what the reads read.
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/posture-dev/posture/internal/auth"
+	"github.com/posture-dev/posture/internal/ingest"
+	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/webhook"
+)
+
+const (
+	// loadReport is the largest report the load writes at once: its blob
+	// (about 2.2 KB a record) is deleted once ingested, so the disk holds
+	// one report at a time besides the findings.
+	loadReport = 250_000
+	// probeRecords is the size of the report whose ingestion is timed into
+	// the empty database and into each size.
+	probeRecords = 20_000
+	probeTenant  = "bench-probe"
+	// readRequests are timed per shape and size, after readWarmup untimed.
+	readRequests = 20
+	readWarmup   = 2
+	// shapeBudget stops a shape early when its requests are this slow
+	// (after at least 3, and one warm-up); the table then says how many
+	// were timed.
+	shapeBudget = 15 * time.Second
+)
+
+// readShape is one request of the read phase.
+type readShape struct {
+	name  string
+	path  string // under /api/v1
+	query string
+	// cursorAt, when set, places page[cursor] after the finding at this
+	// fraction of the listing (0.5: the middle; 1: just before the end).
+	cursorAt float64
+	// then are requests made after this one and timed with it: an
+	// overview is several.
+	then []readShape
+}
+
+// readResult is a shape's timings at one size.
+type readResult struct {
+	p50, p95 time.Duration
+	n        int
+}
+
+// readBench is one engine's database, growing through the sizes.
+type readBench struct {
+	*bench
+	gen    *generator
+	api    string
+	key    string
+	http   *http.Client
+	loaded int // findings stored in the read tenant
+	probed int // findings stored in probeTenant
+	runs   int // ingestions made
+	// firstIngestion and firstScan name rows for the scan and ingestion
+	// filters.
+	firstIngestion string
+}
+
+func runReads(ctx context.Context, b *bench, gen *generator, sizes []int) error {
+	if err := b.open(ctx); err != nil {
+		return err
+	}
+	defer b.close()
+	rb := &readBench{bench: b, gen: gen, key: "pk_bench.0123456789abcdef0123456789abcdef0123456789",
+		http: &http.Client{Timeout: 5 * time.Minute}}
+	stop, err := rb.serve()
+	if err != nil {
+		return err
+	}
+	defer stop()
+
+	fmt.Printf("\n== read phase, %s: sizes %v ==\n", b.engine, sizes)
+	probes := []time.Duration{}
+	probe := func(label string) error {
+		d, err := rb.ingest(ctx, probeTenant, probeRecords)
+		if err != nil {
+			return fmt.Errorf("probe ingestion %s: %w", label, err)
+		}
+		fmt.Printf("%s probe: %d records ingested in %.2fs (%.0f records/s) into %s (and %d of other tenants)\n", b.engine, probeRecords, d.Seconds(),
+			float64(probeRecords)/d.Seconds(), label, rb.probed-probeRecords)
+		probes = append(probes, d)
+		return nil
+	}
+	// The first run into a new database pays for its first pages and WAL
+	// files; the faster of two runs into a (nearly) empty table is the
+	// baseline.
+	if err := probe("an empty table"); err != nil {
+		return err
+	}
+	if err := probe(fmt.Sprintf("a table of %d", rb.loaded)); err != nil {
+		return err
+	}
+	empty := min(probes[0], probes[1])
+	shapes := []readShape(nil)
+	results := map[int]map[string]readResult{}
+	probeAt := map[int]time.Duration{}
+	for _, size := range sizes {
+		if size > rb.loaded {
+			start := time.Now()
+			from := rb.loaded
+			for rb.loaded < size {
+				if _, err := rb.ingest(ctx, tenant, min(loadReport, size-rb.loaded)); err != nil {
+					return fmt.Errorf("load to %d: %w", size, err)
+				}
+			}
+			d := time.Since(start)
+			fmt.Printf("%s: loaded %d findings in %.0fs (%.0f records/s, through the worker)\n", b.engine, rb.loaded-from,
+				d.Seconds(), float64(rb.loaded-from)/d.Seconds())
+		}
+		if err := rb.settle(); err != nil {
+			return err
+		}
+		// Values and positions (the middle, the last page) are the current
+		// size's.
+		if shapes, err = rb.shapes(ctx); err != nil {
+			return err
+		}
+		fmt.Printf("%s: timing %d shapes at %d findings ...\n", b.engine, len(shapes), rb.loaded)
+		results[size] = map[string]readResult{}
+		for _, s := range shapes {
+			r, err := rb.time(ctx, s)
+			if err != nil {
+				return fmt.Errorf("%s at %d: %w", s.name, size, err)
+			}
+			results[size][s.name] = r
+			fmt.Printf("  %s at %d: p50 %s ms, p95 %s ms (%d requests)\n", s.name, size, ms(r.p50), ms(r.p95), r.n)
+		}
+		if err := probe(fmt.Sprintf("a table of %d", rb.loaded)); err != nil {
+			return err
+		}
+		probeAt[size] = probes[len(probes)-1]
+	}
+	printReads(b.engine, sizes, shapes, results)
+	fmt.Printf("\n%s ingestion of %d records (worker), time relative to an empty table (%.2fs):", b.engine, probeRecords, empty.Seconds())
+	for _, size := range sizes {
+		fmt.Printf(" %d: %.2f×;", size, probeAt[size].Seconds()/empty.Seconds())
+	}
+	fmt.Println()
+	return nil
+}
+
+func printReads(engine string, sizes []int, shapes []readShape, results map[int]map[string]readResult) {
+	fmt.Printf("\n%s: p50 / p95 in ms of %d requests per shape (after %d untimed) through the REST API; ratio: p95 over p95 at %d\n\n",
+		engine, readRequests, readWarmup, sizes[0])
+	head := "| shape |"
+	rule := "|---|"
+	for _, s := range sizes {
+		head += fmt.Sprintf(" %s p50 / p95 |", humanCount(s))
+		rule += "---|"
+		if s != sizes[0] {
+			head += fmt.Sprintf(" %s ratio |", humanCount(s))
+			rule += "---|"
+		}
+	}
+	fmt.Println(head)
+	fmt.Println(rule)
+	base := results[sizes[0]]
+	worst := map[int]float64{}
+	for _, sh := range shapes {
+		line := "| " + sh.name + " |"
+		for _, s := range sizes {
+			r := results[s][sh.name]
+			cell := fmt.Sprintf(" %s / %s", ms(r.p50), ms(r.p95))
+			if r.n < readRequests {
+				cell += fmt.Sprintf(" (%d req)", r.n)
+			}
+			line += cell + " |"
+			if s != sizes[0] {
+				ratio := float64(r.p95) / float64(max(base[sh.name].p95, time.Microsecond))
+				worst[s] = max(worst[s], ratio)
+				line += fmt.Sprintf(" %.1f× |", ratio)
+			}
+		}
+		fmt.Println(line)
+	}
+	for _, s := range sizes[1:] {
+		fmt.Printf("%s: worst p95 ratio %s / %s: %.1f×\n", engine, humanCount(s), humanCount(sizes[0]), worst[s])
+	}
+}
+
+func ms(d time.Duration) string {
+	v := float64(d) / float64(time.Millisecond)
+	if v < 10 {
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+func humanCount(n int) string {
+	switch {
+	case n >= 1_000_000 && n%1_000_000 == 0:
+		return fmt.Sprintf("%dM", n/1_000_000)
+	case n >= 1000 && n%1000 == 0:
+		return fmt.Sprintf("%dk", n/1000)
+	}
+	return fmt.Sprint(n)
+}
+
+// serve starts the API handler on loopback; no rate limiter wraps its
+// authentication, as in upload.
+func (rb *readBench) serve() (func(), error) {
+	srv := &webhook.Server{
+		Client: rb.k8s, APIReader: rb.k8s, Store: rb.st, Log: logr.Discard(), MaxUploadBytes: 4 << 30,
+		Auth: auth.StaticKey{KeyHash: auth.HashKey(rb.key), Principal: auth.Principal{
+			Tenant: tenant, Namespace: rb.ns, User: "bench", KeyPrefix: "pk_bench",
+			Permissions: auth.AllPermissions(), Subscribed: true,
+		}},
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	rb.api = "http://" + ln.Addr().String() + "/api/v1"
+	return func() { _ = hs.Close() }, nil
+}
+
+// ingest stores a report of the next n generated records as a blob, runs
+// the worker over it as the manager would, deletes the blob and returns
+// the worker's time.
+func (rb *readBench) ingest(ctx context.Context, tn string, n int) (time.Duration, error) {
+	pr, pw := io.Pipe()
+	// Probes take their uids far from the load's.
+	from, count := rb.loaded, &rb.loaded
+	if tn == probeTenant {
+		from, count = 900_000_000+rb.probed, &rb.probed
+	}
+	go func() { pw.CloseWithError(rb.gen.writeRange(pw, from, n)) }()
+	blob, err := rb.st.PutBlob(ctx, tn, pr)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = rb.st.DeleteBlob(ctx, tn, blob.ID) }()
+	rb.runs++
+	id := fmt.Sprintf("reads-%d", rb.runs)
+	if rb.firstIngestion == "" && tn == tenant {
+		rb.firstIngestion = id
+	}
+	w := &ingest.Worker{Store: rb.st, Log: logr.Discard()}
+	start := time.Now()
+	err = w.Run(ctx, ingest.Job{Tenant: tn, Namespace: rb.ns, IngestionID: id, BlobID: blob.ID, Attempt: 1, Total: n,
+		ReportSHA256: blob.SHA256})
+	d := time.Since(start)
+	if err != nil {
+		return 0, err
+	}
+	run, err := rb.st.GetRun(ctx, tn, id)
+	if err != nil {
+		return 0, err
+	}
+	if run.Status != store.RunSucceeded || run.Processed != n || run.Invalid != 0 {
+		return 0, fmt.Errorf("run %s ended %s with %d processed, %d invalid (%s); want %d valid", id, run.Status, run.Processed, run.Invalid, run.Message, n)
+	}
+	*count += n
+	return d, nil
+}
+
+// settle does what a database left alone after a load would have done by
+// itself: on PostgreSQL, autovacuum's VACUUM and ANALYZE (statistics for
+// the planner, the visibility map for index-only scans). SQLite keeps the
+// statistics its migrations wrote, as a deployed store does.
+func (rb *readBench) settle() error {
+	if rb.engine != "postgres" {
+		return nil
+	}
+	return rb.pg.psql(rb.db(), "VACUUM (ANALYZE)")
+}
+
+// get requests path?query and returns the decoded document.
+func (rb *readBench) get(ctx context.Context, path, query string) (map[string]any, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rb.api+path+"?"+query, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Api-Key "+rb.key)
+	req.Header.Set("Accept", "application/vnd.api+json")
+	resp, err := rb.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s?%s: %d %s", path, query, resp.StatusCode, body)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return nil, fmt.Errorf("GET %s?%s: %w", path, query, err)
+	}
+	return doc, nil
+}
+
+// shapes lists the timed requests, with values taken from the data: the
+// most common check and region, a scan, the first ingestion.
+func (rb *readBench) shapes(ctx context.Context) ([]readShape, error) {
+	top := func(dim string) (string, error) {
+		doc, err := rb.get(ctx, "/findings/counts", "group_by="+dim)
+		if err != nil {
+			return "", err
+		}
+		best, most := "", -1.0
+		for _, g := range doc["data"].([]any) {
+			attrs := g.(map[string]any)["attributes"].(map[string]any)
+			if n := attrs["count"].(float64); n > most {
+				best, most = attrs[dim].(string), n
+			}
+		}
+		return best, nil
+	}
+	check, err := top("check_id")
+	if err != nil {
+		return nil, err
+	}
+	region, err := top("region")
+	if err != nil {
+		return nil, err
+	}
+	scans, err := rb.get(ctx, "/scans", "page[size]=1")
+	if err != nil {
+		return nil, err
+	}
+	data := scans["data"].([]any)
+	if len(data) == 0 {
+		return nil, errors.New("no scans")
+	}
+	scan := data[0].(map[string]any)["id"].(string)
+	q := func(kv ...string) string {
+		v := url.Values{}
+		for i := 0; i < len(kv); i += 2 {
+			v.Set(kv[i], kv[i+1])
+		}
+		return v.Encode()
+	}
+	f := "/findings"
+	shapes := []readShape{
+		{name: "default list", path: f},
+		{name: "filter severity", path: f, query: q("filter[severity]", "critical")},
+		{name: "filter severity__in", path: f, query: q("filter[severity__in]", "critical,high")},
+		{name: "filter status_code", path: f, query: q("filter[status_code]", "FAIL")},
+		{name: "filter provider_type", path: f, query: q("filter[provider_type]", "aws")},
+		{name: "filter provider_uid", path: f, query: q("filter[provider_uid]", accounts[1])},
+		{name: "filter check_id", path: f, query: q("filter[check_id]", check)},
+		{name: "filter region", path: f, query: q("filter[region]", region)},
+		{name: "filter scan", path: f, query: q("filter[scan]", scan)},
+		{name: "filter ingestion", path: f, query: q("filter[ingestion]", rb.firstIngestion)},
+		{name: "filter region + provider_type", path: f, query: q("filter[region]", region, "filter[provider_type]", "aws")},
+		{name: "filter severity__in + status_code + provider_uid", path: f,
+			query: q("filter[severity__in]", "critical,high", "filter[status_code]", "FAIL", "filter[provider_uid]", accounts[2])},
+	}
+	for _, k := range []string{"time", "severity_id", "inserted_at", "check_id", "uid"} {
+		shapes = append(shapes, readShape{name: "sort " + k, path: f, query: q("sort", k)},
+			readShape{name: "sort -" + k, path: f, query: q("sort", "-"+k)})
+	}
+	shapes = append(shapes,
+		readShape{name: "page[number] 501 (offset 5,000)", path: f, query: q("page[number]", "501")},
+		readShape{name: "page[number] deepest: the last, or offset 10,000", path: f,
+			query: q("page[number]", fmt.Sprint(min(webhook.MaxPageOffset/10+1, (rb.loaded+9)/10)))},
+		readShape{name: "page[cursor] middle", path: f, cursorAt: 0.5},
+		readShape{name: "page[cursor] last page", path: f, cursorAt: 1},
+		readShape{name: "page[cursor] middle, sort uid", path: f, query: q("sort", "uid"), cursorAt: 0.5},
+		readShape{name: "search, rare (one uid)", path: f, query: q("filter[search]", fmt.Sprintf("bench-%s-%09d", accounts[3], 7))},
+		readShape{name: "search, common (a word of many titles)", path: f, query: q("filter[search]", "bucket")},
+		readShape{name: "counts by severity", path: "/findings/counts", query: q("group_by", "severity")},
+		readShape{name: "counts by every dimension", path: "/findings/counts",
+			query: q("group_by", strings.Join(store.CountDimensions, ","))},
+		readShape{name: "counts by severity, FAIL in a region", path: "/findings/counts",
+			query: q("group_by", "severity", "filter[status_code]", "FAIL", "filter[region]", region)},
+		readShape{name: "counts by check, search", path: "/findings/counts",
+			query: q("group_by", "check_id,severity,status_code", "filter[search]", "bucket")},
+		readShape{name: "overview (MCP overview + check catalogue counts)", path: "/findings/counts",
+			query: q("group_by", "severity,status_code,provider_type,provider_uid"),
+			then:  []readShape{{path: "/findings/counts", query: q("group_by", "check_id,severity,status_code")}}},
+	)
+	for i := range shapes {
+		if shapes[i].cursorAt > 0 {
+			c, err := rb.cursor(ctx, shapes[i])
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", shapes[i].name, err)
+			}
+			shapes[i].query = joinQuery(shapes[i].query, q("page[cursor]", c))
+		}
+	}
+	return shapes, nil
+}
+
+func joinQuery(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "&" + b
+}
+
+// cursor builds the page[cursor] that continues s's listing after the
+// finding at s.cursorAt of it. Following links.next that far would take
+// a request per page; instead the API's own cursor from page 1 (for its
+// binding to the filters and sort) is re-pointed at that finding, read from
+// the store. This relies on the cursor's layout (webhook/cursor.go), which
+// clients must not: it is opaque to them.
+func (rb *readBench) cursor(ctx context.Context, s readShape) (string, error) {
+	doc, err := rb.get(ctx, s.path, joinQuery(s.query, "page[size]=1"))
+	if err != nil {
+		return "", err
+	}
+	next, _ := doc["links"].(map[string]any)["next"].(string)
+	u, err := url.Parse(next)
+	if err != nil || next == "" {
+		return "", fmt.Errorf("no links.next to take a cursor from: %q", next)
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(u.Query().Get("page[cursor]"))
+	if err != nil {
+		return "", err
+	}
+	var parts []json.RawMessage
+	if err := json.Unmarshal(raw, &parts); err != nil || len(parts) != 7 {
+		return "", fmt.Errorf("unexpected cursor layout %s", raw)
+	}
+	var sortKeys []string
+	if v, _ := url.ParseQuery(s.query); v.Get("sort") != "" {
+		sortKeys = strings.Split(v.Get("sort"), ",")
+	} else {
+		sortKeys = []string{"-inserted_at"}
+	}
+	pos := max(1, int(float64(rb.loaded)*s.cursorAt)-5)
+	rows, _, err := rb.st.ListFindings(ctx, tenant, store.FindingQuery{Sort: sortKeys, Page: store.Page{Number: pos, Size: 1}})
+	if err != nil || len(rows) != 1 {
+		return "", fmt.Errorf("finding %d in order %v: %d rows, %v", pos, sortKeys, len(rows), err)
+	}
+	k := store.KeyOf(&rows[0])
+	b, err := json.Marshal([]any{parts[0], k.Time.UnixMicro(), k.InsertedAt.UnixMicro(), k.SeverityID, k.CheckID, k.UID, k.ID})
+	if err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// time requests s readWarmup times untimed, then up to readRequests times.
+func (rb *readBench) time(ctx context.Context, s readShape) (readResult, error) {
+	once := func() (time.Duration, error) {
+		start := time.Now()
+		for _, x := range append([]readShape{s}, s.then...) {
+			if _, err := rb.get(ctx, x.path, x.query); err != nil {
+				return 0, err
+			}
+		}
+		return time.Since(start), nil
+	}
+	for i := range readWarmup {
+		d, err := once()
+		if err != nil {
+			return readResult{}, err
+		}
+		if i == 0 && d > shapeBudget/10 {
+			break // one warm-up of a slow shape is enough
+		}
+	}
+	var spent time.Duration
+	var ds []time.Duration
+	for range readRequests {
+		d, err := once()
+		if err != nil {
+			return readResult{}, err
+		}
+		ds = append(ds, d)
+		spent += d
+		if spent > shapeBudget && len(ds) >= 3 {
+			break
+		}
+	}
+	slices.Sort(ds)
+	// Nearest rank: of 20, the 10th and the 19th.
+	rank := func(p float64) time.Duration { return ds[max(0, int(p*float64(len(ds))+0.999999)-1)] }
+	return readResult{p50: rank(0.5), p95: rank(0.95), n: len(ds)}, nil
+}
+
+// writeRange writes a report of the n records from index from: the same
+// records write would render at those indexes, so uids never repeat across
+// the reports of one load.
+func (g *generator) writeRange(w io.Writer, from, n int) error {
+	bw := bufio.NewWriterSize(w, 256<<10)
+	var buf []byte
+	_ = bw.WriteByte('[')
+	for i := from; i < from+n; i++ {
+		if i > from {
+			_ = bw.WriteByte(',')
+		}
+		buf = g.record(buf, i)
+		if _, err := bw.Write(buf); err != nil {
+			return err
+		}
+	}
+	_ = bw.WriteByte(']')
+	return bw.Flush()
+}

@@ -1,0 +1,36 @@
+package postgres
+
+import (
+	"context"
+	"testing"
+
+	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/store/internal/engine"
+	"github.com/posture-dev/posture/internal/store/pgtest"
+	"github.com/posture-dev/posture/internal/store/storetest"
+)
+
+// TestFindingSummary holds the finding summary equal to a GROUP BY over
+// the findings through a random history of writes (storetest.RunSummary).
+func TestFindingSummary(t *testing.T) {
+	s, err := Open(context.Background(), pgtest.FreshDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	storetest.RunSummary(t, s, storetest.SummaryDB{
+		Dialect: engine.Postgres,
+		Groups: func(ctx context.Context, st engine.Statement, dims int) ([]store.FindingGroup, error) {
+			rows, err := s.pool.Query(ctx, st.SQL, st.Args...)
+			if err != nil {
+				return nil, err
+			}
+			defer rows.Close()
+			return engine.ScanGroups(rows, dims)
+		},
+		Exec: func(ctx context.Context, st engine.Statement) error {
+			_, err := s.pool.Exec(ctx, st.SQL, st.Args...)
+			return err
+		},
+	})
+}

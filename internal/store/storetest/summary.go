@@ -1,0 +1,217 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/store/internal/engine"
+)
+
+// SummaryDB is the database under a store, which the summary conformance
+// test reads and changes behind the store's back.
+type SummaryDB struct {
+	Dialect engine.Dialect
+	// Groups runs a grouped count statement (engine.FindingCountsScan) of
+	// dims dimensions and returns its groups (engine.ScanGroups).
+	Groups func(ctx context.Context, st engine.Statement, dims int) ([]store.FindingGroup, error)
+	// Exec runs a statement that changes rows. The test deletes findings
+	// with it: the store has no API for that yet, and the summary must
+	// follow any delete all the same.
+	Exec func(ctx context.Context, st engine.Statement) error
+}
+
+// summaryValues are few per dimension, so that random rewrites move
+// findings between groups that already exist, and empty some.
+var summaryValues = map[string][]string{
+	"severity":      {"critical", "high", "low"},
+	"status_code":   {"FAIL", "PASS"},
+	"provider_type": {"aws", "gcp"},
+	"provider_uid":  {"111111111111", "222222222222"},
+	"check_id":      {"check_a", "check_b", "check_c"},
+	"region":        {"eu-west-1", "us-east-1"},
+}
+
+func randomFinding(r *rand.Rand, uid string) store.Finding {
+	f := finding(fmt.Sprintf("scan-%d", r.IntN(3)), uid)
+	pick := func(dim string) string { v := summaryValues[dim]; return v[r.IntN(len(v))] }
+	f.Severity, f.StatusCode, f.ProviderType = pick("severity"), pick("status_code"), pick("provider_type")
+	f.ProviderUID, f.CheckID, f.Region = pick("provider_uid"), pick("check_id"), pick("region")
+	if r.IntN(4) == 0 {
+		// The store normalises case: the summary must count what it stores.
+		f.Severity, f.StatusCode = strings.ToUpper(f.Severity), strings.ToLower(f.StatusCode)
+	}
+	return f
+}
+
+// RunSummary checks that the finding summary, which FindingCounts and
+// ListFindings' count read for filters on summary dimensions, equals a
+// GROUP BY over the findings after every step of a random history: new
+// findings, upserts that move findings between groups (in one batch and
+// across batches, with duplicates in a batch), failed ingestions that give
+// findings back, rolled-back batches (stale attempts), deletes, and
+// ingestions of two tenants racing on the same findings.
+func RunSummary(t *testing.T, s store.Store, db SummaryDB) {
+	ctx := ctxT(t)
+	r := rand.New(rand.NewPCG(15, 6))
+	tenants := []string{tenantA, tenantB}
+	uid := func() string { return fmt.Sprintf("uid-%02d", r.IntN(40)) }
+	run := 0
+	check := func(step string) {
+		t.Helper()
+		for _, tenant := range tenants {
+			scan, err := engine.FindingCountsScan(db.Dialect, tenant, store.FindingQuery{}, store.CountDimensions)
+			must(t, err, "FindingCountsScan")
+			want, err := db.Groups(ctx, scan, len(store.CountDimensions))
+			must(t, err, step+": GROUP BY over findings")
+			got, err := s.FindingCounts(ctx, tenant, store.FindingQuery{}, store.CountDimensions)
+			must(t, err, step+": FindingCounts")
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s, %s: summary counts differ from a GROUP BY over findings:\n%s", step, tenant, groupDiff(got, want))
+			}
+			// A filtered count and a listing's count read the summary too.
+			for _, q := range []store.FindingQuery{
+				{},
+				{Severity: []string{"critical", "LOW"}},
+				{StatusCode: []string{"fail"}, Region: "eu-west-1"},
+				{ProviderType: []string{"gcp"}, ProviderUID: "222222222222", CheckID: "check_b"},
+			} {
+				if !q.Summarized() {
+					t.Fatalf("query %+v is not one the summary answers", q)
+				}
+				scan, err := engine.FindingCountsScan(db.Dialect, tenant, q, []string{"severity"})
+				must(t, err, "FindingCountsScan")
+				want, err := db.Groups(ctx, scan, 1)
+				must(t, err, step+": GROUP BY over findings")
+				got, err := s.FindingCounts(ctx, tenant, q, []string{"severity"})
+				must(t, err, step+": FindingCounts")
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("%s, %s, %+v: summary counts by severity differ from a GROUP BY over findings:\n%s", step, tenant, q, groupDiff(got, want))
+				}
+				total := 0
+				for _, g := range want {
+					total += g.Count
+				}
+				_, n, err := s.ListFindings(ctx, tenant, store.FindingQuery{Severity: q.Severity, StatusCode: q.StatusCode,
+					ProviderType: q.ProviderType, ProviderUID: q.ProviderUID, CheckID: q.CheckID, Region: q.Region, Page: store.Page{Size: 1}})
+				must(t, err, step+": ListFindings")
+				if n != total {
+					t.Fatalf("%s, %s, %+v: ListFindings counts %d, GROUP BY over findings %d", step, tenant, q, n, total)
+				}
+			}
+		}
+	}
+	ingest := func(tenant string, batches int, fail bool) {
+		t.Helper()
+		run++
+		ing := fmt.Sprintf("ing-%d", run)
+		must(t, s.StartRun(ctx, tenant, ing, 1, 0), "StartRun "+ing)
+		for range batches {
+			var b store.Batch
+			for range 1 + r.IntN(12) {
+				b.Findings = append(b.Findings, randomFinding(r, uid()))
+			}
+			must(t, s.WriteBatch(ctx, tenant, ing, 1, b), "WriteBatch "+ing)
+		}
+		status := store.RunSucceeded
+		if fail {
+			status = store.RunFailed
+		}
+		must(t, s.FinishRun(ctx, tenant, ing, 1, store.Outcome{Status: status}), "FinishRun "+ing)
+	}
+	check("empty")
+	for step := range 40 {
+		tenant := tenants[r.IntN(len(tenants))]
+		switch op := r.IntN(10); {
+		case op < 5:
+			ingest(tenant, 1+r.IntN(3), false)
+			check(fmt.Sprintf("step %d: ingestion", step))
+		case op < 7:
+			ingest(tenant, 1+r.IntN(3), true)
+			check(fmt.Sprintf("step %d: failed ingestion", step))
+		case op < 8:
+			// A superseded attempt writes nothing, and so counts nothing.
+			run++
+			ing := fmt.Sprintf("ing-%d", run)
+			must(t, s.StartRun(ctx, tenant, ing, 1, 0), "StartRun")
+			must(t, s.StartRun(ctx, tenant, ing, 2, 0), "StartRun")
+			err := s.WriteBatch(ctx, tenant, ing, 1, store.Batch{Findings: []store.Finding{randomFinding(r, uid())}})
+			wantErr(t, err, store.ErrStaleAttempt, "stale WriteBatch")
+			check(fmt.Sprintf("step %d: stale attempt", step))
+		default:
+			a := engine.NewArgs(db.Dialect)
+			del := engine.Statement{SQL: `DELETE FROM findings WHERE tenant = ` + a.Add(tenant) + ` AND (uid = ` + a.Add(uid()) +
+				` OR uid = ` + a.Add(uid()) + ` OR scan_id = ` + a.Add(fmt.Sprintf("scan-%d", r.IntN(6))) + `)`}
+			del.Args = a.Vals
+			must(t, db.Exec(ctx, del), "delete findings")
+			check(fmt.Sprintf("step %d: delete", step))
+		}
+	}
+	// Ingestions racing on the same findings (on PostgreSQL their batches
+	// run side by side and lock summary rows in whatever order they meet).
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 4 {
+		wg.Add(1)
+		tenant, ing := tenants[w%2], fmt.Sprintf("race-%d", w)
+		wr := rand.New(rand.NewPCG(uint64(w), 15))
+		go func() {
+			defer wg.Done()
+			if err := s.StartRun(ctx, tenant, ing, 1, 0); err != nil {
+				errs <- err
+				return
+			}
+			for range 10 {
+				var b store.Batch
+				for range 30 {
+					b.Findings = append(b.Findings, randomFinding(wr, fmt.Sprintf("uid-%02d", wr.IntN(40))))
+				}
+				if err := s.WriteBatch(ctx, tenant, ing, 1, b); err != nil {
+					errs <- fmt.Errorf("%s: %w", ing, err)
+					return
+				}
+			}
+			errs <- s.FinishRun(ctx, tenant, ing, 1, store.Outcome{Status: []store.RunStatus{store.RunSucceeded, store.RunFailed}[w/2]})
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		must(t, err, "racing ingestion")
+	}
+	check("racing ingestions")
+}
+
+// groupDiff lists the groups whose counts differ, as "values: got N, want M".
+func groupDiff(got, want []store.FindingGroup) string {
+	counts := func(gs []store.FindingGroup) map[string]int {
+		m := map[string]int{}
+		for _, g := range gs {
+			m[strings.Join(g.Values, " ")] = g.Count
+		}
+		return m
+	}
+	g, w := counts(got), counts(want)
+	var lines []string
+	for k := range g {
+		if g[k] != w[k] {
+			lines = append(lines, fmt.Sprintf("  %s: got %d, want %d", k, g[k], w[k]))
+		}
+	}
+	for k := range w {
+		if _, ok := g[k]; !ok {
+			lines = append(lines, fmt.Sprintf("  %s: got none, want %d", k, w[k]))
+		}
+	}
+	if len(lines) == 0 {
+		return "  (same counts, different order)"
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
+}
