@@ -211,7 +211,7 @@ func TestDevEnvironment(t *testing.T) {
 				out := kubectl(append([]string{"get", "-n", "tenant-gitops-demo", "-o", "json"}, strings.Fields(o)...)...)
 				if strings.Contains(o, "/") {
 					var one unstructured.Unstructured
-					if err := json.Unmarshal([]byte(out), &one.Object); err != nil {
+					if err := one.UnmarshalJSON([]byte(out)); err != nil {
 						t.Fatal(err)
 					}
 					list.Items = append(list.Items, one)

@@ -249,7 +249,7 @@ func findingIDs(fs []store.Finding) ([][16]byte, error) {
 	return ids, nil
 }
 
-// maxDeadlockRetries bounds how often WriteBatch runs a batch again after
+// maxDeadlockRetries bounds how often WriteBatch (or FinishRun) runs its transaction again after
 // PostgreSQL broke a deadlock by aborting it.
 const maxDeadlockRetries = 5
 

@@ -70,7 +70,7 @@ func (s *Store) FinishRun(ctx context.Context, tenant, ingestionID string, attem
 		return err
 	}
 	var tag pgconn.CommandTag
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	finish := func(tx pgx.Tx) error {
 		// As in StartRun: no batch of this attempt may commit after its
 		// outcome (the controller records one when a Job fails, and the pod
 		// may still be writing), so wait for those in flight.
@@ -100,7 +100,15 @@ WHERE tenant = $6 AND ingestion_id = $7 AND attempt = $8 AND finished_at IS NULL
 			return fmt.Errorf("give back rewritten findings: %w", err)
 		}
 		return nil
-	})
+	}
+	err := pgx.BeginFunc(ctx, s.pool, finish)
+	for deadlocks := 0; isDeadlock(err) && deadlocks < maxDeadlockRetries; deadlocks++ {
+		// Giving findings back locks them in index order while another
+		// ingestion's batch may be upserting some of them in its own
+		// order. PostgreSQL aborted this side, which wrote nothing: run it
+		// again.
+		err = pgx.BeginFunc(ctx, s.pool, finish)
+	}
 	if err != nil {
 		return fmt.Errorf("postgres: finish run: %w", err)
 	}
