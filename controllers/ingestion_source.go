@@ -23,6 +23,7 @@ import (
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/internal/auth"
+	"github.com/posture-dev/posture/internal/billing"
 	"github.com/posture-dev/posture/internal/ingest"
 	"github.com/posture-dev/posture/internal/ocsf"
 	"github.com/posture-dev/posture/internal/store"
@@ -286,11 +287,14 @@ func (r *IngestionReconciler) storeDeclared(ctx context.Context, ing *posturev1.
 	blob, records, err := ingest.StoreReport(ctx, r.Store, tenant, body, limit)
 	var tl *ingest.TooLargeError
 	var fe *ocsf.FileError
+	var tma *billing.TooManyAccountsError
 	switch {
 	case errors.As(err, &tl):
 		return store.Blob{}, 0, permanent(CodeTooLarge, "%s is larger than the limit of %d bytes", describeSource(ing), limit)
 	case errors.As(err, &fe):
 		return store.Blob{}, 0, permanent(ingest.CodeMalformed, "%s is not a valid OCSF report: %s", describeSource(ing), fe.Error())
+	case errors.As(err, &tma):
+		return store.Blob{}, 0, permanent(ingest.CodeProviderLimit, "%s names too many accounts: %s", describeSource(ing), tma.Error())
 	case err != nil && ctx.Err() == nil && s.URL != nil:
 		// The connection broke off or timed out mid-body.
 		return store.Blob{}, 0, transient("reading %s: %v", describeSource(ing), err)
