@@ -42,6 +42,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"BlobPutFailureKeepsNothing", testBlobPutFailure},
 		{"BlobPutCancelKeepsNothing", testBlobPutCancel},
 		{"BlobSweepIncomplete", testBlobSweepIncomplete},
+		{"BlobAccounts", testBlobAccounts},
+		{"BlobAccountsFailureKeepsNothing", testBlobAccountsFailure},
 		{"RunLifecycle", testRunLifecycle},
 		{"RunStaleAttempts", testRunStaleAttempts},
 		{"IngestionErrorCodes", testIngestionErrorCodes},
