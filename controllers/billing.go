@@ -252,8 +252,8 @@ func (b *Billing) create(ctx context.Context, t *posturev1.Tenant, ns, name stri
 // discoverAccounts returns the accounts of an ingestion's report, as intake
 // recorded them with the blob, so the report is read once more only by the
 // worker. A blob stored before intake recorded them (an upgrade with
-// ingestions still queued) is read once to find them; a report already gone
-// has none.
+// ingestions still queued) is read once to find them, which are then
+// recorded; a report already gone has none.
 func discoverAccounts(ctx context.Context, st store.Store, tenant, blobID string) ([]billing.Account, error) {
 	stored, recorded, err := st.BlobAccounts(ctx, tenant, blobID)
 	if errors.Is(err, store.ErrNotFound) {
@@ -276,6 +276,11 @@ func discoverAccounts(ctx context.Context, st store.Store, tenant, blobID string
 	accounts, err := billing.DiscoverAccounts(ctx, rc)
 	if err != nil {
 		return nil, fmt.Errorf("report %s: %w", blobID, err)
+	}
+	// A retried reconcile then finds them recorded instead of reading the
+	// report again.
+	if err := st.RecordBlobAccounts(ctx, tenant, blobID, billing.ToStore(accounts)); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("record the accounts of report %s: %w", blobID, err)
 	}
 	return accounts, nil
 }

@@ -114,14 +114,16 @@ func (r *IngestionReconciler) needsFetch(ctx context.Context, ing *posturev1.Ing
 	if rep == nil || rep.BlobID == "" {
 		return true, nil
 	}
-	rc, err := r.Store.OpenBlob(ctx, TenantOf(ing), rep.BlobID)
+	// A look at the blob's row, not its content: the worker is the only
+	// reader of a stored report.
+	_, _, err := r.Store.BlobAccounts(ctx, TenantOf(ing), rep.BlobID)
 	if errors.Is(err, store.ErrNotFound) {
 		return true, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("open the stored report %s: %w", rep.BlobID, err)
+		return false, fmt.Errorf("look up the stored report %s: %w", rep.BlobID, err)
 	}
-	return false, rc.Close()
+	return false, nil
 }
 
 // fetch reads a declared source once and stores it as a blob through the

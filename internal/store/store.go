@@ -49,6 +49,11 @@ type Store interface {
 	// PutBlob, or before accounts were recorded). A missing blob, or one of
 	// another tenant, is ErrNotFound.
 	BlobAccounts(ctx context.Context, tenant, id string) (accounts []Account, recorded bool, err error)
+	// RecordBlobAccounts stores the accounts of a complete blob that has
+	// none recorded (one stored before they were), so they are found only
+	// once. Accounts already recorded are kept as they are. A missing blob,
+	// or one of another tenant, is ErrNotFound.
+	RecordBlobAccounts(ctx context.Context, tenant, id string, accounts []Account) error
 
 	// StartRun begins attempt `attempt` of an ingestion's run. It resets progress
 	// and deletes the error rows of earlier attempts, so a retried run produces

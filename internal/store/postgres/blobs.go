@@ -151,6 +151,28 @@ func (s *Store) BlobAccounts(ctx context.Context, tenant, id string) ([]store.Ac
 	return a, true, nil
 }
 
+// RecordBlobAccounts implements store.Store.
+func (s *Store) RecordBlobAccounts(ctx context.Context, tenant, id string, accounts []store.Account) error {
+	uid, err := uuid.Parse(id)
+	if err != nil {
+		return store.ErrNotFound
+	}
+	enc, err := engine.EncodeAccounts(accounts)
+	if err != nil {
+		return fmt.Errorf("postgres: blob %s: %w", id, err)
+	}
+	tag, err := s.pool.Exec(ctx,
+		`UPDATE blobs SET accounts = coalesce(accounts, $1) WHERE id = $2 AND tenant = $3 AND complete`,
+		enc, uid, tenant)
+	if err != nil {
+		return fmt.Errorf("postgres: record the accounts of blob %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return store.ErrNotFound
+	}
+	return nil
+}
+
 // blobReader holds at most two chunks in memory: the one being read and the
 // next, which it fetches in the background meanwhile, so that the worker's
 // parse does not stop for a round trip and the chunk's detoasting at every

@@ -139,6 +139,24 @@ func (s *Store) BlobAccounts(ctx context.Context, tenant, id string) ([]store.Ac
 	return a, true, nil
 }
 
+// RecordBlobAccounts implements store.Store.
+func (s *Store) RecordBlobAccounts(ctx context.Context, tenant, id string, accounts []store.Account) error {
+	enc, err := engine.EncodeAccounts(accounts)
+	if err != nil {
+		return fmt.Errorf("sqlite: blob %s: %w", id, err)
+	}
+	res, err := s.w.ExecContext(ctx,
+		`UPDATE blobs SET accounts = coalesce(accounts, ?1) WHERE id = ?2 AND tenant = ?3 AND complete = 1`,
+		enc, id, tenant)
+	if err != nil {
+		return fmt.Errorf("sqlite: record the accounts of blob %s: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return store.ErrNotFound
+	}
+	return nil
+}
+
 // blobReader holds at most one chunk in memory.
 type blobReader struct {
 	ctx    context.Context

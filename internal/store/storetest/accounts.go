@@ -88,3 +88,39 @@ func testBlobAccountsFailure(t *testing.T, s store.Store) {
 	}
 	expectNoBlobs(t, s, tenantA)
 }
+
+// testRecordBlobAccounts: accounts found later for a blob stored without
+// them are recorded once; recorded accounts are never replaced.
+func testRecordBlobAccounts(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	first := []store.Account{{Type: "aws", UID: "111111111111"}}
+	second := []store.Account{{Type: "gcp", UID: "other"}}
+	old, err := s.PutBlob(ctx, tenantA, strings.NewReader("[]"))
+	must(t, err, "PutBlob")
+	recorded, err := s.PutReport(ctx, tenantA, strings.NewReader("[]"), func() ([]store.Account, error) { return first, nil })
+	must(t, err, "PutReport")
+	tests := []struct {
+		name string
+		id   string
+		put  []store.Account
+		want []store.Account
+	}{
+		{"a blob without accounts gets them", old.ID, first, first},
+		{"and keeps them", old.ID, second, first},
+		{"a blob stored with accounts keeps them", recorded.ID, second, first},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			must(t, s.RecordBlobAccounts(ctx, tenantA, tc.id, tc.put), "RecordBlobAccounts")
+			got, ok, err := s.BlobAccounts(ctx, tenantA, tc.id)
+			must(t, err, "BlobAccounts")
+			if !ok || !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("accounts = %v (recorded %v), want %v", got, ok, tc.want)
+			}
+		})
+	}
+	err = s.RecordBlobAccounts(ctx, tenantB, old.ID, second)
+	wantErr(t, err, store.ErrNotFound, "RecordBlobAccounts of another tenant's blob")
+	err = s.RecordBlobAccounts(ctx, tenantA, "00000000-0000-0000-0000-000000000000", second)
+	wantErr(t, err, store.ErrNotFound, "RecordBlobAccounts of an unknown blob")
+}

@@ -44,6 +44,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"BlobSweepIncomplete", testBlobSweepIncomplete},
 		{"BlobAccounts", testBlobAccounts},
 		{"BlobAccountsFailureKeepsNothing", testBlobAccountsFailure},
+		{"RecordBlobAccounts", testRecordBlobAccounts},
 		{"RunLifecycle", testRunLifecycle},
 		{"RunStaleAttempts", testRunStaleAttempts},
 		{"IngestionErrorCodes", testIngestionErrorCodes},
