@@ -32,28 +32,8 @@ func record(t *testing.T, uid string) map[string]any {
 	return rec
 }
 
-// report is a JSON array of the fixture's first record naming each uid.
-func report(t *testing.T, uids ...string) []byte {
-	t.Helper()
-	rec := record(t, "")
-	var b bytes.Buffer
-	b.WriteByte('[')
-	for i, uid := range uids {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		rec["cloud"].(map[string]any)["account"].(map[string]any)["uid"] = uid
-		// A repeated finding uid makes the record invalid.
-		rec["finding_info"].(map[string]any)["uid"] = fmt.Sprintf("finding-%d", i)
-		enc, err := json.Marshal(rec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.Write(enc)
-	}
-	b.WriteByte(']')
-	return b.Bytes()
-}
+// report is a JSON array of valid records naming each uid.
+func report(t *testing.T, uids ...string) []byte { return testenv.AccountsReport(t, uids...) }
 
 // collect feeds data to a Collector in small writes, as an intake does.
 func collect(t *testing.T, data []byte) ([]billing.Account, error) {

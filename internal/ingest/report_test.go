@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -91,37 +90,6 @@ func TestStoreReport(t *testing.T) {
 	}
 }
 
-// manyAccounts is a report of the fixture's first record under n distinct
-// accounts.
-func manyAccounts(t *testing.T, n int) []byte {
-	t.Helper()
-	raw, err := os.ReadFile(testenv.Fixture("aws_3_records.ocsf.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var recs []map[string]any
-	if err := json.Unmarshal(raw, &recs); err != nil {
-		t.Fatal(err)
-	}
-	rec := recs[0]
-	var b bytes.Buffer
-	b.WriteByte('[')
-	for i := range n {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		rec["cloud"].(map[string]any)["account"].(map[string]any)["uid"] = fmt.Sprintf("%012d", i)
-		rec["finding_info"].(map[string]any)["uid"] = fmt.Sprintf("finding-%d", i)
-		enc, err := json.Marshal(rec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.Write(enc)
-	}
-	b.WriteByte(']')
-	return b.Bytes()
-}
-
 // TestStoreReportRecordsAccounts: a stored report carries the accounts
 // billing will charge, found in the one pass that stores it, and a report
 // naming more than billing.MaxAccounts is refused, keeping nothing.
@@ -137,8 +105,8 @@ func TestStoreReportRecordsAccounts(t *testing.T) {
 	}{
 		{"real report", fixture, false},
 		{"only invalid records", []byte(`[{"class_uid":2004},{"class_uid":2004}]`), false},
-		{"as many accounts as allowed", manyAccounts(t, billing.MaxAccounts), false},
-		{"one account too many", manyAccounts(t, billing.MaxAccounts+1), true},
+		{"as many accounts as allowed", testenv.AccountsReport(t, testenv.DistinctAccounts(billing.MaxAccounts)...), false},
+		{"one account too many", testenv.AccountsReport(t, testenv.DistinctAccounts(billing.MaxAccounts+1)...), true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
