@@ -152,3 +152,22 @@ func TestCollectorAbort(t *testing.T) {
 	}
 	c.Abort()
 }
+
+// BenchmarkCollector is what finding the accounts adds to an intake: the
+// 1,500-record fixture fed through a Collector as an upload feeds it.
+func BenchmarkCollector(b *testing.B) {
+	data, err := os.ReadFile(testenv.Fixture("aws_1500_records.ocsf.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		c := billing.NewCollector(context.Background())
+		if _, err := io.CopyBuffer(c, bytes.NewReader(data), make([]byte, 32<<10)); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := c.Finish(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
