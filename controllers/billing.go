@@ -249,9 +249,22 @@ func (b *Billing) create(ctx context.Context, t *posturev1.Tenant, ns, name stri
 	return false, fmt.Errorf("Provider %s/%s, admitted for account %s, was taken by account %s/%s meanwhile", ns, name, a.Key(), got.Spec.Type, got.Spec.UID)
 }
 
-// discoverAccounts reads the stored report of an ingestion for its accounts;
-// a report already gone has none.
+// discoverAccounts returns the accounts of an ingestion's report, as intake
+// recorded them with the blob, so the report is read once more only by the
+// worker. A blob stored before intake recorded them (an upgrade with
+// ingestions still queued) is read once to find them, which are then
+// recorded; a report already gone has none.
 func discoverAccounts(ctx context.Context, st store.Store, tenant, blobID string) ([]billing.Account, error) {
+	stored, recorded, err := st.BlobAccounts(ctx, tenant, blobID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the accounts of report %s: %w", blobID, err)
+	}
+	if recorded {
+		return billing.FromStore(stored), nil
+	}
 	rc, err := st.OpenBlob(ctx, tenant, blobID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
@@ -263,6 +276,11 @@ func discoverAccounts(ctx context.Context, st store.Store, tenant, blobID string
 	accounts, err := billing.DiscoverAccounts(ctx, rc)
 	if err != nil {
 		return nil, fmt.Errorf("report %s: %w", blobID, err)
+	}
+	// A retried reconcile then finds them recorded instead of reading the
+	// report again.
+	if err := st.RecordBlobAccounts(ctx, tenant, blobID, billing.ToStore(accounts)); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("record the accounts of report %s: %w", blobID, err)
 	}
 	return accounts, nil
 }

@@ -23,6 +23,7 @@ import (
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/internal/auth"
+	"github.com/posture-dev/posture/internal/billing"
 	"github.com/posture-dev/posture/internal/ingest"
 	"github.com/posture-dev/posture/internal/ocsf"
 	"github.com/posture-dev/posture/internal/store"
@@ -113,14 +114,16 @@ func (r *IngestionReconciler) needsFetch(ctx context.Context, ing *posturev1.Ing
 	if rep == nil || rep.BlobID == "" {
 		return true, nil
 	}
-	rc, err := r.Store.OpenBlob(ctx, TenantOf(ing), rep.BlobID)
+	// A look at the blob's row, not its content: the worker is the only
+	// reader of a stored report.
+	_, _, err := r.Store.BlobAccounts(ctx, TenantOf(ing), rep.BlobID)
 	if errors.Is(err, store.ErrNotFound) {
 		return true, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("open the stored report %s: %w", rep.BlobID, err)
+		return false, fmt.Errorf("look up the stored report %s: %w", rep.BlobID, err)
 	}
-	return false, rc.Close()
+	return false, nil
 }
 
 // fetch reads a declared source once and stores it as a blob through the
@@ -286,11 +289,14 @@ func (r *IngestionReconciler) storeDeclared(ctx context.Context, ing *posturev1.
 	blob, records, err := ingest.StoreReport(ctx, r.Store, tenant, body, limit)
 	var tl *ingest.TooLargeError
 	var fe *ocsf.FileError
+	var tma *billing.TooManyAccountsError
 	switch {
 	case errors.As(err, &tl):
 		return store.Blob{}, 0, permanent(CodeTooLarge, "%s is larger than the limit of %d bytes", describeSource(ing), limit)
 	case errors.As(err, &fe):
 		return store.Blob{}, 0, permanent(ingest.CodeMalformed, "%s is not a valid OCSF report: %s", describeSource(ing), fe.Error())
+	case errors.As(err, &tma):
+		return store.Blob{}, 0, permanent(ingest.CodeProviderLimit, "%s names too many accounts: %s", describeSource(ing), tma.Error())
 	case err != nil && ctx.Err() == nil && s.URL != nil:
 		// The connection broke off or timed out mid-body.
 		return store.Blob{}, 0, transient("reading %s: %v", describeSource(ing), err)

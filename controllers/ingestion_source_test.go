@@ -22,6 +22,7 @@ import (
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/controllers"
+	"github.com/posture-dev/posture/internal/billing"
 	"github.com/posture-dev/posture/internal/ingest"
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/testenv"
@@ -240,6 +241,7 @@ func TestDeclaredSourceFailures(t *testing.T) {
 	st := newStore(t)
 	report := smallReport(t)
 	srv := newReportServer(t, report)
+	many := newReportServer(t, testenv.AccountsReport(t, testenv.DistinctAccounts(billing.MaxAccounts+1)...))
 	runDeclared(t, st, 2*time.Second)
 
 	cases := []struct {
@@ -260,6 +262,9 @@ func TestDeclaredSourceFailures(t *testing.T) {
 		{"404", func(t *testing.T, ns string) posturev1.IngestionSource {
 			return posturev1.IngestionSource{URL: &posturev1.URLSource{URL: srv.URL + "/gone", CABundleSecretRef: srv.caSecret(t, ns)}}
 		}, ingest.CodeUnreadable, "answered 404 Not Found"},
+		{"more accounts than a report may name", func(t *testing.T, ns string) posturev1.IngestionSource {
+			return posturev1.IngestionSource{URL: &posturev1.URLSource{URL: many.URL + "/report.ocsf.json", CABundleSecretRef: many.caSecret(t, ns)}}
+		}, ingest.CodeProviderLimit, fmt.Sprintf("names too many accounts: record %d names account number %d; a report may name at most %d", billing.MaxAccounts, billing.MaxAccounts+1, billing.MaxAccounts)},
 		{"malformed report in a ConfigMap", func(t *testing.T, ns string) posturev1.IngestionSource {
 			create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: ns}, Data: map[string]string{"r": `{"not": "an array"}`}})
 			return posturev1.IngestionSource{ConfigMapRef: &posturev1.ReportKeyRef{Name: "bad", Key: "r"}}

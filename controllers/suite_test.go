@@ -25,6 +25,7 @@ import (
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/controllers"
+	"github.com/posture-dev/posture/internal/ingest"
 	"github.com/posture-dev/posture/internal/ocsf"
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/store/sqlite"
@@ -118,8 +119,25 @@ func newStore(t *testing.T) store.Store {
 	return st
 }
 
-// upload stores a report the way the API does and returns the Ingestion to create.
+// upload stores a report the way the API does (its records counted and its
+// accounts recorded in the one pass) and creates its Ingestion.
 func upload(t *testing.T, st store.Store, tenant, namespace, path string) *posturev1.Ingestion {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	blob, n, err := ingest.StoreReport(context.Background(), st, tenant, f, 1<<30)
+	if err != nil {
+		t.Fatalf("store %s: %v", path, err)
+	}
+	return createUpload(t, blob, n, tenant, namespace, path)
+}
+
+// uploadUnrecorded stores a report as intake did before it recorded the
+// report's accounts, and creates its Ingestion: what an upgrade finds queued.
+func uploadUnrecorded(t *testing.T, st store.Store, tenant, namespace, path string) *posturev1.Ingestion {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -135,6 +153,11 @@ func upload(t *testing.T, st store.Store, tenant, namespace, path string) *postu
 	if err != nil {
 		t.Fatalf("count %s: %v", path, err)
 	}
+	return createUpload(t, blob, n, tenant, namespace, path)
+}
+
+func createUpload(t *testing.T, blob store.Blob, n int, tenant, namespace, path string) *posturev1.Ingestion {
+	t.Helper()
 	ing := &posturev1.Ingestion{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      fmt.Sprintf("%08x-0000-4000-8000-%012x", time.Now().UnixNano()&0xffffffff, time.Now().UnixNano()&0xffffffffffff),

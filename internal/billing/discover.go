@@ -6,16 +6,43 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/posture-dev/posture/internal/ocsf"
+	"github.com/posture-dev/posture/internal/store"
 )
+
+// MaxAccounts bounds the distinct accounts one report may name. Every
+// account becomes a Provider object, an entry of the Ingestion's status and
+// a row of the stored account list, so a report naming more is refused at
+// intake rather than flooding the API server; real scans name a handful.
+const MaxAccounts = 10000
+
+// TooManyAccountsError refuses a report naming more than Limit accounts.
+type TooManyAccountsError struct {
+	Limit int
+	// Record is the index of the record that named one account too many.
+	Record int
+}
+
+func (e *TooManyAccountsError) Error() string {
+	return fmt.Sprintf("record %d names account number %d; a report may name at most %d distinct accounts (provider type and uid)",
+		e.Record, e.Limit+1, e.Limit)
+}
 
 // DiscoverAccounts streams a report and returns, in order of first
 // appearance, the distinct accounts of its valid records: exactly the
 // accounts the worker will ask to bill. A report that is not a valid
 // array yields the accounts found so far; the worker reports the problem
-// itself.
+// itself. It reads the report a second time, so it only serves reports
+// stored before intake recorded their accounts (see Collector).
 func DiscoverAccounts(ctx context.Context, r io.Reader) ([]Account, error) {
+	return collect(ctx, r, 0)
+}
+
+// collect is the one rule of which accounts a report names; limit > 0
+// bounds them with a *TooManyAccountsError.
+func collect(ctx context.Context, r io.Reader, limit int) ([]Account, error) {
 	reader := ocsf.NewReader(bufio.NewReaderSize(r, 256<<10))
 	validator := ocsf.NewValidator()
 	seen := map[Account]bool{}
@@ -41,8 +68,86 @@ func DiscoverAccounts(ctx context.Context, r io.Reader) ([]Account, error) {
 		}
 		a := Account{f.ProviderType, f.ProviderUID}
 		if !seen[a] {
+			if limit > 0 && len(accounts) == limit {
+				return nil, &TooManyAccountsError{Limit: limit, Record: i}
+			}
 			seen[a] = true
 			accounts = append(accounts, a)
 		}
 	}
+}
+
+// Collector finds a report's accounts from the bytes an intake already
+// passes along (it is the io.Writer of an io.TeeReader), so the report is
+// not read again to bill it. It decodes on its own goroutine, in step with
+// the writes; a report naming more than MaxAccounts fails the next Write
+// with a *TooManyAccountsError.
+type Collector struct {
+	pw       *io.PipeWriter
+	done     chan struct{}
+	once     sync.Once
+	accounts []Account
+	err      error
+}
+
+// NewCollector starts a collector; Finish or Abort must end it.
+func NewCollector(ctx context.Context) *Collector {
+	pr, pw := io.Pipe()
+	c := &Collector{pw: pw, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		c.accounts, c.err = collect(ctx, pr, MaxAccounts)
+		if c.err != nil {
+			pr.CloseWithError(c.err)
+			return
+		}
+		// A malformed report ends the decoding early; the intake's own
+		// check refuses it, and the writes must not block meanwhile.
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	return c
+}
+
+// Write implements io.Writer.
+func (c *Collector) Write(p []byte) (int, error) { return c.pw.Write(p) }
+
+// Finish ends the report (all of it has been written) and returns its
+// accounts.
+func (c *Collector) Finish() ([]Account, error) {
+	c.once.Do(func() { c.pw.Close() })
+	<-c.done
+	return c.accounts, c.err
+}
+
+// Abort ends a collector whose intake failed; it may follow Finish.
+func (c *Collector) Abort() {
+	c.once.Do(func() { c.pw.CloseWithError(errors.New("billing: intake aborted")) })
+	<-c.done
+}
+
+// Stored is Finish in the store's terms, for store.Store.PutReport.
+func (c *Collector) Stored() ([]store.Account, error) {
+	accounts, err := c.Finish()
+	if err != nil {
+		return nil, err
+	}
+	return ToStore(accounts), nil
+}
+
+// ToStore is the stored form of accounts.
+func ToStore(accounts []Account) []store.Account {
+	out := make([]store.Account, len(accounts))
+	for i, a := range accounts {
+		out[i] = store.Account{Type: a.Type, UID: a.UID}
+	}
+	return out
+}
+
+// FromStore is the inverse of ToStore.
+func FromStore(accounts []store.Account) []Account {
+	out := make([]Account, len(accounts))
+	for i, a := range accounts {
+		out[i] = Account{a.Type, a.UID}
+	}
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/posture-dev/posture/internal/billing"
 	"github.com/posture-dev/posture/internal/ocsf"
 	"github.com/posture-dev/posture/internal/store"
 )
@@ -20,13 +21,20 @@ func (e *TooLargeError) Error() string {
 // StoreReport streams a report into a new blob of the tenant while checking
 // its shape and counting its records, as an upload is checked: a malformed
 // report ends the copy at the first bad byte and is returned as an
-// *ocsf.FileError, one past limit bytes as a *TooLargeError. On any error
+// *ocsf.FileError, one past limit bytes as a *TooLargeError, one naming
+// more than billing.MaxAccounts accounts as a
+// *billing.TooManyAccountsError. The accounts are stored with the blob
+// (store.Store.BlobAccounts). On any error
 // nothing is kept. Reading r may fail on its own (a network source); that
 // error is returned wrapped, and tells the caller the source broke off.
 func StoreReport(ctx context.Context, st store.Store, tenant string, r io.Reader, limit int64) (store.Blob, int, error) {
 	lr := &capReader{r: r, left: limit}
-	counting := ocsf.NewCountingReader(lr)
-	blob, err := st.PutBlob(ctx, tenant, shapeChecked{counting})
+	// The accounts are found from the same bytes, so billing never reads
+	// the stored report again.
+	accounts := billing.NewCollector(ctx)
+	defer accounts.Abort()
+	counting := ocsf.NewCountingReader(io.TeeReader(lr, accounts))
+	blob, err := st.PutReport(ctx, tenant, shapeChecked{counting}, accounts.Stored)
 	if err != nil {
 		if lr.exceeded {
 			return store.Blob{}, 0, &TooLargeError{Limit: limit}
@@ -34,6 +42,10 @@ func StoreReport(ctx context.Context, st store.Store, tenant string, r io.Reader
 		var fe *ocsf.FileError
 		if errors.As(err, &fe) {
 			return store.Blob{}, 0, fe
+		}
+		var tma *billing.TooManyAccountsError
+		if errors.As(err, &tma) {
+			return store.Blob{}, 0, tma
 		}
 		if lr.err != nil {
 			return store.Blob{}, 0, fmt.Errorf("reading the report failed after %d bytes: %w", limit-lr.left, lr.err)

@@ -1,18 +1,25 @@
 package ingest_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/posture-dev/posture/internal/billing"
 	"github.com/posture-dev/posture/internal/ingest"
 	"github.com/posture-dev/posture/internal/ocsf"
 	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/store/storetest"
+	"github.com/posture-dev/posture/internal/testenv"
 )
 
 // brokenReader gives data, then fails as a connection cut mid-body does.
@@ -78,6 +85,58 @@ func TestStoreReport(t *testing.T) {
 			}
 			if n, _ := st.(store.Janitor).SweepIncompleteBlobs(context.Background(), farFuture); n != 0 {
 				t.Errorf("a failed report left %d incomplete blobs", n)
+			}
+		})
+	}
+}
+
+// TestStoreReportRecordsAccounts: a stored report carries the accounts
+// billing will charge, found in the one pass that stores it, and a report
+// naming more than billing.MaxAccounts is refused, keeping nothing.
+func TestStoreReportRecordsAccounts(t *testing.T) {
+	fixture, err := os.ReadFile(testenv.Fixture("aws_1500_records.ocsf.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name    string
+		body    []byte
+		tooMany bool
+	}{
+		{"real report", fixture, false},
+		{"only invalid records", []byte(`[{"class_uid":2004},{"class_uid":2004}]`), false},
+		{"as many accounts as allowed", testenv.AccountsReport(t, testenv.DistinctAccounts(billing.MaxAccounts)...), false},
+		{"one account too many", testenv.AccountsReport(t, testenv.DistinctAccounts(billing.MaxAccounts+1)...), true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			st := newStore(t)
+			blob, _, err := ingest.StoreReport(ctx, st, "t", bytes.NewReader(tc.body), 1<<30)
+			if tc.tooMany {
+				var tma *billing.TooManyAccountsError
+				if !errors.As(err, &tma) || !strings.Contains(err.Error(), fmt.Sprintf("at most %d distinct accounts", billing.MaxAccounts)) {
+					t.Fatalf("err = %v, want a TooManyAccountsError naming the limit", err)
+				}
+				blobs, chunks, err := st.(storetest.BlobCounter).CountBlobs(ctx, "t")
+				if err != nil || blobs != 0 || chunks != 0 || blob.ID != "" {
+					t.Errorf("a refused report returned blob %q and left %d blobs, %d chunks (%v)", blob.ID, blobs, chunks, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := billing.DiscoverAccounts(ctx, bytes.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, recorded, err := st.BlobAccounts(ctx, "t", blob.ID)
+			if err != nil || !recorded {
+				t.Fatalf("BlobAccounts = recorded %v, %v; want recorded", recorded, err)
+			}
+			if !slices.Equal(billing.FromStore(got), want) || got == nil {
+				t.Fatalf("recorded accounts %v (%d), want %v (%d)", got, len(got), want, len(want))
 			}
 		})
 	}

@@ -38,6 +38,22 @@ type Store interface {
 	// space is given back: SQLite returns the freed pages to the file system,
 	// PostgreSQL's autovacuum makes them reusable.
 	DeleteBlob(ctx context.Context, tenant, id string) error
+	// PutReport is PutBlob for a report whose accounts the caller finds
+	// while r streams: once r reaches EOF, accounts is called and its list
+	// is stored with the blob by the statement that completes it, so a
+	// complete report always carries its accounts. An error from accounts
+	// fails the upload and keeps nothing.
+	PutReport(ctx context.Context, tenant string, r io.Reader, accounts func() ([]Account, error)) (Blob, error)
+	// BlobAccounts returns the accounts stored with a complete blob, in the
+	// order given. recorded is false for a blob stored without them (by
+	// PutBlob, or before accounts were recorded). A missing blob, or one of
+	// another tenant, is ErrNotFound.
+	BlobAccounts(ctx context.Context, tenant, id string) (accounts []Account, recorded bool, err error)
+	// RecordBlobAccounts stores the accounts of a complete blob that has
+	// none recorded (one stored before they were), so they are found only
+	// once. Accounts already recorded are kept as they are. A missing blob,
+	// or one of another tenant, is ErrNotFound.
+	RecordBlobAccounts(ctx context.Context, tenant, id string, accounts []Account) error
 
 	// StartRun begins attempt `attempt` of an ingestion's run. It resets progress
 	// and deletes the error rows of earlier attempts, so a retried run produces
@@ -125,6 +141,12 @@ type Blob struct {
 	ID     string
 	Size   int64
 	SHA256 string // lowercase hex
+}
+
+// Account is a billable account a report names: its provider type and uid.
+type Account struct {
+	Type string `json:"type"`
+	UID  string `json:"uid"`
 }
 
 // RunStatus is the worker's view of a run; the controller maps it to a phase.

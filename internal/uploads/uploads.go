@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/internal/billing"
 	"github.com/posture-dev/posture/internal/ocsf"
 	"github.com/posture-dev/posture/internal/store"
 )
@@ -155,8 +156,12 @@ func (s *Service) Accept(ctx context.Context, req Request) (*posturev1.Ingestion
 	}
 	src := &readErrReader{r: req.Body}
 	limited := &limitedReader{r: src, left: s.Limit()}
-	counting := ocsf.NewCountingReader(limited)
-	blob, err := s.Store.PutBlob(ctx, req.Tenant, failFast{counting})
+	// The accounts are found from the same bytes, so billing never reads
+	// the stored report again.
+	accounts := billing.NewCollector(ctx)
+	defer accounts.Abort()
+	counting := ocsf.NewCountingReader(io.TeeReader(limited, accounts))
+	blob, err := s.Store.PutReport(ctx, req.Tenant, failFast{counting}, accounts.Stored)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if limited.exceeded || errors.As(err, &mbe) {
@@ -165,6 +170,10 @@ func (s *Service) Accept(ctx context.Context, req Request) (*posturev1.Ingestion
 		var fe *ocsf.FileError
 		if errors.As(err, &fe) {
 			return nil, invalidf("%s is not a valid OCSF report: %s", req.Filename, fe.Error())
+		}
+		var tma *billing.TooManyAccountsError
+		if errors.As(err, &tma) {
+			return nil, invalidf("%s names too many accounts: %s", req.Filename, tma.Error())
 		}
 		if src.err != nil {
 			// The body broke off (truncated, client gone): the client's

@@ -19,13 +19,18 @@ import (
 
 // PutBlob implements store.Store.
 func (s *Store) PutBlob(ctx context.Context, tenant string, r io.Reader) (store.Blob, error) {
+	return s.PutReport(ctx, tenant, r, nil)
+}
+
+// PutReport implements store.Store.
+func (s *Store) PutReport(ctx context.Context, tenant string, r io.Reader, accounts func() ([]store.Account, error)) (store.Blob, error) {
 	id := uuid.New()
 	if _, err := s.pool.Exec(ctx,
 		`INSERT INTO blobs (id, tenant, created_at, touched_at) VALUES ($1, $2, $3, $3)`,
 		id, tenant, engine.Now()); err != nil {
 		return store.Blob{}, fmt.Errorf("postgres: put blob: %w", err)
 	}
-	b, err := s.writeChunks(ctx, id, r)
+	b, err := s.writeChunks(ctx, id, r, accounts)
 	if err != nil {
 		// The caller's context is often the reason we failed; the clean-up
 		// must still run.
@@ -39,7 +44,7 @@ func (s *Store) PutBlob(ctx context.Context, tenant string, r io.Reader) (store.
 	return b, nil
 }
 
-func (s *Store) writeChunks(ctx context.Context, id uuid.UUID, r io.Reader) (store.Blob, error) {
+func (s *Store) writeChunks(ctx context.Context, id uuid.UUID, r io.Reader, accounts func() ([]store.Account, error)) (store.Blob, error) {
 	h := sha256.New()
 	buf := make([]byte, engine.ChunkSize)
 	var size int64
@@ -75,9 +80,21 @@ func (s *Store) writeChunks(ctx context.Context, id uuid.UUID, r io.Reader) (sto
 		}
 	}
 	b := store.Blob{ID: id.String(), Size: size, SHA256: hex.EncodeToString(h.Sum(nil))}
+	var stored *string
+	if accounts != nil {
+		list, err := accounts()
+		if err != nil {
+			return store.Blob{}, fmt.Errorf("postgres: put blob %s: accounts: %w", id, err)
+		}
+		enc, err := engine.EncodeAccounts(list)
+		if err != nil {
+			return store.Blob{}, fmt.Errorf("postgres: put blob %s: %w", id, err)
+		}
+		stored = &enc
+	}
 	tag, err := s.pool.Exec(ctx,
-		`UPDATE blobs SET size = $1, sha256 = $2, chunks = $3, complete = true WHERE id = $4`,
-		b.Size, b.SHA256, seq, id)
+		`UPDATE blobs SET size = $1, sha256 = $2, chunks = $3, accounts = $4, complete = true WHERE id = $5`,
+		b.Size, b.SHA256, seq, stored, id)
 	if err != nil {
 		return store.Blob{}, fmt.Errorf("postgres: put blob: %w", err)
 	}
@@ -106,6 +123,54 @@ func (s *Store) OpenBlob(ctx context.Context, tenant, id string) (io.ReadCloser,
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	return &blobReader{ctx: ctx, cancel: cancel, pool: s.pool, id: uid, chunks: chunks, size: size}, nil
+}
+
+// BlobAccounts implements store.Store.
+func (s *Store) BlobAccounts(ctx context.Context, tenant, id string) ([]store.Account, bool, error) {
+	uid, err := uuid.Parse(id)
+	if err != nil {
+		return nil, false, store.ErrNotFound
+	}
+	var stored *string
+	err = s.pool.QueryRow(ctx,
+		`SELECT accounts FROM blobs WHERE id = $1 AND tenant = $2 AND complete`,
+		uid, tenant).Scan(&stored)
+	if isNoRows(err) {
+		return nil, false, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("postgres: blob %s accounts: %w", id, err)
+	}
+	if stored == nil {
+		return nil, false, nil
+	}
+	a, err := engine.DecodeAccounts(id, *stored)
+	if err != nil {
+		return nil, false, fmt.Errorf("postgres: %w", err)
+	}
+	return a, true, nil
+}
+
+// RecordBlobAccounts implements store.Store.
+func (s *Store) RecordBlobAccounts(ctx context.Context, tenant, id string, accounts []store.Account) error {
+	uid, err := uuid.Parse(id)
+	if err != nil {
+		return store.ErrNotFound
+	}
+	enc, err := engine.EncodeAccounts(accounts)
+	if err != nil {
+		return fmt.Errorf("postgres: blob %s: %w", id, err)
+	}
+	tag, err := s.pool.Exec(ctx,
+		`UPDATE blobs SET accounts = coalesce(accounts, $1) WHERE id = $2 AND tenant = $3 AND complete`,
+		enc, uid, tenant)
+	if err != nil {
+		return fmt.Errorf("postgres: record the accounts of blob %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return store.ErrNotFound
+	}
+	return nil
 }
 
 // blobReader holds at most two chunks in memory: the one being read and the

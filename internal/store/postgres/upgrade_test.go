@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"io"
 	"io/fs"
 	"slices"
 	"testing"
@@ -79,5 +80,57 @@ SELECT gen_random_uuid(), 't', id, 'uid-' || id, ingestion_id, 'Old title in ' |
 	}
 	if got := scans(store.FindingQuery{Search: "TITLE IN S-C"}); !slices.Equal(got, []string{"s-c"}) {
 		t.Errorf("search after the upgrade: %v, want [s-c]", got)
+	}
+}
+
+// TestUpgradeKeepsBlobsWithoutAccounts opens a database whose complete blob
+// was stored before intake recorded a report's accounts: the blob still
+// reads back, and says that its accounts were never recorded, so billing
+// knows to read the report for them.
+func TestUpgradeKeepsBlobsWithoutAccounts(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.FreshDatabase(t)
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	fsys, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 6); err != nil {
+		t.Fatal(err)
+	}
+	const id = "6f1c5d2e-8a4b-4c3d-9e2f-0a1b2c3d4e5f"
+	if _, err := pool.Exec(ctx, `
+INSERT INTO blobs (id, tenant, size, sha256, chunks, complete, created_at, touched_at)
+    VALUES ('`+id+`', 't', 2, 'x', 1, true, now(), now());
+INSERT INTO blob_chunks (blob_id, seq, data) VALUES ('`+id+`', 0, '\x5b5d');`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	pool.Close()
+
+	s, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatalf("open the old database: %v", err)
+	}
+	defer s.Close()
+	accounts, recorded, err := s.BlobAccounts(ctx, "t", id)
+	if err != nil || recorded || accounts != nil {
+		t.Fatalf("BlobAccounts of a blob stored before the upgrade = %v, %v, %v; want nil, false, nil", accounts, recorded, err)
+	}
+	rc, err := s.OpenBlob(ctx, "t", id)
+	if err != nil {
+		t.Fatalf("OpenBlob: %v", err)
+	}
+	defer rc.Close()
+	if body, err := io.ReadAll(rc); err != nil || string(body) != "[]" {
+		t.Fatalf("the old blob reads %q, %v; want []", body, err)
 	}
 }

@@ -18,13 +18,18 @@ import (
 
 // PutBlob implements store.Store.
 func (s *Store) PutBlob(ctx context.Context, tenant string, r io.Reader) (store.Blob, error) {
+	return s.PutReport(ctx, tenant, r, nil)
+}
+
+// PutReport implements store.Store.
+func (s *Store) PutReport(ctx context.Context, tenant string, r io.Reader, accounts func() ([]store.Account, error)) (store.Blob, error) {
 	id := uuid.NewString()
 	if _, err := s.w.ExecContext(ctx,
 		`INSERT INTO blobs (id, tenant, created_at, touched_at) VALUES (?1, ?2, ?3, ?3)`,
 		id, tenant, micros(time.Now())); err != nil {
 		return store.Blob{}, fmt.Errorf("sqlite: put blob: %w", err)
 	}
-	b, err := s.writeChunks(ctx, id, r)
+	b, err := s.writeChunks(ctx, id, r, accounts)
 	if err != nil {
 		// The caller's context is often the reason we failed; the clean-up
 		// must still run.
@@ -38,7 +43,7 @@ func (s *Store) PutBlob(ctx context.Context, tenant string, r io.Reader) (store.
 	return b, nil
 }
 
-func (s *Store) writeChunks(ctx context.Context, id string, r io.Reader) (store.Blob, error) {
+func (s *Store) writeChunks(ctx context.Context, id string, r io.Reader, accounts func() ([]store.Account, error)) (store.Blob, error) {
 	h := sha256.New()
 	buf := make([]byte, engine.ChunkSize)
 	var size int64
@@ -73,9 +78,20 @@ func (s *Store) writeChunks(ctx context.Context, id string, r io.Reader) (store.
 		}
 	}
 	b := store.Blob{ID: id, Size: size, SHA256: hex.EncodeToString(h.Sum(nil))}
+	var stored sql.NullString
+	if accounts != nil {
+		list, err := accounts()
+		if err != nil {
+			return store.Blob{}, fmt.Errorf("sqlite: put blob %s: accounts: %w", id, err)
+		}
+		if stored.String, err = engine.EncodeAccounts(list); err != nil {
+			return store.Blob{}, fmt.Errorf("sqlite: put blob %s: %w", id, err)
+		}
+		stored.Valid = true
+	}
 	res, err := s.w.ExecContext(ctx,
-		`UPDATE blobs SET size = ?1, sha256 = ?2, chunks = ?3, complete = 1 WHERE id = ?4`,
-		b.Size, b.SHA256, seq, id)
+		`UPDATE blobs SET size = ?1, sha256 = ?2, chunks = ?3, accounts = ?4, complete = 1 WHERE id = ?5`,
+		b.Size, b.SHA256, seq, stored, id)
 	if err != nil {
 		return store.Blob{}, fmt.Errorf("sqlite: put blob: %w", err)
 	}
@@ -99,6 +115,46 @@ func (s *Store) OpenBlob(ctx context.Context, tenant, id string) (io.ReadCloser,
 		return nil, fmt.Errorf("sqlite: open blob: %w", err)
 	}
 	return &blobReader{ctx: ctx, db: s.r, id: id, chunks: chunks, size: size}, nil
+}
+
+// BlobAccounts implements store.Store.
+func (s *Store) BlobAccounts(ctx context.Context, tenant, id string) ([]store.Account, bool, error) {
+	var stored sql.NullString
+	err := s.r.QueryRowContext(ctx,
+		`SELECT accounts FROM blobs WHERE id = ?1 AND tenant = ?2 AND complete = 1`,
+		id, tenant).Scan(&stored)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("sqlite: blob %s accounts: %w", id, err)
+	}
+	if !stored.Valid {
+		return nil, false, nil
+	}
+	a, err := engine.DecodeAccounts(id, stored.String)
+	if err != nil {
+		return nil, false, fmt.Errorf("sqlite: %w", err)
+	}
+	return a, true, nil
+}
+
+// RecordBlobAccounts implements store.Store.
+func (s *Store) RecordBlobAccounts(ctx context.Context, tenant, id string, accounts []store.Account) error {
+	enc, err := engine.EncodeAccounts(accounts)
+	if err != nil {
+		return fmt.Errorf("sqlite: blob %s: %w", id, err)
+	}
+	res, err := s.w.ExecContext(ctx,
+		`UPDATE blobs SET accounts = coalesce(accounts, ?1) WHERE id = ?2 AND tenant = ?3 AND complete = 1`,
+		enc, id, tenant)
+	if err != nil {
+		return fmt.Errorf("sqlite: record the accounts of blob %s: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return store.ErrNotFound
+	}
+	return nil
 }
 
 // blobReader holds at most one chunk in memory.

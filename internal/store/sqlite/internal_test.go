@@ -122,3 +122,53 @@ func TestUpgradeSwitchesOnIncrementalVacuum(t *testing.T) {
 		t.Fatalf("sweep after the upgrade: %d, %v; a complete blob is never swept", n, err)
 	}
 }
+
+// TestUpgradeKeepsBlobsWithoutAccounts opens a database whose complete blob
+// was stored before intake recorded a report's accounts: the blob still
+// reads back, and says that its accounts were never recorded, so billing
+// knows to read the report for them.
+func TestUpgradeKeepsBlobsWithoutAccounts(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `
+INSERT INTO blobs (id, tenant, size, sha256, chunks, complete, created_at, touched_at) VALUES ('old', 't', 2, 'x', 1, 1, 1, 1);
+INSERT INTO blob_chunks (blob_id, seq, data) VALUES ('old', 0, X'5b5d');`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatalf("open the old database: %v", err)
+	}
+	defer s.Close()
+	accounts, recorded, err := s.BlobAccounts(ctx, "t", "old")
+	if err != nil || recorded || accounts != nil {
+		t.Fatalf("BlobAccounts of a blob stored before the upgrade = %v, %v, %v; want nil, false, nil", accounts, recorded, err)
+	}
+	rc, err := s.OpenBlob(ctx, "t", "old")
+	if err != nil {
+		t.Fatalf("OpenBlob: %v", err)
+	}
+	defer rc.Close()
+	if body, err := io.ReadAll(rc); err != nil || string(body) != "[]" {
+		t.Fatalf("the old blob reads %q, %v; want []", body, err)
+	}
+}
