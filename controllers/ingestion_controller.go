@@ -76,7 +76,7 @@ type IngestionReconciler struct {
 	Sources SourceOptions
 }
 
-// +kubebuilder:rbac:groups=posture.dev,resources=ingestions,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=posture.dev,resources=ingestions,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=posture.dev,resources=ingestions/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete,namespace=posture-system
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

@@ -75,7 +75,7 @@ type TenantReconciler struct {
 	Now             func() time.Time
 }
 
-// +kubebuilder:rbac:groups=posture.dev,resources=tenants,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=posture.dev,resources=tenants,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=posture.dev,resources=tenants/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=posture.dev,resources=ingestions,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=posture.dev,resources=providers,verbs=get;list;watch

@@ -329,7 +329,7 @@ func TestRender(t *testing.T) {
 					t.Errorf("%s %s lacks commonLabels", o.kind(), o.name())
 				}
 				// Cluster-wide fixed names: CRDs, the APIService and the admission policies' objects.
-				if o.kind() != "CustomResourceDefinition" && o.kind() != "APIService" && !strings.HasPrefix(o.name(), "posture-apikey-") && !strings.HasPrefix(o.name(), "posture-mcpserver-") &&
+				if o.kind() != "CustomResourceDefinition" && o.kind() != "APIService" && !strings.HasPrefix(o.name(), "posture-apikey-") && !strings.HasPrefix(o.name(), "posture-mcpserver-") && !strings.HasPrefix(o.name(), "posture-ingestion-") &&
 					!strings.HasPrefix(o.name(), "sec") {
 					t.Errorf("%s %s is not named after fullnameOverride", o.kind(), o.name())
 				}
