@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 )
 
-// Paging defaults of DESIGN §7.
+// Paging defaults, as docs/api.md documents them.
 const (
 	DefaultPageSize = 10
 	MaxPageSize     = 100

@@ -174,7 +174,7 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 }
 
 // authorize authenticates the caller and checks subscription and permission,
-// in the order of DESIGN §7: 401, then 402, then 403.
+// in the documented order (docs/api.md): 401, then 402, then 403.
 func (s *Server) authorize(r *http.Request, perm posturev1.Permission) (auth.Principal, error) {
 	p, err := s.authenticate(r)
 	if err != nil {

@@ -21,7 +21,7 @@ var errNoCredential = errors.New("this tool reads the platform and needs an API 
 	"Documentation tools (list_docs, search_docs, get_doc, get_ocsf_reference) work without one")
 
 // AuthorizationForToken is the API's Authorization value for a token an MCP
-// client presented: API keys travel as Api-Key, JWTs as Bearer (DESIGN §10).
+// client presented: API keys travel as Api-Key, JWTs as Bearer.
 func AuthorizationForToken(token string) string {
 	if strings.HasPrefix(token, APIKeyPrefix) {
 		return "Api-Key " + token

@@ -3,7 +3,7 @@ package mcp
 import "strings"
 
 // ocsfField describes one field of an OCSF Detection Finding record as the
-// spec lists it, and what Posture's validator (internal/ocsf, DESIGN §6)
+// spec lists it, and what Posture's validator (internal/ocsf)
 // demands of it. The rules here must follow internal/ocsf/validate.go.
 type ocsfField struct {
 	Field string `json:"field"`

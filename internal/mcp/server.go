@@ -1,6 +1,6 @@
 // Package mcp is Posture's MCP tool server: documentation tools that work
 // without authentication, and platform tools that call the REST API with
-// the caller's credential (DESIGN §10). cmd/mcp-server serves it over
+// the caller's credential. cmd/mcp-server serves it over
 // streamable HTTP (stateless) or STDIO.
 package mcp
 
