@@ -444,7 +444,11 @@ func checkReads(t *testing.T, a *api, r report, ingestion string) {
 					if strings.HasPrefix(k, "-") {
 						c = -c
 					}
+					// uid breaks ties in the direction of the sort key.
 					tie := strings.Compare(d.Data[i-1].Attributes["uid"].(string), d.Data[i].Attributes["uid"].(string))
+					if strings.HasPrefix(k, "-") {
+						tie = -tie
+					}
 					if c > 0 || c == 0 && tie >= 0 {
 						t.Fatalf("rows %d and %d are out of order for %s: %v, %v", i-1, i, k, d.Data[i-1].Attributes[key], d.Data[i].Attributes[key])
 					}

@@ -66,6 +66,15 @@ func PlanProblems(s QueryShape, page bool, plan []string) []string {
 	if page && sorts && (s.Ordered || tenantOnly) {
 		problems = append(problems, "sorts every finding of the tenant instead of reading an index in order")
 	}
+	// The severity and check indexes end in uid, so an unfiltered order on
+	// either, either way, leaves only id to sort within equal uids: a sort
+	// of whole runs of one severity or check grows with the tenant.
+	if col := s.FirstSortColumn(); page && s.Ordered && !s.Query.Latest && (col == "severity_id" || col == "check_id") {
+		if regexp.MustCompile(`(?m)USE TEMP B-TREE FOR (RIGHT PART|LAST \d+ TERMS) OF ORDER BY`).MatchString(text) ||
+			(strings.Contains(text, "Incremental Sort") && !regexp.MustCompile(`Presorted Key: \w+, uid\b`).MatchString(text)) {
+			problems = append(problems, "sorts the runs of equal "+col+" values instead of reading an index that ends in uid in the order's direction")
+		}
+	}
 	counting := s.By != nil || !page
 	readsFindings := regexp.MustCompile(`(?m)(\bfindings USING|\bon findings\b|\bSCAN findings\b)`).MatchString(text)
 	// Through its key, which starts with the tenant: the tenant's groups, not every tenant's.

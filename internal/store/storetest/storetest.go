@@ -1158,9 +1158,14 @@ func reference(fs []store.Finding, inserted map[string]time.Time, q store.Findin
 	}
 	keys := q.Sort
 	if len(keys) == 0 {
-		keys = []string{"-severity_id", "uid"}
+		keys = []string{"-severity_id"}
 	}
-	keys = append(slices.Clone(keys), "uid", "id")
+	// uid, then id, break ties in the direction of the first key.
+	dir := ""
+	if strings.HasPrefix(keys[0], "-") {
+		dir = "-"
+	}
+	keys = append(slices.Clone(keys), dir+"uid", dir+"id")
 	slices.SortStableFunc(out, func(a, b store.Finding) int {
 		for _, k := range keys {
 			desc := strings.HasPrefix(k, "-")

@@ -328,10 +328,13 @@ func (o orderPart) String() string {
 
 // findingOrder resolves sort keys to columns. uid and id are always appended
 // as tie-breakers so that pages never overlap or skip rows, and so that a
-// position in the order (a FindingKey) is unique.
+// position in the order (a FindingKey) is unique. They run in the direction
+// of the first key: every sort index ends in uid, so each order, either
+// way, is one read of an index, forwards or backwards, never a sort of the
+// runs of equal values.
 func findingOrder(keys []string) ([]orderPart, error) {
 	if len(keys) == 0 {
-		keys = []string{"-severity_id", "uid"}
+		keys = DefaultFindingSort
 	}
 	var parts []orderPart
 	used := map[string]bool{}
@@ -349,11 +352,15 @@ func findingOrder(keys []string) ([]orderPart, error) {
 	}
 	for _, col := range []string{"uid", "id"} {
 		if !used[col] {
-			parts = append(parts, orderPart{col: col})
+			parts = append(parts, orderPart{col: col, desc: parts[0].desc})
 		}
 	}
 	return parts, nil
 }
+
+// DefaultFindingSort is the store's order when a query names none: the most
+// severe first (ties, as always, by uid and id in the same direction).
+var DefaultFindingSort = []string{"-severity_id"}
 
 // keyset renders "the row comes after k in this order". The expanded form
 // (c1 > v1 OR (c1 = v1 AND (c2 > v2 OR ...))) handles mixed directions,
