@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -65,6 +66,15 @@ func PlanProblems(s QueryShape, page bool, plan []string) []string {
 	tenantOnly := regexp.MustCompile(`(?m)(SEARCH findings USING (COVERING )?INDEX \w+ \(tenant=\?\)$|Index Cond: \(tenant = '[^']*'::text\)$)`).MatchString(text)
 	if page && sorts && (s.Ordered || tenantOnly) {
 		problems = append(problems, "sorts every finding of the tenant instead of reading an index in order")
+	}
+	// An ingestion can hold a large share of a tenant: its findings are read
+	// in the default order from the ingestion's index, leaving at most the
+	// tie-breakers to sort, never the whole ingestion (nor the tenant).
+	if page && s.Query.IngestionID != "" && slices.Equal(s.Query.Sort, apiDefaultSort) && !s.Query.Latest {
+		if !regexp.MustCompile(`(findings USING (COVERING )?INDEX findings_ingestion|Index (Only )?Scan (Backward )?using findings_ingestion on findings)`).MatchString(text) ||
+			regexp.MustCompile(`(?m)(USE TEMP B-TREE FOR ORDER BY|^\s*(->\s*)?Sort\s+\()`).MatchString(text) {
+			problems = append(problems, "does not read the ingestion's findings in insertion order from findings_ingestion")
+		}
 	}
 	// The severity and check indexes end in uid, so an unfiltered order on
 	// either, either way, leaves only id to sort within equal uids: a sort
