@@ -27,6 +27,7 @@ import (
 	"github.com/posture-dev/posture/internal/ingest"
 	"github.com/posture-dev/posture/internal/ocsf"
 	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/uploads"
 )
 
 // Event reason of a report fetched for a declared source.
@@ -286,8 +287,8 @@ func (r *IngestionReconciler) storeDeclared(ctx context.Context, ing *posturev1.
 	default:
 		return store.Blob{}, 0, permanent(ingest.CodeUnreadable, "spec.source names no report")
 	}
-	blob, records, err := ingest.StoreReport(ctx, r.Store, tenant, body, limit)
-	var tl *ingest.TooLargeError
+	blob, records, err := uploads.StoreReport(ctx, r.Store, tenant, body, limit)
+	var tl *uploads.TooLargeError
 	var fe *ocsf.FileError
 	var tma *billing.TooManyAccountsError
 	switch {

@@ -25,11 +25,11 @@ import (
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/controllers"
-	"github.com/posture-dev/posture/internal/ingest"
 	"github.com/posture-dev/posture/internal/ocsf"
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/store/sqlite"
 	"github.com/posture-dev/posture/internal/testenv"
+	"github.com/posture-dev/posture/internal/uploads"
 )
 
 var (
@@ -128,7 +128,7 @@ func upload(t *testing.T, st store.Store, tenant, namespace, path string) *postu
 		t.Fatal(err)
 	}
 	defer f.Close()
-	blob, n, err := ingest.StoreReport(context.Background(), st, tenant, f, 1<<30)
+	blob, n, err := uploads.StoreReport(context.Background(), st, tenant, f, 1<<30)
 	if err != nil {
 		t.Fatalf("store %s: %v", path, err)
 	}

@@ -154,45 +154,31 @@ func (s *Service) Accept(ctx context.Context, req Request) (*posturev1.Ingestion
 	if bodyName == "" {
 		bodyName = "the request body"
 	}
-	src := &readErrReader{r: req.Body}
-	limited := &limitedReader{r: src, left: s.Limit()}
-	// The accounts are found from the same bytes, so billing never reads
-	// the stored report again.
-	accounts := billing.NewCollector(ctx)
-	defer accounts.Abort()
-	counting := ocsf.NewCountingReader(io.TeeReader(limited, accounts))
-	blob, err := s.Store.PutReport(ctx, req.Tenant, failFast{counting}, accounts.Stored)
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if limited.exceeded || errors.As(err, &mbe) {
-			return nil, s.TooLargeError()
-		}
-		var fe *ocsf.FileError
-		if errors.As(err, &fe) {
-			return nil, invalidf("%s is not a valid OCSF report: %s", req.Filename, fe.Error())
-		}
-		var tma *billing.TooManyAccountsError
-		if errors.As(err, &tma) {
-			return nil, invalidf("%s names too many accounts: %s", req.Filename, tma.Error())
-		}
-		if src.err != nil {
-			// The body broke off (truncated, client gone): the client's
-			// problem, not the server's.
-			return nil, invalidf("reading %s failed after %d bytes: %v", bodyName, s.Limit()-limited.left, src.err)
-		}
-		if ctx.Err() != nil {
-			return nil, &Error{Kind: Interrupted, Message: fmt.Sprintf("the upload was interrupted after %d bytes", s.Limit()-limited.left)}
-		}
+	blob, records, err := StoreReport(ctx, s.Store, req.Tenant, req.Body, s.Limit())
+	var (
+		tl  *TooLargeError
+		mbe *http.MaxBytesError
+		fe  *ocsf.FileError
+		tma *billing.TooManyAccountsError
+		re  *ReadError
+		se  *StoreError
+	)
+	switch {
+	case err == nil:
+	case errors.As(err, &tl) || errors.As(err, &mbe):
+		return nil, s.TooLargeError()
+	case errors.As(err, &fe):
+		return nil, invalidf("%s is not a valid OCSF report: %s", req.Filename, fe.Error())
+	case errors.As(err, &tma):
+		return nil, invalidf("%s names too many accounts: %s", req.Filename, tma.Error())
+	case errors.As(err, &re):
+		// The body broke off (truncated, client gone): the client's
+		// problem, not the server's.
+		return nil, invalidf("reading %s failed after %d bytes: %v", bodyName, re.Read, re.Err)
+	case errors.As(err, &se) && ctx.Err() != nil:
+		return nil, &Error{Kind: Interrupted, Message: fmt.Sprintf("the upload was interrupted after %d bytes", se.Read)}
+	default:
 		return nil, fmt.Errorf("store upload: %w", err)
-	}
-	records, err := counting.Result()
-	if err != nil {
-		s.deleteBlob(req.Tenant, blob.ID)
-		var fe *ocsf.FileError
-		if errors.As(err, &fe) {
-			return nil, invalidf("%s is not a valid OCSF report: %s", req.Filename, fe.Error())
-		}
-		return nil, fmt.Errorf("count records: %w", err)
 	}
 	ing := &posturev1.Ingestion{
 		ObjectMeta: metav1.ObjectMeta{
@@ -224,60 +210,4 @@ func (s *Service) deleteBlob(tenant, id string) {
 	if err := s.Store.DeleteBlob(ctx, tenant, id); err != nil && !errors.Is(err, store.ErrNotFound) {
 		s.Log.Error(err, "deleting a rejected upload failed", "tenant", tenant, "blob", id)
 	}
-}
-
-// errTooLarge marks the upload limit, independent of how the store wraps errors.
-var errTooLarge = errors.New("upload exceeds the size limit")
-
-type limitedReader struct {
-	r        io.Reader
-	left     int64
-	exceeded bool
-}
-
-func (l *limitedReader) Read(p []byte) (int, error) {
-	if l.left <= 0 {
-		// Probe one byte: a file of exactly the limit is fine.
-		var one [1]byte
-		n, err := l.r.Read(one[:])
-		if n > 0 {
-			l.exceeded = true
-			return 0, errTooLarge
-		}
-		return 0, err
-	}
-	if int64(len(p)) > l.left {
-		p = p[:l.left]
-	}
-	n, err := l.r.Read(p)
-	l.left -= int64(n)
-	return n, err
-}
-
-// readErrReader remembers the first error reading the body gave, so a
-// failed upload can be told apart from a failing store.
-type readErrReader struct {
-	r   io.Reader
-	err error
-}
-
-func (e *readErrReader) Read(p []byte) (int, error) {
-	n, err := e.r.Read(p)
-	if err != nil && err != io.EOF && e.err == nil {
-		e.err = err
-	}
-	return n, err
-}
-
-// failFast ends an upload as soon as the report is known to be malformed (an
-// object instead of an array, a stray byte), so a large bad file is not
-// stored whole only to be deleted.
-type failFast struct{ c *ocsf.CountingReader }
-
-func (f failFast) Read(p []byte) (int, error) {
-	n, err := f.c.Read(p)
-	if ferr := f.c.Err(); ferr != nil {
-		return n, ferr
-	}
-	return n, err
 }

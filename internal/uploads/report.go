@@ -1,4 +1,4 @@
-package ingest
+package uploads
 
 import (
 	"context"
@@ -19,14 +19,15 @@ func (e *TooLargeError) Error() string {
 }
 
 // StoreReport streams a report into a new blob of the tenant while checking
-// its shape and counting its records, as an upload is checked: a malformed
-// report ends the copy at the first bad byte and is returned as an
-// *ocsf.FileError, one past limit bytes as a *TooLargeError, one naming
-// more than billing.MaxAccounts accounts as a
-// *billing.TooManyAccountsError. The accounts are stored with the blob
-// (store.Store.BlobAccounts). On any error
-// nothing is kept. Reading r may fail on its own (a network source); that
-// error is returned wrapped, and tells the caller the source broke off.
+// its shape, counting its records and finding its accounts: the one path by
+// which every report is stored, uploaded (Accept) or declared in Git. A
+// malformed report ends the copy at the first bad byte and is returned as an
+// *ocsf.FileError, one past limit bytes as a *TooLargeError, one naming more
+// than billing.MaxAccounts accounts as a *billing.TooManyAccountsError. A
+// failure of r itself (a client gone, a network source broken off) is a
+// *ReadError, one of the store (or of ctx) a *StoreError. The accounts are
+// stored with the blob (store.Store.BlobAccounts). On any error nothing is
+// kept.
 func StoreReport(ctx context.Context, st store.Store, tenant string, r io.Reader, limit int64) (store.Blob, int, error) {
 	lr := &capReader{r: r, left: limit}
 	// The accounts are found from the same bytes, so billing never reads
@@ -36,6 +37,7 @@ func StoreReport(ctx context.Context, st store.Store, tenant string, r io.Reader
 	counting := ocsf.NewCountingReader(io.TeeReader(lr, accounts))
 	blob, err := st.PutReport(ctx, tenant, shapeChecked{counting}, accounts.Stored)
 	if err != nil {
+		read := limit - lr.left
 		if lr.exceeded {
 			return store.Blob{}, 0, &TooLargeError{Limit: limit}
 		}
@@ -48,9 +50,9 @@ func StoreReport(ctx context.Context, st store.Store, tenant string, r io.Reader
 			return store.Blob{}, 0, tma
 		}
 		if lr.err != nil {
-			return store.Blob{}, 0, fmt.Errorf("reading the report failed after %d bytes: %w", limit-lr.left, lr.err)
+			return store.Blob{}, 0, &ReadError{Read: read, Err: lr.err}
 		}
-		return store.Blob{}, 0, fmt.Errorf("store the report: %w", err)
+		return store.Blob{}, 0, &StoreError{Read: read, Err: err}
 	}
 	records, err := counting.Result()
 	if err != nil {
@@ -61,6 +63,29 @@ func StoreReport(ctx context.Context, st store.Store, tenant string, r io.Reader
 	}
 	return blob, records, nil
 }
+
+// ReadError is reading the report itself failing after Read bytes.
+type ReadError struct {
+	Read int64
+	Err  error
+}
+
+func (e *ReadError) Error() string {
+	return fmt.Sprintf("reading the report failed after %d bytes: %v", e.Read, e.Err)
+}
+
+func (e *ReadError) Unwrap() error { return e.Err }
+
+// StoreError is the store (or the context) failing after Read bytes of the
+// report were read.
+type StoreError struct {
+	Read int64
+	Err  error
+}
+
+func (e *StoreError) Error() string { return "store the report: " + e.Err.Error() }
+
+func (e *StoreError) Unwrap() error { return e.Err }
 
 // capReader fails once more than left bytes come; exactly left is fine.
 type capReader struct {

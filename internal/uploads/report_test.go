@@ -1,4 +1,4 @@
-package ingest_test
+package uploads_test
 
 import (
 	"bytes"
@@ -9,18 +9,30 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/posture-dev/posture/internal/billing"
-	"github.com/posture-dev/posture/internal/ingest"
 	"github.com/posture-dev/posture/internal/ocsf"
 	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/store/sqlite"
 	"github.com/posture-dev/posture/internal/store/storetest"
 	"github.com/posture-dev/posture/internal/testenv"
+	"github.com/posture-dev/posture/internal/uploads"
 )
+
+func newStore(t *testing.T) store.Store {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "r.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
 
 // brokenReader gives data, then fails as a connection cut mid-body does.
 type brokenReader struct{ r io.Reader }
@@ -48,7 +60,7 @@ func TestStoreReport(t *testing.T) {
 	}{
 		{"exactly the limit", strings.NewReader(two), int64(len(two)), 2, nil, ""},
 		{"one byte past the limit", strings.NewReader(two), int64(len(two)) - 1, 0,
-			func(err error) bool { var tl *ingest.TooLargeError; return errors.As(err, &tl) }, "larger than the limit of 38 bytes"},
+			func(err error) bool { var tl *uploads.TooLargeError; return errors.As(err, &tl) }, "larger than the limit of 38 bytes"},
 		{"not an array", strings.NewReader(`{"class_uid":2004}`), 1 << 20, 0,
 			func(err error) bool { var fe *ocsf.FileError; return errors.As(err, &fe) }, "byte 0"},
 		{"cut off mid-body", &brokenReader{strings.NewReader(two[:10])}, 1 << 20, 0,
@@ -57,7 +69,7 @@ func TestStoreReport(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			st := newStore(t)
-			blob, n, err := ingest.StoreReport(context.Background(), st, "t", tc.body, tc.limit)
+			blob, n, err := uploads.StoreReport(context.Background(), st, "t", tc.body, tc.limit)
 			if tc.check == nil {
 				if err != nil {
 					t.Fatal(err)
@@ -112,7 +124,7 @@ func TestStoreReportRecordsAccounts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			st := newStore(t)
-			blob, _, err := ingest.StoreReport(ctx, st, "t", bytes.NewReader(tc.body), 1<<30)
+			blob, _, err := uploads.StoreReport(ctx, st, "t", bytes.NewReader(tc.body), 1<<30)
 			if tc.tooMany {
 				var tma *billing.TooManyAccountsError
 				if !errors.As(err, &tma) || !strings.Contains(err.Error(), fmt.Sprintf("at most %d distinct accounts", billing.MaxAccounts)) {
