@@ -109,19 +109,11 @@ func TestDevEnvironment(t *testing.T) {
 	})
 
 	t.Run("kubectl reaches the aggregated API through kube-apiserver", func(t *testing.T) {
-		kubectl := func(args ...string) string {
-			t.Helper()
-			out, err := exec.Command("kubectl", append([]string{"--kubeconfig", api.vars["KUBECONFIG"]}, args...)...).CombinedOutput()
-			if err != nil {
-				t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-			}
-			return string(out)
-		}
-		available := kubectl("get", "apiservice", "v1alpha1.data.posture.dev", "-o", "jsonpath={.status.conditions[?(@.type==\"Available\")].status}")
+		available := api.kubectl(t, "get", "apiservice", "v1alpha1.data.posture.dev", "-o", "jsonpath={.status.conditions[?(@.type==\"Available\")].status}")
 		if available != "True" {
 			t.Errorf("kubectl get apiservice v1alpha1.data.posture.dev reads Available=%q, want True", available)
 		}
-		names := strings.Fields(kubectl("get", "findings", "-n", api.vars["POSTURE_TENANT_NAMESPACE"], "--chunk-size=400", "-o", "name"))
+		names := strings.Fields(api.kubectl(t, "get", "findings", "-n", api.vars["POSTURE_TENANT_NAMESPACE"], "--chunk-size=400", "-o", "name"))
 		if want := api.findingsCount(t); len(names) != want {
 			t.Errorf("kubectl get findings lists %d, GET /api/v1/findings counts %d", len(names), want)
 		}
@@ -194,21 +186,13 @@ func TestDevEnvironment(t *testing.T) {
 	})
 
 	t.Run("the GitOps samples applied with kubectl end Current, their findings visible through the API", func(t *testing.T) {
-		kubectl := func(args ...string) string {
-			t.Helper()
-			out, err := exec.Command("kubectl", append([]string{"--kubeconfig", api.vars["KUBECONFIG"]}, args...)...).CombinedOutput()
-			if err != nil {
-				t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-			}
-			return string(out)
-		}
-		kubectl("apply", "-k", filepath.Join(testenv.Root(), "config", "samples", "gitops"))
+		api.kubectl(t, "apply", "-k", filepath.Join(testenv.Root(), "config", "samples", "gitops"))
 		objects := []string{"tenant/gitops-demo", "apikey/ci-scanner", "ingestion/nightly-2026-11-24", "providers"}
 		testenv.Eventually(t, 90*time.Second, "every sample object to read kstatus Current", func() (bool, string) {
 			var notCurrent []string
 			for _, o := range objects {
 				var list unstructured.UnstructuredList
-				out := kubectl(append([]string{"get", "-n", "tenant-gitops-demo", "-o", "json"}, strings.Fields(o)...)...)
+				out := api.kubectl(t, append([]string{"get", "-n", "tenant-gitops-demo", "-o", "json"}, strings.Fields(o)...)...)
 				if strings.Contains(o, "/") {
 					var one unstructured.Unstructured
 					if err := one.UnmarshalJSON([]byte(out)); err != nil {
@@ -609,6 +593,17 @@ func (a devAPI) count(t *testing.T, path string) int {
 		t.Fatalf("GET %s has no meta.pagination.count", path)
 	}
 	return *doc.Meta.Pagination.Count
+}
+
+// kubectl runs the real kubectl with .dev/env's KUBECONFIG, as a user of
+// make dev would, and fails t when it fails.
+func (a devAPI) kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("kubectl", append([]string{"--kubeconfig", a.vars["KUBECONFIG"]}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
 }
 
 func (a devAPI) findingsCount(t *testing.T) int {

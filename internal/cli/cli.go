@@ -92,7 +92,16 @@ jobs (ingestions). docs/cli.md describes every command and environment variable.
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(a.scanCommand(), a.pushCommand(), a.ingestionsCommand(), a.tokenCommand())
 
+	// ran is read once the command has run.
 	err := root.ExecuteContext(ctx)
+	return exitCode(err, "postctl", ran, stderr)
+}
+
+// exitCode reports what a command run by prog ended with on stderr and
+// turns it into the exit code: the code an *exitError carries, ExitUsage
+// for misuse (a usageError, or an error before any command ran), else
+// ExitError.
+func exitCode(err error, prog string, ran bool, stderr io.Writer) int {
 	if err == nil {
 		return ExitOK
 	}
@@ -101,14 +110,14 @@ jobs (ingestions). docs/cli.md describes every command and environment variable.
 	switch {
 	case errors.As(err, &ee):
 		if ee.msg != "" {
-			fmt.Fprintln(stderr, "postctl: "+ee.msg)
+			fmt.Fprintln(stderr, prog+": "+ee.msg)
 		}
 		return ee.code
 	case errors.As(err, &ue) || !ran:
-		fmt.Fprintf(stderr, "postctl: %v\nRun 'postctl --help' for usage.\n", err)
+		fmt.Fprintf(stderr, "%s: %v\nRun '%s --help' for usage.\n", prog, err, prog)
 		return ExitUsage
 	}
-	fmt.Fprintln(stderr, "postctl: "+err.Error())
+	fmt.Fprintln(stderr, prog+": "+err.Error())
 	return ExitError
 }
 

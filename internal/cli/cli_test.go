@@ -51,17 +51,7 @@ func TestMain(m *testing.M) {
 // kubeconfig writes a kubeconfig for the test control plane.
 func kubeconfig(t *testing.T) string {
 	t.Helper()
-	cfg := apitest.RESTConfig()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
-	kc.Contexts["envtest-admin"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
-	kc.CurrentContext = "envtest-admin"
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return testenv.Kubeconfig(t, apitest.RESTConfig(), "envtest-admin")
 }
 
 type result struct {

@@ -56,23 +56,7 @@ func RunKubectl(ctx context.Context, args []string, stdout, stderr io.Writer, en
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
-	if err == nil {
-		return ExitOK
-	}
-	var ee *exitError
-	var ue usageError
-	switch {
-	case errors.As(err, &ee):
-		if ee.msg != "" {
-			fmt.Fprintln(stderr, "kubectl posture: "+ee.msg)
-		}
-		return ee.code
-	case errors.As(err, &ue) || !k.ran:
-		fmt.Fprintf(stderr, "kubectl posture: %v\nRun 'kubectl posture --help' for usage.\n", err)
-		return ExitUsage
-	}
-	fmt.Fprintln(stderr, "kubectl posture: "+err.Error())
-	return ExitError
+	return exitCode(err, "kubectl posture", k.ran, stderr)
 }
 
 // kubectlPlugin holds the kubeconfig flags every subcommand shares.
