@@ -51,10 +51,19 @@ const dirPrefix = "posture-pgtest-"
 // returns the DSN of the "postgres" database as superuser "postgres", and a
 // stop function that kills the server and removes the directory.
 //
+// Each of settings, "name=value", is passed to the server as -c name=value
+// after the defaults above, which it may override (the benchmark gives the
+// server a production-sized shared_buffers this way).
+//
 // When running as root the server runs as the "postgres" OS user, because
 // PostgreSQL refuses to run as root. The server dies with the test binary even
 // if the binary is killed without running stop.
-func Start() (dsn string, stop func(), err error) {
+func Start(settings ...string) (dsn string, stop func(), err error) {
+	for _, s := range settings {
+		if name, _, ok := strings.Cut(s, "="); !ok || name == "" {
+			return "", nil, fmt.Errorf("pgtest: server setting %q is not name=value", s)
+		}
+	}
 	bindir, err := findBinDir()
 	if err != nil {
 		return "", nil, err
@@ -94,7 +103,7 @@ func Start() (dsn string, stop func(), err error) {
 	}
 	defer logFile.Close()
 	const port = 5432 // only names the socket file; nothing listens on TCP
-	srv := exec.Command(filepath.Join(bindir, "postgres"),
+	args := []string{
 		"-D", data,
 		"-k", dir,
 		"-p", strconv.Itoa(port),
@@ -104,7 +113,12 @@ func Start() (dsn string, stop func(), err error) {
 		"-c", "full_page_writes=off",
 		"-c", "max_connections=200",
 		"-c", "log_min_messages=warning",
-	)
+	}
+	// The server applies its options in order, so a later -c wins.
+	for _, s := range settings {
+		args = append(args, "-c", s)
+	}
+	srv := exec.Command(filepath.Join(bindir, "postgres"), args...)
 	srv.Dir = dir
 	srv.Stdout, srv.Stderr = logFile, logFile
 	// Credential rather than runuser: Go sets the parent-death signal after

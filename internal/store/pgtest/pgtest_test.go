@@ -72,3 +72,37 @@ func TestStartStop(t *testing.T) {
 		t.Fatal("server still answers after stop")
 	}
 }
+
+// TestStartSettings checks that the settings given to Start are in force,
+// both a new one and one that overrides a default of Start's own.
+func TestStartSettings(t *testing.T) {
+	if os.Getenv(pgtest.EnvDSN) != "" {
+		t.Skip("an external server is configured")
+	}
+	dsn, stop, err := pgtest.Start("work_mem=7MB", "max_connections=37")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, c := range []struct{ name, want string }{
+		{"work_mem", "7MB"},
+		{"max_connections", "37"},
+	} {
+		var got string
+		if err := conn.QueryRow(ctx, "SHOW "+c.name).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want {
+			t.Errorf("SHOW %s = %s, want %s", c.name, got, c.want)
+		}
+	}
+	if _, _, err := pgtest.Start("work_mem"); err == nil {
+		t.Error("Start accepted a setting without a value")
+	}
+}
