@@ -70,13 +70,16 @@ test: verify ## Unit, store conformance (SQLite + throwaway PostgreSQL), envtest
 fuzz: ## Runs every fuzz target for FUZZTIME each.
 	hack/fuzz.sh $${FUZZTIME:-30s}
 
+# More flags for hack/bench, e.g. BENCH_FLAGS=-read-hold (see docs/performance.md).
+BENCH_FLAGS ?=
+
 .PHONY: bench
-bench: ## End-to-end ingestion benchmark (records/s, MB/s, peak RSS), then findings reads through the REST API at 10k and 1M findings.
-	go run ./hack/bench
+bench: ## End-to-end ingestion benchmark (records/s, MB/s, peak RSS), then findings reads through the REST API at 10k and 1M findings. BENCH_FLAGS adds flags.
+	go run ./hack/bench $(BENCH_FLAGS)
 
 .PHONY: bench-reads-large
-bench-reads-large: ## The read phase alone on PostgreSQL at 10k, 1M and 10M findings (long: loads 10M through the worker).
-	go run ./hack/bench -records= -big-mib 0 -engines postgres -read-sizes 10000,1000000,10000000
+bench-reads-large: ## The read phase alone on PostgreSQL (shared_buffers 6GB) at 10k, 1M and 10M findings (long: loads 10M through the worker). BENCH_FLAGS=-read-hold keeps the 10M database up for EXPLAIN until Ctrl-C.
+	go run ./hack/bench -records= -big-mib 0 -engines postgres -pg-shared-buffers 6GB -read-sizes 10000,1000000,10000000 $(BENCH_FLAGS)
 
 ##@ Run
 

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/posture-dev/posture/internal/ocsf"
@@ -30,6 +31,10 @@ const (
 // what must vary: the finding uid (unique), the account and the time.
 type generator struct {
 	templates [][]byte
+	// uidPrefixes[t][a] is template t's own uid, in account a, without
+	// its last part: the scanner's per-resource hash, which uidSuffix
+	// replaces.
+	uidPrefixes [][]string
 }
 
 func newGenerator() (*generator, error) {
@@ -66,15 +71,66 @@ func newGenerator() (*generator, error) {
 			return nil, fmt.Errorf("fixture record %d: uid or time not found", rec.Index)
 		}
 		g.templates = append(g.templates, t)
+		g.uidPrefixes = append(g.uidPrefixes, uidPrefixes(r.FindingInfo.UID))
 	}
 	return g, nil
+}
+
+// uidPrefixes keeps a fixture uid (prowler-aws-<check>-<account>-<region>-
+// <resource hash>) up to its last dash, once per account: a search for a
+// generated uid then meets the trigrams a scanner's uids share (its check,
+// account, region) and no others.
+func uidPrefixes(uid string) []string {
+	prefix := uid + "-"
+	if i := strings.LastIndexByte(uid, '-'); i >= 0 {
+		prefix = uid[:i+1]
+	}
+	p := make([]string, len(accounts))
+	for a, acct := range accounts {
+		p[a] = strings.ReplaceAll(prefix, fixtureAcct, acct)
+	}
+	return p
+}
+
+// appendUID appends record i's finding uid: its template's uid in its
+// account, ending in 12 hex digits of its own.
+func (g *generator) appendUID(dst []byte, i int) []byte {
+	dst = append(dst, g.uidPrefixes[i%len(g.templates)][i%len(accounts)]...)
+	s := uidSuffix(uint64(i))
+	for shift := 44; shift >= 0; shift -= 4 {
+		dst = append(dst, "0123456789abcdef"[s>>shift&0xf])
+	}
+	return dst
+}
+
+// uid is record i's finding uid.
+func (g *generator) uid(i int) string {
+	return string(g.appendUID(nil, i))
+}
+
+// uidSuffix scrambles i into 48 bits, as a scanner's resource hashes are:
+// consecutive records share no prefix of their suffixes, so their uids
+// share only the trigrams their check, account and region give them, as
+// real uids do. Each step (an addition, a multiplication by an odd number,
+// both modulo 2^48, an xor with a right shift) can be undone, so distinct i
+// below 2^48 give distinct suffixes. The addition keeps record 0's from
+// being all zeros.
+func uidSuffix(i uint64) uint64 {
+	const mask = 1<<48 - 1
+	x := (i + 0x5bd1e995a3c7) & mask
+	x = x * 0x9e3779b97f4a7c15 & mask
+	x ^= x >> 24
+	x = x * 0xbf58476d1ce4e5b9 & mask
+	x ^= x >> 21
+	x = x * 0x94d049bb133111eb & mask
+	x ^= x >> 24
+	return x
 }
 
 // record renders record i.
 func (g *generator) record(dst []byte, i int) []byte {
 	t := g.templates[i%len(g.templates)]
 	acct := accounts[i%len(accounts)]
-	uid := fmt.Sprintf("bench-%s-%09d", acct, i)
 	ts := strconv.FormatInt(1767000000+int64(i%86400), 10)
 	dst = dst[:0]
 	for len(t) > 0 {
@@ -87,7 +143,7 @@ func (g *generator) record(dst []byte, i int) []byte {
 		t = t[j:]
 		switch {
 		case bytes.HasPrefix(t, []byte(uidToken)):
-			dst = append(dst, uid...)
+			dst = g.appendUID(dst, i)
 			t = t[len(uidToken):]
 		case bytes.HasPrefix(t, []byte(fixtureAcct)):
 			dst = append(dst, acct...)

@@ -16,10 +16,12 @@
 //     engine to each size through the worker and times every documented
 //     findings query shape through the REST API, p50 and p95, and the
 //     ratio to the smallest size; and ingestion into the full table
-//     against ingestion into an empty one.
+//     against ingestion into an empty one. -read-hold then keeps each
+//     engine's database and API server up for EXPLAIN by hand.
 //
 // PostgreSQL is a throwaway server (pgtest.Start: fsync off, like every
-// test here), so the figures are CPU and protocol bound, not disk bound.
+// test here), so the figures are CPU and protocol bound, not disk bound;
+// -pg-shared-buffers gives it a production-sized buffer cache.
 // Each report runs -repeat times, after one untimed warm-up run, and the
 // table shows medians: docs/performance.md says why.
 package main
@@ -66,19 +68,34 @@ import (
 
 const tenant = "bench"
 
+// options are the command's flags.
+type options struct {
+	sizes, engines         string
+	bigMiB, repeat         int
+	readSizes, readEngines string
+	// pgSharedBuffers, when set, is the throwaway server's shared_buffers.
+	pgSharedBuffers string
+	// readHold keeps each engine's read database and API server up after
+	// its read phase, until interrupted.
+	readHold bool
+}
+
 func main() {
-	sizes := flag.String("records", "10000,100000", "Report sizes to run, in records.")
-	engineList := flag.String("engines", "postgres,sqlite", "Store engines to run.")
-	bigMiB := flag.Int("big-mib", 1024, "Size of the large report (MiB) generated on the fly for the memory run on PostgreSQL; 0 skips it.")
-	repeat := flag.Int("repeat", 5, "Runs of each report on each engine; the table shows their medians.")
-	readSizes := flag.String("read-sizes", "10000,1000000", "Findings the read phase loads, in turn, before timing the findings reads through the REST API; empty skips it.")
-	readEngines := flag.String("read-engines", "postgres,sqlite", "Engines (among -engines) the read phase runs on.")
+	var o options
+	flag.StringVar(&o.sizes, "records", "10000,100000", "Report sizes to run, in records.")
+	flag.StringVar(&o.engines, "engines", "postgres,sqlite", "Store engines to run.")
+	flag.IntVar(&o.bigMiB, "big-mib", 1024, "Size of the large report (MiB) generated on the fly for the memory run on PostgreSQL; 0 skips it.")
+	flag.IntVar(&o.repeat, "repeat", 5, "Runs of each report on each engine; the table shows their medians.")
+	flag.StringVar(&o.readSizes, "read-sizes", "10000,1000000", "Findings the read phase loads, in turn, before timing the findings reads through the REST API; empty skips it.")
+	flag.StringVar(&o.readEngines, "read-engines", "postgres,sqlite", "Engines (among -engines) the read phase runs on.")
+	flag.StringVar(&o.pgSharedBuffers, "pg-shared-buffers", "", "shared_buffers of the throwaway PostgreSQL (e.g. 6GB); empty keeps the server's default (128MB).")
+	flag.BoolVar(&o.readHold, "read-hold", false, "After each engine's read phase, keep its database (at the last size) and the API server up, print how to reach them, and wait for SIGINT or SIGTERM before going on.")
 	flag.Parse()
-	if *repeat < 1 {
+	if o.repeat < 1 {
 		fmt.Fprintln(os.Stderr, "bench: -repeat must be at least 1")
 		os.Exit(2)
 	}
-	if err := run(*sizes, *engineList, *bigMiB, *repeat, *readSizes, *readEngines); err != nil {
+	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -104,7 +121,7 @@ type result struct {
 	medRatio, minRatio, maxRatio float64
 }
 
-func run(sizeList, engineList string, bigMiB, repeat int, readSizeList, readEngines string) error {
+func run(o options) error {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "posture-bench-")
 	if err != nil {
@@ -118,7 +135,7 @@ func run(sizeList, engineList string, bigMiB, repeat int, readSizeList, readEngi
 	manager := filepath.Join(dir, "manager")
 	var k8s client.Client
 	ns := "tenant-" + tenant
-	if strings.TrimSpace(sizeList) != "" || bigMiB > 0 {
+	if strings.TrimSpace(o.sizes) != "" || o.bigMiB > 0 {
 		fmt.Println("building ./cmd/manager ...")
 		build := exec.Command("go", "build", "-o", manager, "./cmd/manager")
 		build.Dir = testenv.Root()
@@ -145,11 +162,11 @@ func run(sizeList, engineList string, bigMiB, repeat int, readSizeList, readEngi
 	if err != nil {
 		return err
 	}
-	sizes, err := parseSizes("-records", sizeList)
+	sizes, err := parseSizes("-records", o.sizes)
 	if err != nil {
 		return err
 	}
-	readSizes, err := parseSizes("-read-sizes", readSizeList)
+	readSizes, err := parseSizes("-read-sizes", o.readSizes)
 	if err != nil {
 		return err
 	}
@@ -166,12 +183,12 @@ func run(sizeList, engineList string, bigMiB, repeat int, readSizeList, readEngi
 	}
 
 	var results []result
-	for _, engine := range strings.Split(engineList, ",") {
+	for _, engine := range strings.Split(o.engines, ",") {
 		engine = strings.TrimSpace(engine)
 		var pg *pgServer
 		if engine == "postgres" {
 			fmt.Println("starting a throwaway PostgreSQL ...")
-			pg, err = startPostgres()
+			pg, err = startPostgres(o.pgSharedBuffers)
 			if err != nil {
 				return err
 			}
@@ -191,7 +208,7 @@ func run(sizeList, engineList string, bigMiB, repeat int, readSizeList, readEngi
 		}
 		for _, n := range sizes {
 			var runs []result
-			for range repeat {
+			for range o.repeat {
 				b := &bench{k8s: k8s, ns: ns, manager: manager, dir: dir, engine: engine, pg: pg}
 				r, err := b.runFile(ctx, reports[n], n)
 				if err != nil {
@@ -205,9 +222,9 @@ func run(sizeList, engineList string, bigMiB, repeat int, readSizeList, readEngi
 			}
 			results = append(results, median(runs))
 		}
-		if engine == "postgres" && bigMiB > 0 {
+		if engine == "postgres" && o.bigMiB > 0 {
 			b := &bench{k8s: k8s, ns: ns, manager: manager, dir: dir, engine: engine, pg: pg}
-			r, err := b.runBig(ctx, gen, int64(bigMiB)<<20)
+			r, err := b.runBig(ctx, gen, int64(o.bigMiB)<<20)
 			if err != nil {
 				pg.stop()
 				return fmt.Errorf("large report: %w", err)
@@ -215,9 +232,9 @@ func run(sizeList, engineList string, bigMiB, repeat int, readSizeList, readEngi
 			results = append(results, r)
 			printResult(r)
 		}
-		if len(readSizes) > 0 && slices.Contains(strings.Split(readEngines, ","), engine) {
+		if len(readSizes) > 0 && slices.Contains(strings.Split(o.readEngines, ","), engine) {
 			b := &bench{k8s: k8s, ns: ns, manager: manager, dir: dir, engine: engine, pg: pg}
-			if err := runReads(ctx, b, gen, readSizes); err != nil {
+			if err := runReads(ctx, b, gen, readSizes, o.readHold); err != nil {
 				if pg != nil {
 					pg.stop()
 				}
@@ -232,7 +249,7 @@ func run(sizeList, engineList string, bigMiB, repeat int, readSizeList, readEngi
 		return nil
 	}
 	fmt.Println()
-	fmt.Printf("Medians of %d runs (peak RSS: the highest); worker / COPY: the median of each run's ratio, with the range.\n\n", repeat)
+	fmt.Printf("Medians of %d runs (peak RSS: the highest); worker / COPY: the median of each run's ratio, with the range.\n\n", o.repeat)
 	fmt.Println("| engine | records | MB | upload s | upload MB/s | API peak RSS MiB | worker s | worker records/s | worker MB/s | end-to-end records/s | worker peak RSS MiB | worker CPU s | server CPU s | COPY s | COPY server CPU s | worker / COPY |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range results {
@@ -735,8 +752,17 @@ type pgServer struct {
 	stop   func()
 }
 
-func startPostgres() (*pgServer, error) {
-	dsn, stop, err := pgtest.Start()
+// startPostgres starts the throwaway server, with sharedBuffers as its
+// shared_buffers when set: pgtest's server keeps PostgreSQL's default,
+// 128MB, which at millions of findings measures a server that reads its
+// indexes from the page cache rather than one sized for its data.
+func startPostgres(sharedBuffers string) (*pgServer, error) {
+	var settings []string
+	if sharedBuffers != "" {
+		settings = append(settings, "shared_buffers="+sharedBuffers)
+		fmt.Println("PostgreSQL shared_buffers:", sharedBuffers)
+	}
+	dsn, stop, err := pgtest.Start(settings...)
 	if err != nil {
 		return nil, err
 	}

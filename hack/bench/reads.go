@@ -15,6 +15,9 @@ package main
 // probeRecords records goes through the worker into the empty database
 // first and again after each size's reads. Probes write to a tenant of
 // their own, so they fill the table without changing what the reads read.
+//
+// With -read-hold, the database at the last size and the API server stay
+// up after the tables, for EXPLAIN and requests by hand (hold).
 
 import (
 	"bufio"
@@ -27,8 +30,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"os/signal"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -55,6 +61,9 @@ const (
 	// (after at least 3, and one warm-up); the table then says how many
 	// were timed.
 	shapeBudget = 15 * time.Second
+	// rareSearchRecord is the loaded record whose whole uid the rare
+	// search looks for: among the first report's, so there at every size.
+	rareSearchRecord = 7
 )
 
 // readShape is one request of the read phase.
@@ -86,12 +95,14 @@ type readBench struct {
 	loaded int // findings stored in the read tenant
 	probed int // findings stored in probeTenant
 	runs   int // ingestions made
-	// firstIngestion and firstScan name rows for the scan and ingestion
-	// filters.
-	firstIngestion string
+	// firstIngestion and oldestScan are what the ingestion and scan
+	// filters name: the read tenant's first ingestion and its scan of
+	// accounts[0]. Both hold the same findings at every size (the first
+	// report's), so their shapes grow only with what else the tenant holds.
+	firstIngestion, oldestScan string
 }
 
-func runReads(ctx context.Context, b *bench, gen *generator, sizes []int) error {
+func runReads(ctx context.Context, b *bench, gen *generator, sizes []int, hold bool) error {
 	if err := b.open(ctx); err != nil {
 		return err
 	}
@@ -171,7 +182,34 @@ func runReads(ctx context.Context, b *bench, gen *generator, sizes []int) error 
 		fmt.Printf(" %d: %.2f×;", size, probeAt[size].Seconds()/empty.Seconds())
 	}
 	fmt.Println()
+	if hold {
+		rb.hold()
+	}
 	return nil
+}
+
+// hold keeps the database and the API server up, says how to reach them
+// and waits for SIGINT or SIGTERM, which ends the hold (the bench then
+// drops the database and goes on) rather than the process.
+func (rb *readBench) hold() {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	fmt.Printf("\n== holding the %s database of %d findings (tenant %q; %d more of tenant %q) ==\n", rb.engine, rb.loaded, tenant, rb.probed, probeTenant)
+	switch rb.engine {
+	case "postgres":
+		// pgServer's DSN names dbname=postgres, which the appended one overrides.
+		fmt.Printf("DSN:  %s\n", strings.Replace(rb.pg.dsn, "dbname=postgres", "dbname="+rb.db(), 1))
+		fmt.Printf("psql: psql -h '%s' -p 5432 -U postgres -d %s\n", rb.pg.socket, rb.db())
+	case "sqlite":
+		fmt.Printf("file: %s\n", rb.dsn)
+		fmt.Printf("sqlite3 %s   (WAL mode; the bench keeps it open)\n", rb.dsn)
+	}
+	fmt.Printf("API:  curl -g -H 'Authorization: Api-Key %s' '%s/findings?filter[scan]=%s'\n", rb.key, rb.api, rb.oldestScan)
+	fmt.Printf("search term of the rare search: %s\n", rb.gen.uid(rareSearchRecord))
+	fmt.Println("Ctrl-C (SIGINT) or SIGTERM ends the hold.")
+	s := <-sig
+	fmt.Printf("%s: hold ended (%s)\n", rb.engine, s)
 }
 
 func printReads(engine string, sizes []int, shapes []readShape, results map[int]map[string]readResult) {
@@ -288,6 +326,16 @@ func (rb *readBench) ingest(ctx context.Context, tn string, n int) (time.Duratio
 		return 0, fmt.Errorf("run %s ended %s with %d processed, %d invalid (%s); want %d valid", id, run.Status, run.Processed, run.Invalid, run.Message, n)
 	}
 	*count += n
+	if rb.oldestScan == "" && tn == tenant {
+		scans, _, err := rb.st.ListScans(ctx, tenant, store.ScanQuery{ProviderUID: accounts[0], Page: store.Page{Number: 1, Size: 1}})
+		if err != nil {
+			return 0, err
+		}
+		if len(scans) != 1 {
+			return 0, fmt.Errorf("ingestion %s left %d scans of account %s", id, len(scans), accounts[0])
+		}
+		rb.oldestScan = scans[0].ID
+	}
 	return d, nil
 }
 
@@ -330,7 +378,8 @@ func (rb *readBench) get(ctx context.Context, path, query string) (map[string]an
 }
 
 // shapes lists the timed requests, with values taken from the data: the
-// most common check and region, a scan, the first ingestion.
+// most common check and region; and the oldest scan, the first ingestion
+// and a loaded record's uid, the same at every size.
 func (rb *readBench) shapes(ctx context.Context) ([]readShape, error) {
 	top := func(dim string) (string, error) {
 		doc, err := rb.get(ctx, "/findings/counts", "group_by="+dim)
@@ -354,15 +403,9 @@ func (rb *readBench) shapes(ctx context.Context) ([]readShape, error) {
 	if err != nil {
 		return nil, err
 	}
-	scans, err := rb.get(ctx, "/scans", "page[size]=1")
-	if err != nil {
-		return nil, err
+	if rb.oldestScan == "" || rb.firstIngestion == "" {
+		return nil, errors.New("nothing loaded into the read tenant")
 	}
-	data := scans["data"].([]any)
-	if len(data) == 0 {
-		return nil, errors.New("no scans")
-	}
-	scan := data[0].(map[string]any)["id"].(string)
 	q := func(kv ...string) string {
 		v := url.Values{}
 		for i := 0; i < len(kv); i += 2 {
@@ -380,7 +423,7 @@ func (rb *readBench) shapes(ctx context.Context) ([]readShape, error) {
 		{name: "filter provider_uid", path: f, query: q("filter[provider_uid]", accounts[1])},
 		{name: "filter check_id", path: f, query: q("filter[check_id]", check)},
 		{name: "filter region", path: f, query: q("filter[region]", region)},
-		{name: "filter scan", path: f, query: q("filter[scan]", scan)},
+		{name: "filter scan", path: f, query: q("filter[scan]", rb.oldestScan)},
 		{name: "filter ingestion", path: f, query: q("filter[ingestion]", rb.firstIngestion)},
 		{name: "filter region + provider_type", path: f, query: q("filter[region]", region, "filter[provider_type]", "aws")},
 		{name: "filter severity__in + status_code + provider_uid", path: f,
@@ -397,7 +440,7 @@ func (rb *readBench) shapes(ctx context.Context) ([]readShape, error) {
 		readShape{name: "page[cursor] middle", path: f, cursorAt: 0.5},
 		readShape{name: "page[cursor] last page", path: f, cursorAt: 1},
 		readShape{name: "page[cursor] middle, sort uid", path: f, query: q("sort", "uid"), cursorAt: 0.5},
-		readShape{name: "search, rare (one uid)", path: f, query: q("filter[search]", fmt.Sprintf("bench-%s-%09d", accounts[3], 7))},
+		readShape{name: "search, rare (one uid)", path: f, query: q("filter[search]", rb.gen.uid(rareSearchRecord))},
 		readShape{name: "search, common (a word of many titles)", path: f, query: q("filter[search]", "bucket")},
 		readShape{name: "counts by severity", path: "/findings/counts", query: q("group_by", "severity")},
 		readShape{name: "counts by every dimension", path: "/findings/counts",

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestGeneratedUIDs checks that generated uids are unique, end in 12 hex
+// digits and keep their fixture record's uid: the scanner's prefix in the
+// record's own account, so a search for one meets the trigrams real uids
+// share and no counter's.
+func TestGeneratedUIDs(t *testing.T) {
+	g, err := newGenerator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	shape := regexp.MustCompile(`^prowler-aws-[a-z0-9_]+-(\d{12})-[a-z0-9-]+-[0-9a-f]{12}$`)
+	ranges := []struct {
+		name     string
+		from, to int
+	}{
+		{"the load's", 0, 300_000},
+		{"the probes'", 900_000_000, 900_020_000},
+	}
+	seen := map[string]int{}
+	var buf []byte
+	for _, r := range ranges {
+		for i := r.from; i < r.to; i++ {
+			buf = g.record(buf, i)
+			var rec struct {
+				FindingInfo struct {
+					UID string `json:"uid"`
+				} `json:"finding_info"`
+			}
+			if i < r.from+3000 { // every template, in every account, decoded
+				if err := json.Unmarshal(buf, &rec); err != nil {
+					t.Fatalf("record %d: %v", i, err)
+				}
+				if rec.FindingInfo.UID != g.uid(i) {
+					t.Fatalf("record %d has uid %q, uid(%d) says %q", i, rec.FindingInfo.UID, i, g.uid(i))
+				}
+			}
+			uid := g.uid(i)
+			m := shape.FindStringSubmatch(uid)
+			if m == nil {
+				t.Fatalf("%s record %d: uid %q is not a scanner's uid ending in 12 hex digits", r.name, i, uid)
+			}
+			if want := accounts[i%len(accounts)]; m[1] != want {
+				t.Fatalf("record %d: uid %q names account %s, want %s", i, uid, m[1], want)
+			}
+			if j, dup := seen[uid]; dup {
+				t.Fatalf("records %d and %d share uid %q", j, i, uid)
+			}
+			seen[uid] = i
+		}
+	}
+	// Neighbours share no long prefix of their suffixes: a counter's would.
+	a, b := g.uid(1000), g.uid(1000+len(g.templates)*len(accounts))
+	if a[:len(a)-12] != b[:len(b)-12] || strings.HasPrefix(b[len(b)-12:], a[len(a)-12:len(a)-6]) {
+		t.Fatalf("uids %q and %q: same template, want suffixes that differ early", a, b)
+	}
+}
