@@ -75,6 +75,9 @@ func QueryShapes() []QueryShape {
 		QueryShape{Name: "search, sort by time", Query: store.FindingQuery{Sort: []string{"-time"}, Search: "bucket-123"}},
 		QueryShape{Name: "search and severity", Query: store.FindingQuery{Sort: apiDefaultSort, Search: "Finding 27", Severity: []string{"critical"}}},
 		QueryShape{Name: "search, cursor page", Query: store.FindingQuery{Sort: apiDefaultSort, Search: "bucket-27", After: after}},
+		// A whole identifier, longer than the probe the index looks up:
+		// its common prefix (arn:aws:s3:::) must not be looked up.
+		QueryShape{Name: "search, a whole resource uid", Query: store.FindingQuery{Sort: apiDefaultSort, Search: "arn:aws:s3:::bucket-1271"}},
 		QueryShape{Name: "counts by severity, search", By: []string{"severity"}, Query: store.FindingQuery{Search: "bucket-27"}},
 	)
 	// GET /findings/latest takes the same filters, sorts, pages and counts.
@@ -85,6 +88,7 @@ func QueryShapes() []QueryShape {
 		{Name: "filter severity and status", Query: store.FindingQuery{Sort: apiDefaultSort, Severity: []string{"critical"}, StatusCode: []string{"FAIL"}}},
 		{Name: "filter region and provider type", Query: store.FindingQuery{Sort: apiDefaultSort, Region: "eu-west-1", ProviderType: []string{"aws"}}},
 		{Name: "search", Query: store.FindingQuery{Sort: apiDefaultSort, Search: "bucket-27"}},
+		{Name: "search, a whole resource uid", Query: store.FindingQuery{Sort: apiDefaultSort, Search: "arn:aws:s3:::bucket-1271"}},
 		{Name: "overview counts", By: []string{"severity", "status_code", "provider_type", "provider_uid"}},
 		{Name: "counts by check, failing", By: []string{"check_id"}, Query: store.FindingQuery{StatusCode: []string{"FAIL"}}},
 	}
