@@ -26,6 +26,16 @@ var apiDefaultSort = []string{"-inserted_at"}
 // apiCountLimit is webhook.CountLimit, which this package cannot import.
 const apiCountLimit = 10_100
 
+// apiSearchCountLimit is the count limit of a listing with a search, as
+// webhook's searchCountLimit sets it: the end of the page after p.
+func apiSearchCountLimit(p store.Page) int {
+	number, size := max(p.Number, 1), p.Size
+	if size == 0 {
+		size = 10 // the store's default, as the API's
+	}
+	return (number-1)*size + 2*size
+}
+
 // QueryShapes lists every findings query shape docs/api.md documents, as
 // the API hands it to the store: the default list, each filter alone and
 // two combined, each sort (first, middle and cursor page), search and the
@@ -102,10 +112,14 @@ func QueryShapes() []QueryShape {
 		l.Query.Latest = true
 		shapes = append(shapes, l)
 	}
-	// The API bounds the count of every listing (webhook.CountLimit); only
-	// those the summary cannot count use the bound.
+	// The API bounds the count of every listing (webhook.CountLimit, and
+	// for a search the end of the next page); only those the summary cannot
+	// count use the bound.
 	for i := range shapes {
 		shapes[i].Query.CountLimit = apiCountLimit
+		if shapes[i].Query.Search != "" {
+			shapes[i].Query.CountLimit = apiSearchCountLimit(shapes[i].Query.Page)
+		}
 	}
 	for _, d := range store.CountDimensions {
 		shapes = append(shapes, QueryShape{Name: "counts by " + d, By: []string{d}})
