@@ -78,6 +78,9 @@ func (s *Server) listFindingsOf(w http.ResponseWriter, r *http.Request, latest b
 	}
 	fq.Latest = latest
 	fq.CountLimit = CountLimit
+	if fq.Search != "" {
+		fq.CountLimit = searchCountLimit(q)
+	}
 	binding := cursorBinding(q)
 	var (
 		rows  []store.Finding
@@ -123,11 +126,12 @@ func (s *Server) listFindingsOf(w http.ResponseWriter, r *http.Request, latest b
 		}
 		more = q.page < pg.Pages
 	}
-	// A count the summary cannot give stops past CountLimit: it is then a
-	// lower bound, enough to place every page page[number] may reach.
-	pg.CountEstimated = !fq.Summarized() && count > CountLimit
-	// page[number] stops at the depth limit; a link must never lead there.
-	if (pg.Pages-1)*q.size > MaxPageOffset {
+	// A count the summary cannot give stops past fq.CountLimit: it is then
+	// a lower bound, and pages counts the pages known to exist.
+	pg.CountEstimated = !fq.Summarized() && count > fq.CountLimit
+	// page[number] stops at the depth limit; a link must never lead there,
+	// nor to a last page that is only the last one counted.
+	if pg.CountEstimated || (pg.Pages-1)*q.size > MaxPageOffset {
 		links.Last = nil
 	} else if links.Last == nil {
 		l := pageLink(r, pg.Pages)
@@ -148,6 +152,18 @@ func (s *Server) listFindingsOf(w http.ResponseWriter, r *http.Request, latest b
 	}
 	writeJSON(w, http.StatusOK, document{Data: data, Links: links, Meta: meta{Version: APIVersion, Pagination: &pg}})
 	return nil
+}
+
+// searchCountLimit is where a listing with filter[search] stops counting:
+// the end of the page after the requested one. A common word matches a
+// large share of the tenant, and counting it up to CountLimit read
+// 356,000 rows in a sequential scan at 10M findings (1.8 s cold) for a
+// number nobody pages through. This bound still tells whether the next
+// page exists (so links.next and a pager's "next" work) and costs what
+// two pages do. A page reached by cursor has no number: it counts from the
+// first page.
+func searchCountLimit(q listQuery) int {
+	return (q.page-1)*q.size + 2*q.size
 }
 
 // findingQuery turns checked list parameters into the store's query.

@@ -31,11 +31,12 @@ const (
 const MaxPageOffset = 10000
 
 // CountLimit is where a findings listing stops counting matches that the
-// finding summary cannot count (filter[search], filter[scan],
-// filter[ingestion]): enough to tell whether any page page[number] may
-// reach exists, so that the count never costs more than reading that many
-// matches. Past it meta.pagination.count is CountLimit+1, a lower bound,
-// and count_estimated is true.
+// finding summary cannot count (filter[scan], filter[ingestion], the
+// latest view; a search stops earlier, at searchCountLimit): enough to
+// tell whether any page page[number] may reach exists, so that the count
+// never costs more than reading that many matches. Past it
+// meta.pagination.count is CountLimit+1, a lower bound, and
+// count_estimated is true.
 const CountLimit = MaxPageOffset + MaxPageSize
 
 // listQuery is a parsed, checked list request.

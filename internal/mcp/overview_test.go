@@ -229,21 +229,29 @@ func TestOverviewAndCatalogueRequests(t *testing.T) {
 				UID    string `json:"uid"`
 				ScanID string `json:"scan_id"`
 			} `json:"items"`
-			Count int `json:"count"`
+			Count      int   `json:"count"`
+			LowerBound *bool `json:"count_is_lower_bound"`
 		}
 		for _, tc := range []struct {
-			args map[string]any
-			want int
+			args         map[string]any
+			count, items int
+			lowerBound   bool
 		}{
-			{map[string]any{"search": "old-", "page_size": 100}, 0},
-			{map[string]any{"search": "old-", "page_size": 100, "history": true}, len(earlier)},
-			{map[string]any{"scan": "old-scan-sub-1", "page_size": 100}, len(earlier) / 4},
-			{map[string]any{"search": "f-1", "page_size": 100}, 111}, // f-1, f-10..19, f-100..199
+			{map[string]any{"search": "old-", "page_size": 100}, 0, 0, false},
+			{map[string]any{"search": "old-", "page_size": 100, "history": true}, len(earlier), len(earlier), false},
+			{map[string]any{"scan": "old-scan-sub-1", "page_size": 100}, len(earlier) / 4, len(earlier) / 4, false},
+			{map[string]any{"search": "f-1", "page_size": 100}, 111, 100, false}, // f-1, f-10..19, f-100..199
+			// A search counts to the end of the next page: 21 of the 111.
+			{map[string]any{"search": "f-1", "page_size": 10}, 21, 10, true},
+			{map[string]any{"search": "f-1", "page_size": 10, "page": 5}, 61, 10, true},
 		} {
-			p.Items, p.Count = nil, 0
+			p.Items, p.Count, p.LowerBound = nil, 0, nil
 			call(t, "search_findings", tc.args, &p)
-			if p.Count != tc.want || len(p.Items) != min(tc.want, 100) {
-				t.Errorf("search_findings %v: %d items of %d, want %d", tc.args, len(p.Items), p.Count, tc.want)
+			if p.Count != tc.count || len(p.Items) != tc.items {
+				t.Errorf("search_findings %v: %d items of %d, want %d of %d", tc.args, len(p.Items), p.Count, tc.items, tc.count)
+			}
+			if p.LowerBound == nil || *p.LowerBound != tc.lowerBound {
+				t.Errorf("search_findings %v: count_is_lower_bound %v, want %v", tc.args, p.LowerBound, tc.lowerBound)
 			}
 		}
 	})

@@ -68,6 +68,28 @@ func listFrom(doc *restapi.Document) (listOutput, error) {
 	return out, nil
 }
 
+// findingsPage is search_findings' answer: a list whose count may be a
+// lower bound, which an agent must not report as the number of matches.
+type findingsPage struct {
+	listOutput
+	// CountIsLowerBound says count is where the API stopped counting: a
+	// text search counts to the end of the next page, a scan or ingestion
+	// filter to 10,100 (docs/api.md). At least count findings match.
+	CountIsLowerBound bool `json:"count_is_lower_bound"`
+}
+
+func (c *caller) findings(ctx context.Context, path string, q url.Values) (findingsPage, error) {
+	doc, err := c.s.api.get(ctx, c.authz, path, q)
+	if err != nil {
+		return findingsPage{}, err
+	}
+	out, err := listFrom(doc)
+	if err != nil {
+		return findingsPage{}, err
+	}
+	return findingsPage{listOutput: out, CountIsLowerBound: doc.Meta.Pagination != nil && doc.Meta.Pagination.CountEstimated}, nil
+}
+
 func (c *caller) list(ctx context.Context, path string, q url.Values) (listOutput, error) {
 	doc, err := c.s.api.get(ctx, c.authz, path, q)
 	if err != nil {
@@ -317,7 +339,9 @@ func (s *Server) registerPlatformTools() {
 		Description: "Searches the tenant's findings (one per check result on a resource) by severity, check result, provider, account, check id, " +
 			"region, scan, ingestion or text (at least 3 characters), newest first: by default the current state, the findings of each account's " +
 			"latest scan; history=true searches every scan. Each item has id, uid, check_id, title, severity, status_code, region, provider_type, " +
-			"provider_uid, resource_uid, scan_id and time; get_finding returns the full OCSF record.",
+			"provider_uid, resource_uid, scan_id and time; get_finding returns the full OCSF record. count is exact unless count_is_lower_bound " +
+			"is true: a text search counts only to the end of the next page (at least count match; list_check_ids with the same search " +
+			"counts them all).",
 		InputSchema: inputSchema[searchFindingsIn](func(p map[string]*jsonschema.Schema) {
 			enum(p["severity"].Items, restapi.Severities...)
 			pageProps(p)
@@ -344,7 +368,7 @@ func (s *Server) registerPlatformTools() {
 			in.Page = 0
 		}
 		q.page(in.Page, in.PageSize)
-		return c.list(ctx, findingsPath(in.History || in.Scan != "" || in.Ingestion != ""), url.Values(q))
+		return c.findings(ctx, findingsPath(in.History || in.Scan != "" || in.Ingestion != ""), url.Values(q))
 	})
 
 	addTool(s, &mcpsdk.Tool{

@@ -63,9 +63,10 @@ type Pagination struct {
 	Page  int `json:"page,omitempty"`
 	Pages int `json:"pages"`
 	Count int `json:"count"`
-	// CountEstimated says Count is a lower bound: the findings list stops
-	// counting matches the finding summary cannot count past 10,100
-	// (webhook.CountLimit). Left out when Count is exact.
+	// CountEstimated says Count is a lower bound, and Pages the pages known
+	// to exist: the findings list stops counting matches the finding
+	// summary cannot count past 10,100 (webhook.CountLimit), and those of a
+	// search past the end of the next page. Left out when Count is exact.
 	CountEstimated bool `json:"count_estimated,omitempty"`
 }
 

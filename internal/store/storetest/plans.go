@@ -54,6 +54,11 @@ func (s QueryShape) FirstSortColumn() string {
 //     the first sort column in the index condition);
 //   - for a search the trigram index can answer, testing the text on rows
 //     found otherwise rather than looking it up in findings_search;
+//   - looking up in the trigram index a text longer than a search's probe
+//     (engine.SearchProbe, its last characters): a whole long text reads
+//     the long lists of its common trigrams (PostgreSQL's index
+//     conditions show the text; SQLite's plan does not, and the engine's
+//     TestSearchLooksUpTheProbe holds its MATCH);
 //   - for the latest findings, not reading them from latest_scans and the
 //     (tenant, scan_id) key.
 func PlanProblems(s QueryShape, page bool, plan []string) []string {
@@ -102,6 +107,12 @@ func PlanProblems(s QueryShape, page bool, plan []string) []string {
 	if indexedSearch(s.Query) && !s.Query.Latest && !searchIndex {
 		problems = append(problems, "tests the search text on the rows instead of looking it up in findings_search")
 	}
+	for _, p := range indexPatterns(text) {
+		if utf8.RuneCountInString(p) > engine.SearchProbeLength {
+			problems = append(problems, fmt.Sprintf("looks up %q in the trigram index: more than the last %d characters of the search", p, engine.SearchProbeLength))
+			break
+		}
+	}
 	if s.Query.Latest && !regexp.MustCompile(`(?m)^\s*(->\s*)?(SEARCH|Index Scan using \w+ on|Index Only Scan using \w+ on|Bitmap Heap Scan on) latest_scans\b`).MatchString(text) {
 		problems = append(problems, "does not read latest_scans by its key")
 	}
@@ -121,6 +132,29 @@ func PlanProblems(s QueryShape, page bool, plan []string) []string {
 		}
 	}
 	return problems
+}
+
+// The ILIKE patterns of PostgreSQL's index conditions, each a string
+// literal (a quote in it doubled) of a LIKE pattern (escapes: backslash).
+var (
+	indexCondExpr    = regexp.MustCompile(`(?m)^\s*Index Cond: .*$`)
+	indexPatternExpr = regexp.MustCompile(`~~\* '((?:[^']|'')*)'`)
+	likeEscapeExpr   = regexp.MustCompile(`\\(.)`)
+)
+
+// indexPatterns lists the texts that plan's index conditions look up with
+// ILIKE, without the surrounding wildcards, the string quoting and LIKE's
+// escapes: what the trigram index is asked for.
+func indexPatterns(plan string) []string {
+	var out []string
+	for _, cond := range indexCondExpr.FindAllString(plan, -1) {
+		for _, m := range indexPatternExpr.FindAllStringSubmatch(cond, -1) {
+			p := strings.ReplaceAll(m[1], "''", "'")
+			p = strings.TrimSuffix(strings.TrimPrefix(p, "%"), "%")
+			out = append(out, likeEscapeExpr.ReplaceAllString(p, "$1"))
+		}
+	}
+	return out
 }
 
 // CheckPlans explains, through explain, every statement the store issues

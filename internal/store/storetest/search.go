@@ -12,9 +12,11 @@ import (
 // whichever index answers it: a substring of one of the four searched
 // columns, ASCII letters in any case, every other character as written
 // (LIKE's wildcards and escape, FTS5's quote and operators included), never
-// a match that spans two columns. Each term is also searched after the
-// findings were rewritten with new text, so an index that kept the old
-// text shows.
+// a match that spans two columns. A text longer than the probe the index
+// looks up (engine.SearchProbeLength characters, its end) is matched
+// whole: the texts that share its end but differ earlier must not show.
+// Each term is also searched after the findings were rewritten with new
+// text, so an index that kept the old text shows.
 func testSearchSemantics(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	texts := []struct{ uid, title, check, resource string }{
@@ -25,6 +27,12 @@ func testSearchSemantics(t *testing.T, s store.Store) {
 		{"f-uni", "Zugriff über Port 22 auf Straße", "c-uni", "arn:日本語:bucket"},
 		{"f-mix", "MiXeD CaSe Bucket", "S3_Bucket_Public", "arn:aws:s3:::Logs"},
 		{"f-gap", "ends with abc", "c-gap", "defstart"},
+		// Long texts that share their last characters, the probe of a
+		// long search, and differ before them.
+		{"f-arn1", "Role grants read access", "c-arn1", "arn:aws:iam::111111111111:role/ReadOnlyAccess"},
+		{"f-arn2", "Role grants read access", "c-arn2", "arn:aws:iam::222222222222:role/ReadOnlyAccess"},
+		{"f-wild", "50%_off the shared sale ending", "c-wild", "r-5"},
+		{"f-tame", "50x0off the shared sale ending", "c-tame", "r-6"},
 	}
 	var fs []store.Finding
 	for _, x := range texts {
@@ -70,9 +78,27 @@ func testSearchSemantics(t *testing.T, s store.Store) {
 		{"abcdef", nil}, // the end of title and the start of resource_uid: two columns
 		{"abc", []string{"f-gap"}},
 		{"with abc", []string{"f-gap"}},
+		// Longer than the probe: the probe finds candidates, the whole
+		// text decides, with the same rules for case and wildcards.
+		{"OnlyAccess", []string{"f-arn1", "f-arn2"}},
+		{"arn:aws:iam::111111111111:role/ReadOnlyAccess", []string{"f-arn1"}},
+		{"ARN:AWS:IAM::222222222222:ROLE/readonlyaccess", []string{"f-arn2"}},
+		{"arn:aws:iam::333333333333:role/ReadOnlyAccess", nil},
+		{"111111111111:role/ReadOnly", []string{"f-arn1"}},
+		{"Role grants role/ReadOnlyAccess", nil}, // title, then resource_uid: two columns
+		{"read access", []string{"f-arn1", "f-arn2"}},
+		{"50%_off the shared sale ending", []string{"f-wild"}}, // % and _ are no wildcards before the probe either
+		{"50x0off the shared sale ending", []string{"f-tame"}},
+		{"5_%_off the shared sale ending", nil},
+		{`c:\temp\logs`, []string{"f-bsl"}},
+		{`D:\Temp\logs`, nil},
+		{"zugriff über port 22 auf Straße", []string{"f-uni"}},
+		{"Zugriff unter Port 22 auf Straße", nil},
+		{`say "hi" AND NOT bye*`, []string{"f-quo"}},
+		{`say "ho" AND NOT bye*`, nil},
 		// Shorter than a trigram: still exact, without the index.
-		{"%", []string{"f-pct"}},
-		{"_", []string{"f-mix", "f-und"}},
+		{"%", []string{"f-pct", "f-wild"}},
+		{"_", []string{"f-mix", "f-und", "f-wild"}},
 		{"ß", []string{"f-uni"}},
 		{"S3", []string{"f-mix"}},
 		{`\`, []string{"f-bsl"}},
@@ -96,7 +122,7 @@ func testSearchSemantics(t *testing.T, s store.Store) {
 	}
 	must(t, s.StartRun(ctx, tenantA, "ing-2", 1, len(moved)), "StartRun ing-2")
 	must(t, s.WriteBatch(ctx, tenantA, "ing-2", 1, batchOf(moved...)), "WriteBatch ing-2")
-	for _, term := range []string{"bucket", "100%", "über Port", "renamed"} {
+	for _, term := range []string{"bucket", "100%", "über Port", "arn:aws:iam::111111111111:role/ReadOnlyAccess", "renamed"} {
 		got := expectSearch(t, s, tenantA, term)
 		var want []string
 		if term == "renamed" {

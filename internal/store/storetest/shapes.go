@@ -26,6 +26,16 @@ var apiDefaultSort = []string{"-inserted_at"}
 // apiCountLimit is webhook.CountLimit, which this package cannot import.
 const apiCountLimit = 10_100
 
+// apiSearchCountLimit is the count limit of a listing with a search, as
+// webhook's searchCountLimit sets it: the end of the page after p.
+func apiSearchCountLimit(p store.Page) int {
+	number, size := max(p.Number, 1), p.Size
+	if size == 0 {
+		size = 10 // the store's default, as the API's
+	}
+	return (number-1)*size + 2*size
+}
+
 // QueryShapes lists every findings query shape docs/api.md documents, as
 // the API hands it to the store: the default list, each filter alone and
 // two combined, each sort (first, middle and cursor page), search and the
@@ -75,6 +85,9 @@ func QueryShapes() []QueryShape {
 		QueryShape{Name: "search, sort by time", Query: store.FindingQuery{Sort: []string{"-time"}, Search: "bucket-123"}},
 		QueryShape{Name: "search and severity", Query: store.FindingQuery{Sort: apiDefaultSort, Search: "Finding 27", Severity: []string{"critical"}}},
 		QueryShape{Name: "search, cursor page", Query: store.FindingQuery{Sort: apiDefaultSort, Search: "bucket-27", After: after}},
+		// A whole identifier, longer than the probe the index looks up:
+		// its common prefix (arn:aws:s3:::) must not be looked up.
+		QueryShape{Name: "search, a whole resource uid", Query: store.FindingQuery{Sort: apiDefaultSort, Search: "arn:aws:s3:::bucket-1271"}},
 		QueryShape{Name: "counts by severity, search", By: []string{"severity"}, Query: store.FindingQuery{Search: "bucket-27"}},
 	)
 	// GET /findings/latest takes the same filters, sorts, pages and counts.
@@ -85,6 +98,7 @@ func QueryShapes() []QueryShape {
 		{Name: "filter severity and status", Query: store.FindingQuery{Sort: apiDefaultSort, Severity: []string{"critical"}, StatusCode: []string{"FAIL"}}},
 		{Name: "filter region and provider type", Query: store.FindingQuery{Sort: apiDefaultSort, Region: "eu-west-1", ProviderType: []string{"aws"}}},
 		{Name: "search", Query: store.FindingQuery{Sort: apiDefaultSort, Search: "bucket-27"}},
+		{Name: "search, a whole resource uid", Query: store.FindingQuery{Sort: apiDefaultSort, Search: "arn:aws:s3:::bucket-1271"}},
 		{Name: "overview counts", By: []string{"severity", "status_code", "provider_type", "provider_uid"}},
 		{Name: "counts by check, failing", By: []string{"check_id"}, Query: store.FindingQuery{StatusCode: []string{"FAIL"}}},
 	}
@@ -98,10 +112,14 @@ func QueryShapes() []QueryShape {
 		l.Query.Latest = true
 		shapes = append(shapes, l)
 	}
-	// The API bounds the count of every listing (webhook.CountLimit); only
-	// those the summary cannot count use the bound.
+	// The API bounds the count of every listing (webhook.CountLimit, and
+	// for a search the end of the next page); only those the summary cannot
+	// count use the bound.
 	for i := range shapes {
 		shapes[i].Query.CountLimit = apiCountLimit
+		if shapes[i].Query.Search != "" {
+			shapes[i].Query.CountLimit = apiSearchCountLimit(shapes[i].Query.Page)
+		}
 	}
 	for _, d := range store.CountDimensions {
 		shapes = append(shapes, QueryShape{Name: "counts by " + d, By: []string{d}})

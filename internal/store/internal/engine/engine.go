@@ -165,11 +165,11 @@ type Dialect struct {
 	// PostgreSQL's needs no hint (nil).
 	IndexedBy func(index string) string
 	// SearchIndex, when set, renders a condition that narrows the rows to
-	// candidates for containing term (at least store.MinSearchLength
-	// characters) from a text index; the ILIKE conditions still decide.
-	// PostgreSQL's trigram index answers the ILIKE conditions themselves
-	// and needs none (nil).
-	SearchIndex func(a *Args, term string) string
+	// candidates for containing probe (a SearchProbe, at least
+	// store.MinSearchLength characters) from a text index; the ILIKE
+	// conditions on the whole term still decide. PostgreSQL's trigram
+	// index answers ILIKE conditions themselves and needs none (nil).
+	SearchIndex func(a *Args, probe string) string
 }
 
 // Postgres and SQLite are the two dialects. SQLite's "?NNN" numbered
@@ -183,14 +183,15 @@ var (
 		SearchIndex: sqliteSearch}
 )
 
-// sqliteSearch looks term up in findings_search, the FTS5 trigram index
-// of the searched columns: the rows that hold each of term's trigrams.
+// sqliteSearch looks probe up in findings_search, the FTS5 trigram index
+// of the searched columns: the rows that hold each of probe's trigrams.
 // The index keeps no positions (detail=none, a fraction of the size and of
 // the ingestion cost), so it cannot ask for the trigrams in a row; the
-// LIKE conditions that follow do. Each trigram is a string in FTS5's query
-// syntax, so no character of term acts as an operator.
-func sqliteSearch(a *Args, term string) string {
-	rs := []rune(term)
+// LIKE conditions on the whole term that follow do. Each trigram is a
+// string in FTS5's query syntax, so no character of probe acts as an
+// operator.
+func sqliteSearch(a *Args, probe string) string {
+	rs := []rune(probe)
 	seen := map[string]bool{}
 	var tokens []string
 	for i := 0; i+3 <= len(rs); i++ {
@@ -260,17 +261,72 @@ func FindingWhere(a *Args, tenant string, q store.FindingQuery) string {
 		conds = append(conds, "scan_id IN (SELECT scan_id FROM latest_scans WHERE tenant = "+a.Add(tenant)+")")
 	}
 	if q.Search != "" {
-		if a.d.SearchIndex != nil && indexedSearch(q) {
-			conds = append(conds, a.d.SearchIndex(a, q.Search))
-		}
-		p := a.Add("%" + EscapeLike(q.Search) + "%")
-		var ors []string
-		for _, col := range []string{"uid", "title", "check_id", "resource_uid"} {
-			ors = append(ors, col+" "+a.d.ILike+" "+p+` ESCAPE '\'`)
-		}
-		conds = append(conds, "("+strings.Join(ors, " OR ")+")")
+		conds = append(conds, searchConds(a, q)...)
 	}
 	return strings.Join(conds, " AND ")
+}
+
+// SearchProbeLength is how many characters of a search text, its last
+// ones, are looked up in the trigram index. Uids and ARNs share long
+// prefixes (arn:aws:iam::, an account, a scanner's uid scheme) whose
+// trigrams are in most findings' lists, and differ at the end: looking a
+// whole uid up read thousands of index pages of common trigrams to find
+// one row, its end alone a few (docs/decisions/0012).
+const SearchProbeLength = 10
+
+// SearchProbe is the part of term looked up in the trigram index: its last
+// SearchProbeLength characters, or all of a shorter term. Every row that
+// contains term contains its probe, so the rows the index finds for the
+// probe hold every match; a test of the whole term then decides.
+func SearchProbe(term string) string {
+	rs := []rune(term)
+	if len(rs) <= SearchProbeLength {
+		return term
+	}
+	return string(rs[len(rs)-SearchProbeLength:])
+}
+
+// The searched columns, and the same as expressions no index answers: the
+// test of a whole long term on the rows the probe found, which
+// PostgreSQL would otherwise also look up in the trigram index (and AND
+// the bitmaps), reading the common trigrams the probe avoids.
+var (
+	searchColumns     = []string{"uid", "title", "check_id", "resource_uid"}
+	searchTestColumns = []string{"(uid || '')", "(title || '')", "(check_id || '')", "(resource_uid || '')"}
+)
+
+// searchConds renders q.Search: a lookup of its probe in the trigram index
+// (SQLite: a MATCH of findings_search; PostgreSQL: ILIKE on the columns,
+// which the pg_trgm index answers) and the test of the whole term that
+// decides, with LIKE's meaning on both engines. A text too short for a
+// trigram has nothing to look up and is tested on every row the other
+// conditions leave.
+func searchConds(a *Args, q store.FindingQuery) []string {
+	term := q.Search
+	if !indexedSearch(q) {
+		return []string{a.containsAny(searchColumns, term)}
+	}
+	probe := SearchProbe(term)
+	if a.d.SearchIndex != nil {
+		return []string{a.d.SearchIndex(a, probe), a.containsAny(searchColumns, term)}
+	}
+	lookup := a.containsAny(searchColumns, probe)
+	if probe == term {
+		// The index rechecks its rows with ILIKE itself: exact.
+		return []string{lookup}
+	}
+	return []string{lookup, a.containsAny(searchTestColumns, term)}
+}
+
+// containsAny renders "one of cols contains s", case-insensitively by the
+// dialect's ILike, every character of s literal.
+func (a *Args) containsAny(cols []string, s string) string {
+	p := a.Add("%" + EscapeLike(s) + "%")
+	ors := make([]string, len(cols))
+	for i, col := range cols {
+		ors[i] = col + " " + a.d.ILike + " " + p + ` ESCAPE '\'`
+	}
+	return "(" + strings.Join(ors, " OR ") + ")"
 }
 
 // EscapeLike makes s match literally inside a LIKE pattern with ESCAPE '\'.

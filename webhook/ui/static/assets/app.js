@@ -150,10 +150,12 @@ function showScans() {
   loadScans();
 }
 
-function pager(id, state, total, reload) {
+// pager draws a list's page controls. atLeast says total counts only the
+// pages known to exist (the API stopped counting: count_estimated).
+function pager(id, state, total, reload, atLeast) {
   const p = $(id);
   state.pages = Math.max(1, total);
-  p.querySelector('span').textContent = 'Page ' + state.page + ' of ' + state.pages;
+  p.querySelector('span').textContent = 'Page ' + state.page + ' of ' + (atLeast ? 'at least ' : '') + state.pages;
   p.querySelector('[data-step="-1"]').disabled = state.page <= 1;
   p.querySelector('[data-step="1"]').disabled = state.page >= state.pages;
   p.onclick = (ev) => {
@@ -304,8 +306,12 @@ async function loadFindings() {
     pager('findings-pager', listState.findings, 1, loadFindings);
     return;
   }
-  const count = doc.meta.pagination ? doc.meta.pagination.count : doc.data.length;
-  $('findings-message').textContent = count + (count === 1 ? ' finding' : ' findings');
+  const pg = doc.meta.pagination || { count: doc.data.length, pages: 1 };
+  // A search is counted only to the end of the next page: past it count
+  // is a lower bound (one more than the findings counted so far).
+  $('findings-message').textContent = pg.count_estimated
+    ? 'more than ' + (pg.count - 1) + ' findings'
+    : pg.count + (pg.count === 1 ? ' finding' : ' findings');
   tbody.replaceChildren(...doc.data.map((f) => {
     const a = f.attributes;
     const title = el('td');
@@ -318,7 +324,7 @@ async function loadFindings() {
     tr.append(sev, el('td', a.status_code), el('td', a.check_id), title, el('td', a.region), el('td', a.resource_uid), el('td', when(a.time)));
     return tr;
   }));
-  pager('findings-pager', listState.findings, doc.meta.pagination ? doc.meta.pagination.pages : 1, loadFindings);
+  pager('findings-pager', listState.findings, pg.pages, loadFindings, pg.count_estimated);
 }
 
 // loadOverview draws counts as bars, each group's count as

@@ -1,0 +1,105 @@
+package engine
+
+import (
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/posture-dev/posture/internal/store"
+)
+
+// TestSearchLooksUpTheProbe checks what each engine looks up in its
+// trigram index for a search: the probe (the last SearchProbeLength
+// characters of a longer text), never the common trigrams of the rest,
+// while the whole text is what the rows are tested on.
+func TestSearchLooksUpTheProbe(t *testing.T) {
+	for _, tc := range []struct {
+		term, probe string
+	}{
+		{"bucket", "bucket"},
+		{"0123456789", "0123456789"},
+		{"x0123456789", "0123456789"},
+		{"arn:aws:iam::111111111111:role/ReadOnly", "e/ReadOnly"},
+		{"Zugriff über Port 22 auf Straße", "auf Straße"},
+		{`say "hi" AND NOT "bye"`, ` NOT "bye"`},
+		{`100%_of_the_logs\`, `_the_logs\`},
+	} {
+		t.Run(tc.term, func(t *testing.T) {
+			if got := SearchProbe(tc.term); got != tc.probe {
+				t.Fatalf("SearchProbe(%q) = %q, want %q", tc.term, got, tc.probe)
+			}
+			q := store.FindingQuery{Search: tc.term}
+			whole := "%" + EscapeLike(tc.term) + "%"
+
+			a := NewArgs(SQLite)
+			where := FindingWhere(a, "t", q)
+			match := boundTo(t, a, where, `findings_search MATCH (\?\d+)`)
+			if got, want := matchTrigrams(t, match), trigrams(tc.probe); !slices.Equal(got, want) {
+				t.Errorf("SQLite looks up %v, want the probe's trigrams %v\n%s", got, want, where)
+			}
+			if got := boundTo(t, a, where, `\buid LIKE (\?\d+)`); got != whole {
+				t.Errorf("SQLite tests the rows for %q, want the whole term %q\n%s", got, whole, where)
+			}
+
+			a = NewArgs(Postgres)
+			where = FindingWhere(a, "t", q)
+			if got, want := boundTo(t, a, where, `\(uid ILIKE (\$\d+)`), "%"+EscapeLike(tc.probe)+"%"; got != want {
+				t.Errorf("PostgreSQL looks up %q, want the probe %q\n%s", got, want, where)
+			}
+			test := regexp.MustCompile(`\(uid \|\| ''\) ILIKE (\$\d+)`).FindStringSubmatch(where)
+			switch {
+			case tc.probe == tc.term && test != nil:
+				t.Errorf("PostgreSQL tests a term that is its own probe twice\n%s", where)
+			case tc.probe != tc.term && (test == nil || boundTo(t, a, where, `\(uid \|\| ''\) ILIKE (\$\d+)`) != whole):
+				t.Errorf("PostgreSQL does not test the rows for the whole term %q outside the index\n%s", whole, where)
+			}
+		})
+	}
+}
+
+// boundTo returns the value bound to the placeholder that expr's first
+// group captures in where.
+func boundTo(t *testing.T, a *Args, where, expr string) string {
+	t.Helper()
+	m := regexp.MustCompile(expr).FindStringSubmatch(where)
+	if m == nil {
+		t.Fatalf("no %s in %s", expr, where)
+	}
+	n, err := strconv.Atoi(m[1][1:])
+	if err != nil || n < 1 || n > len(a.Vals) {
+		t.Fatalf("placeholder %s of %d values", m[1], len(a.Vals))
+	}
+	s, ok := a.Vals[n-1].(string)
+	if !ok {
+		t.Fatalf("placeholder %s holds %T", m[1], a.Vals[n-1])
+	}
+	return s
+}
+
+// matchTrigrams reads an FTS5 query of ANDed quoted strings back into its
+// strings, sorted.
+func matchTrigrams(t *testing.T, query string) []string {
+	t.Helper()
+	var out []string
+	for _, tok := range strings.Split(query, " AND ") {
+		if len(tok) < 2 || tok[0] != '"' || tok[len(tok)-1] != '"' {
+			t.Fatalf("FTS5 query %q: %q is not a quoted string", query, tok)
+		}
+		out = append(out, strings.ReplaceAll(tok[1:len(tok)-1], `""`, `"`))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// trigrams are s's distinct three-character sequences, sorted.
+func trigrams(s string) []string {
+	rs := []rune(s)
+	var out []string
+	for i := 0; i+3 <= len(rs); i++ {
+		out = append(out, string(rs[i:i+3]))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
