@@ -24,8 +24,9 @@ const (
 	MaxInItems      = 100 // items of one filter[x__in]
 )
 
-// MaxPageOffset is how many findings page[number] may skip. An offset is
-// read and thrown away row by row, so deeper pages cost more the deeper
+// MaxPageOffset is how many findings page[number] may skip. An unfiltered
+// listing skips index keys, not findings, but a filtered one reads and
+// throws away the findings it skips, so deeper pages cost more the deeper
 // they are; page[cursor] (links.next) reaches any depth at the cost of the
 // first page.
 const MaxPageOffset = 10000

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"io/fs"
 	"slices"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/store/pgtest"
+	"github.com/posture-dev/posture/internal/store/storetest"
 )
 
 // TestUpgradeIndexesSearchAndLatest opens a database written before the
@@ -132,5 +134,66 @@ INSERT INTO blob_chunks (blob_id, seq, data) VALUES ('`+id+`', 0, '\x5b5d');`); 
 	defer rc.Close()
 	if body, err := io.ReadAll(rc); err != nil || string(body) != "[]" {
 		t.Fatalf("the old blob reads %q, %v; want []", body, err)
+	}
+}
+
+// TestUpgradeRebuildsSortIndexes opens a database whose findings were
+// written before the time and insertion indexes ended in uid and the scan
+// index carried the insertion time (version 10): numbered pages, which
+// read those indexes' keys, partition the old findings' order, a uid in
+// two scans of one batch included, and a scan's findings read back.
+func TestUpgradeRebuildsSortIndexes(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.FreshDatabase(t)
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	fsys, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `
+INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, severity_id, event_time, raw, inserted_at, updated_at) VALUES
+    ('00000000-0000-0000-0000-000000000001', 't', 's-1', 'u-1', 'ing', 1, '2026-01-03', '\x7b7d', '2026-02-01', now()),
+    ('00000000-0000-0000-0000-000000000002', 't', 's-2', 'u-1', 'ing', 1, '2026-01-03', '\x7b7d', '2026-02-01', now()),
+    ('00000000-0000-0000-0000-000000000003', 't', 's-1', 'u-2', 'ing', 2, '2026-01-01', '\x7b7d', '2026-02-01', now()),
+    ('00000000-0000-0000-0000-000000000004', 't', 's-1', 'u-3', 'ing', 2, '2026-01-02', '\x7b7d', '2026-02-02', now());`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	pool.Close()
+
+	s, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatalf("open the old database: %v", err)
+	}
+	defer s.Close()
+	id := func(n int) string { return fmt.Sprintf("00000000-0000-0000-0000-%012d", n) }
+	// The order of the two findings of u-1 is their ids', so each order is
+	// known without reading them back.
+	for sort, want := range map[string][]int{
+		"-inserted_at": {4, 3, 2, 1},
+		"time":         {3, 4, 1, 2},
+		"-severity_id": {4, 3, 2, 1},
+		"uid":          {1, 2, 3, 4},
+	} {
+		var ids []string
+		for _, n := range want {
+			ids = append(ids, id(n))
+		}
+		storetest.CheckNumberedPages(t, s, "t", []string{sort}, ids)
+	}
+	scan, _, err := s.ListFindings(ctx, "t", store.FindingQuery{ScanID: "s-1", Sort: []string{"-inserted_at"}})
+	if err != nil || len(scan) != 3 || scan[0].ID != id(4) {
+		t.Fatalf("scan s-1 after the upgrade, newest first: %d findings, %v", len(scan), err)
 	}
 }

@@ -6,10 +6,13 @@ import (
 	"io"
 	"io/fs"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/pressly/goose/v3"
+
+	"github.com/posture-dev/posture/internal/store/storetest"
 )
 
 func TestPragmas(t *testing.T) {
@@ -170,5 +173,78 @@ INSERT INTO blob_chunks (blob_id, seq, data) VALUES ('old', 0, X'5b5d');`); err 
 	defer rc.Close()
 	if body, err := io.ReadAll(rc); err != nil || string(body) != "[]" {
 		t.Fatalf("the old blob reads %q, %v; want []", body, err)
+	}
+}
+
+// TestUpgradeRebuildsSortIndexes opens a database whose findings were
+// written before the time and insertion indexes ended in uid (version 9):
+// every index of findings has statistics again, as wide as its columns
+// (SQLite plans by them, and a dropped index loses its own), and numbered
+// pages, which read those indexes' keys, partition the old findings'
+// order, a uid in two scans of one batch included.
+func TestUpgradeRebuildsSortIndexes(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 9); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `
+INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, severity_id, event_time, raw, inserted_at, updated_at) VALUES
+    ('f1', 't', 's-1', 'u-1', 'ing', 1, 30, X'7b7d', 100, 100),
+    ('f2', 't', 's-2', 'u-1', 'ing', 1, 30, X'7b7d', 100, 100),
+    ('f3', 't', 's-1', 'u-2', 'ing', 2, 10, X'7b7d', 100, 100),
+    ('f4', 't', 's-1', 'u-3', 'ing', 2, 20, X'7b7d', 200, 200);`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatalf("open the old database: %v", err)
+	}
+	defer s.Close()
+	rows, err := s.r.QueryContext(ctx, `SELECT i.name, (SELECT count(*) FROM pragma_index_info(i.name)), coalesce(st.stat, '')
+FROM sqlite_schema i LEFT JOIN sqlite_stat1 st ON st.tbl = 'findings' AND st.idx = i.name
+WHERE i.type = 'index' AND i.tbl_name = 'findings'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var index, stat string
+		var columns int
+		if err := rows.Scan(&index, &columns, &stat); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(strings.Fields(stat)); n != columns+1 {
+			t.Errorf("index %s of %d columns has statistics %q after the upgrade, want %d numbers", index, columns, stat, columns+1)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The order of the two findings of u-1 is their ids', so each order is
+	// known without reading them back.
+	for sort, want := range map[string][]string{
+		"-inserted_at": {"f4", "f3", "f2", "f1"},
+		"time":         {"f3", "f4", "f1", "f2"},
+		"-severity_id": {"f4", "f3", "f2", "f1"},
+		"uid":          {"f1", "f2", "f3", "f4"},
+	} {
+		storetest.CheckNumberedPages(t, s, "t", []string{sort}, want)
 	}
 }

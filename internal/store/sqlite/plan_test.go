@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/posture-dev/posture/internal/store/internal/engine"
@@ -29,14 +30,18 @@ func TestQueryPlans(t *testing.T) {
 			t.Fatalf("explain %s: %v", st.SQL, err)
 		}
 		defer rows.Close()
+		// Each line is indented by its depth in the plan's tree, as
+		// PostgreSQL's are, so that a rule can tell what a node belongs to.
 		var plan []string
+		depth := map[int]int{}
 		for rows.Next() {
 			var id, parent, unused int
 			var detail string
 			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
 				t.Fatal(err)
 			}
-			plan = append(plan, detail)
+			depth[id] = depth[parent] + 1
+			plan = append(plan, strings.Repeat("  ", depth[id]-1)+detail)
 		}
 		if err := rows.Err(); err != nil {
 			t.Fatal(err)

@@ -50,10 +50,13 @@ func BenchReads(b *testing.B, s store.Store, n int, analyze func(context.Context
 	}{
 		{"first page", store.FindingQuery{Sort: def}},
 		{"page 1000 by number", store.FindingQuery{Sort: def, Page: store.Page{Number: 1000}}},
+		{"page 1000 by number, sort -severity_id", store.FindingQuery{Sort: []string{"-severity_id"}, Page: store.Page{Number: 1000}}},
 		{"cursor page in the middle", store.FindingQuery{Sort: def, After: &after}},
 		{"sort uid", store.FindingQuery{Sort: []string{"uid"}}},
 		{"sort -time", store.FindingQuery{Sort: []string{"-time"}}},
 		{"filter severity", store.FindingQuery{Sort: def, Severity: []string{"critical"}}},
+		{"filter check_id", store.FindingQuery{Sort: def, CheckID: benchChecks[0]}},
+		{"filter scan", store.FindingQuery{Sort: def, ScanID: "scan-111111111111"}},
 		{"filter region and provider type", store.FindingQuery{Sort: def, Region: "eu-west-1", ProviderType: []string{"aws"}}},
 		{"search", store.FindingQuery{Sort: def, Search: "bucket-000123"}},
 	} {

@@ -50,8 +50,19 @@ func (s QueryShape) FirstSortColumn() string {
 //     than the finding summary: those cost the number of groups;
 //   - for other grouped counts without a text search, reading the rows
 //     rather than an index that covers the grouped and filtered columns;
-//   - for a cursor page, not seeking the index to the cursor (no bound on
-//     the first sort column in the index condition);
+//   - for a cursor page, and a numbered page past the first of an
+//     unfiltered listing, not seeking the index to the page's first
+//     finding (no bound on the first sort column and uid in the index
+//     condition of the rows read);
+//   - for a numbered page past the first of an unfiltered listing, skipping
+//     the offset over rows (reading the tenant's rows, found by the tenant
+//     alone) rather than over the entries of the sort's index alone;
+//   - for an unfiltered order, sorting the findings that share a value of
+//     the first sort key (a severity, a batch's insertion time) by uid:
+//     every sort index ends in uid;
+//   - for a scan, an ingestion or a check in the default order, not
+//     reading its own findings from its index (and, for an ingestion or a
+//     check, sorting them all rather than reading them in insertion order);
 //   - for a search the trigram index can answer, testing the text on rows
 //     found otherwise rather than looking it up in findings_search;
 //   - looking up in the trigram index a text longer than a search's probe
@@ -67,27 +78,58 @@ func PlanProblems(s QueryShape, page bool, plan []string) []string {
 	if regexp.MustCompile(`(?m)^\s*(->\s*)?(SCAN findings\b|Seq Scan on findings\b|Parallel Seq Scan on findings\b)`).MatchString(text) {
 		problems = append(problems, "reads every row of findings (full scan)")
 	}
-	sorts := regexp.MustCompile(`(?m)^\s*(->\s*)?(USE TEMP B-TREE FOR ORDER BY|Sort\s+\()`).MatchString(text)
-	tenantOnly := regexp.MustCompile(`(?m)(SEARCH findings USING (COVERING )?INDEX \w+ \(tenant=\?\)$|Index Cond: \(tenant = '[^']*'::text\)$)`).MatchString(text)
+	sorts := sortsRows(plan)
+	// Found by the tenant alone: an index condition on the tenant only, or
+	// a bitmap of the tenant's rows not ANDed with a selective one.
+	tenantOnly := regexp.MustCompile(`(?m)(SEARCH findings USING (COVERING )?INDEX \w+ \(tenant=\?\)$|(Index|Index Only|Bitmap Heap) Scan .*on findings\b.*\n\s+(Index|Recheck) Cond: \(tenant = '[^']*'::text\)$)`).MatchString(text)
 	if page && sorts && (s.Ordered || tenantOnly) {
 		problems = append(problems, "sorts every finding of the tenant instead of reading an index in order")
 	}
-	// An ingestion can hold a large share of a tenant: its findings are read
-	// in the default order from the ingestion's index, leaving at most the
-	// tie-breakers to sort, never the whole ingestion (nor the tenant).
-	if page && s.Query.IngestionID != "" && slices.Equal(s.Query.Sort, apiDefaultSort) && !s.Query.Latest {
-		if !regexp.MustCompile(`(findings USING (COVERING )?INDEX findings_ingestion|Index (Only )?Scan (Backward )?using findings_ingestion on findings)`).MatchString(text) ||
-			regexp.MustCompile(`(?m)(USE TEMP B-TREE FOR ORDER BY|^\s*(->\s*)?Sort\s+\()`).MatchString(text) {
-			problems = append(problems, "does not read the ingestion's findings in insertion order from findings_ingestion")
+	// An ingestion or a check can hold a large share of a tenant: its
+	// findings are read in the default order from its own index, leaving
+	// at most the tie-breakers to sort, never all of them (nor the tenant).
+	if page && slices.Equal(s.Query.Sort, apiDefaultSort) && !s.Query.Latest {
+		for _, f := range []struct{ value, what, index string }{
+			{s.Query.IngestionID, "the ingestion's", "findings_ingestion"},
+			{s.Query.CheckID, "the check's", "findings_check_inserted"},
+		} {
+			if f.value == "" {
+				continue
+			}
+			if !regexp.MustCompile(`(findings USING (COVERING )?INDEX `+f.index+`\b|Index (Only )?Scan (Backward )?using `+f.index+` on findings)`).MatchString(text) || sorts {
+				problems = append(problems, "does not read "+f.what+" findings in insertion order from "+f.index)
+			}
 		}
 	}
-	// The severity and check indexes end in uid, so an unfiltered order on
-	// either, either way, leaves only id to sort within equal uids: a sort
-	// of whole runs of one severity or check grows with the tenant.
-	if col := s.FirstSortColumn(); page && s.Ordered && !s.Query.Latest && (col == "severity_id" || col == "check_id") {
-		if regexp.MustCompile(`(?m)USE TEMP B-TREE FOR (RIGHT PART|LAST \d+ TERMS) OF ORDER BY`).MatchString(text) ||
-			(strings.Contains(text, "Incremental Sort") && !regexp.MustCompile(`Presorted Key: \w+, uid\b`).MatchString(text)) {
+	// An old scan's findings lie at the far end of the tenant's insertion
+	// order: walking it newest first, testing each finding for the scan,
+	// reads every finding written since. They are read from an index led
+	// by (tenant, scan_id) instead (SQLite's natural key, which sorts them;
+	// PostgreSQL's findings_scan, which gives them in insertion order).
+	if page && s.Query.ScanID != "" && slices.Equal(s.Query.Sort, apiDefaultSort) && !s.Query.Latest {
+		if !regexp.MustCompile(`(SEARCH findings USING (COVERING )?INDEX \w+ \(tenant=\? AND scan_id=\?|Index Cond: \(\(tenant = '[^']*'::text\) AND \(scan_id = )`).MatchString(text) ||
+			strings.Contains(text, "findings_inserted") {
+			problems = append(problems, "does not read the scan's findings from an index on (tenant, scan_id)")
+		}
+	}
+	// Every sort index ends in uid, so an unfiltered order, either way,
+	// leaves only id to sort within equal uids: a sort of whole runs of one
+	// value (a severity, a check, a batch's insertion time) by uid grows
+	// with the tenant.
+	if col := s.FirstSortColumn(); page && s.Ordered && !s.Query.Latest {
+		if regexp.MustCompile(`(?m)USE TEMP B-TREE FOR (RIGHT PART|LAST \d+ TERMS) OF ORDER BY`).MatchString(text) || !presortedToUID(text) {
 			problems = append(problems, "sorts the runs of equal "+col+" values instead of reading an index that ends in uid in the order's direction")
+		}
+	}
+	// A numbered page past the first skips its offset. Over rows, each
+	// skipped finding is a read of its row, so a deep page reads thousands;
+	// over the entries of the sort's index alone it reads keys, and the page
+	// then seeks its first finding's key.
+	if page && s.Ordered && s.Query.After == nil && s.Query.Page.Number > 1 {
+		index := engine.SortIndex(s.FirstSortColumn())
+		if !regexp.MustCompile(`(SEARCH findings USING COVERING INDEX `+index+` \(tenant=\?\)|Index Only Scan (Backward )?using `+index+` on findings)`).MatchString(text) ||
+			readsTenantRows(text) {
+			problems = append(problems, "skips the offset over the tenant's rows instead of over the entries of "+index+" alone")
 		}
 	}
 	counting := s.By != nil || !page
@@ -122,14 +164,20 @@ func PlanProblems(s QueryShape, page bool, plan []string) []string {
 		!regexp.MustCompile(`(SEARCH findings USING (COVERING )?INDEX sqlite_autoindex_findings_2 \(tenant=\? AND scan_id=\?|Index Cond: \(\(tenant = [^)]*\) AND \(scan_id = )`).MatchString(text) {
 		problems = append(problems, "does not read the latest scans' findings by (tenant, scan_id)")
 	}
+	// A cursor page, and a numbered page past the first once it has found
+	// its first finding's key, read rows from an index seek to that key:
+	// the first sort column and uid, which every sort index ends in. A
+	// seek on the first column alone starts at the first finding of its
+	// value (a severity's, a batch's) and reads every one up to the key.
 	// A cursor page of the latest findings, or of a search, filters the
 	// rows its index found, which are bounded by the current state or by
 	// the matches, not by the tenant's history.
-	if s.Query.After != nil && page && !s.Query.Latest && !indexedSearch(s.Query) {
-		col := regexp.QuoteMeta(s.FirstSortColumn())
-		if !regexp.MustCompile(`(SEARCH findings USING (COVERING )?INDEX \w+ \(tenant=\? AND ` + col + `[<>]\?\))|Index Cond: .*\(?` + col + ` [<>]=? `).MatchString(text) {
-			problems = append(problems, "does not seek the index to the cursor (no bound on "+s.FirstSortColumn()+" in the index condition)")
+	cursor := s.Query.After != nil && !s.Query.Latest && !indexedSearch(s.Query)
+	if col := s.FirstSortColumn(); page && (cursor || (s.Ordered && s.Query.Page.Number > 1)) && !seeksKey(col, text) {
+		if col != "uid" {
+			col = "(" + col + ", uid)"
 		}
+		problems = append(problems, "does not seek the index to the page's first finding (no bound on "+col+" in the index condition of the rows read)")
 	}
 	return problems
 }
@@ -155,6 +203,95 @@ func indexPatterns(plan string) []string {
 		}
 	}
 	return out
+}
+
+// sortLine is a sort of rows: SQLite's temporary b-tree for an ORDER BY,
+// PostgreSQL's Sort node (an Incremental Sort, within equal leading
+// values, is not one).
+var sortLine = regexp.MustCompile(`^\s*(->\s*)?(USE TEMP B-TREE FOR ORDER BY|Sort\s+\()`)
+
+// sortsRows reports whether plan sorts rows other than the findings of one
+// uid (see sortsOneUID).
+func sortsRows(plan []string) bool {
+	for i, line := range plan {
+		if sortLine.MatchString(line) && !sortsOneUID(plan, i) {
+			return true
+		}
+	}
+	return false
+}
+
+var (
+	sqliteOneUID = regexp.MustCompile(`SEARCH findings USING (COVERING )?INDEX \w+ \(tenant=\?( AND \w+=\?)* AND uid=\?\)`)
+	pgIndexScan  = regexp.MustCompile(`->\s+Index (Only )?Scan (Backward )?using \w+ on findings\b`)
+	pgOneUID     = regexp.MustCompile(`Index Cond: .*\(uid = `)
+)
+
+// sortsOneUID reports whether the sort at plan[i] orders rows found by
+// equality on uid: the findings of one finding in several scans, which
+// is how a numbered page orders by id the findings that share its first
+// finding's key. Plans are indented by depth: SQLite's sort is a sibling
+// of the read it sorts, PostgreSQL's Sort the parent of its input.
+func sortsOneUID(plan []string, i int) bool {
+	depth := indent(plan[i])
+	if strings.Contains(plan[i], "USE TEMP B-TREE") {
+		for j := i - 1; j >= 0 && indent(plan[j]) >= depth; j-- {
+			if indent(plan[j]) == depth && sqliteOneUID.MatchString(plan[j]) {
+				return true
+			}
+		}
+		return false
+	}
+	for j := i + 1; j < len(plan) && indent(plan[j]) > depth; j++ {
+		if !strings.Contains(plan[j], "->") {
+			continue
+		}
+		if !pgIndexScan.MatchString(plan[j]) {
+			return false
+		}
+		for k := j + 1; k < len(plan) && indent(plan[k]) > indent(plan[j]) && !strings.Contains(plan[k], "->"); k++ {
+			if pgOneUID.MatchString(plan[k]) {
+				return true
+			}
+		}
+		return false
+	}
+	return false
+}
+
+func indent(line string) int { return len(line) - len(strings.TrimLeft(line, " ")) }
+
+var (
+	presortedKey = regexp.MustCompile(`(?m)Presorted Key: (.*)$`)
+	endsInUID    = regexp.MustCompile(`(^|[ .])uid$`)
+)
+
+// presortedToUID reports whether every incremental sort of a PostgreSQL
+// plan starts from rows already ordered up to uid, leaving only id.
+func presortedToUID(text string) bool {
+	for _, keys := range presortedKey.FindAllStringSubmatch(text, -1) {
+		if !endsInUID.MatchString(keys[1]) {
+			return false
+		}
+	}
+	return true
+}
+
+// seeksKey reports whether a plan reads findings' rows from an index seek
+// to a position of the order whose first sort column is col: a bound on
+// (col, uid), or on uid for the uid order.
+func seeksKey(col, text string) bool {
+	sqlite, pg := `\(`+col+`,uid\)[<>]\(\?,\?\)`, `ROW\(`+col+`, uid\) [<>]=? `
+	if col == "uid" {
+		sqlite, pg = `uid[<>]\?`, `\(uid [<>]=? `
+	}
+	return regexp.MustCompile(`(SEARCH findings USING INDEX \w+ \(tenant=\? AND ` + sqlite + `\)|Index Scan (Backward )?using \w+ on findings\b.*\n\s+Index Cond: .*` + pg + `)`).MatchString(text)
+}
+
+// readsTenantRows reports whether a plan reads findings' rows found by
+// the tenant alone: from the tenant's first finding on.
+func readsTenantRows(text string) bool {
+	return regexp.MustCompile(`(?m)(SEARCH findings USING INDEX \w+ \(tenant=\?\)$|Index Scan (Backward )?using \w+ on findings\b.*\n\s+Index Cond: \(tenant = '[^']*'::text\)$)`).MatchString(text)
 }
 
 // CheckPlans explains, through explain, every statement the store issues
@@ -200,7 +337,10 @@ func CheckPlans(t *testing.T, s store.Store, dialect engine.Dialect, explain fun
 // WritePlanFindings stores PlanFindings(3000) for tenant-a and tenant-b, the
 // table CheckPlans explains its statements over, with their scans: seven
 // accounts' scans are the latest (store.FindingQuery.Latest), a few percent
-// of the findings, as the current state is of a history of scans.
+// of the findings, as the current state is of a history of scans. Before
+// them, in an earlier batch, an old scan (oldScan) found the first 1,000
+// of the same uids: a large scan at the far end of the insertion order,
+// and findings that share a uid (and its severity and time).
 func WritePlanFindings(t *testing.T, s store.Store) {
 	t.Helper()
 	ctx := context.Background()
@@ -210,8 +350,16 @@ func WritePlanFindings(t *testing.T, s store.Store) {
 		scans = append(scans, store.Scan{ID: fmt.Sprintf("scan-%d", k), ProviderType: "aws",
 			ProviderUID: fmt.Sprintf("%012d", 111111111111*(k%7+1)), Trigger: "imported"})
 	}
+	old := PlanFindings(oldScanFindings)
+	for i := range old {
+		old[i].ScanID = oldScan
+	}
+	oldScans := []store.Scan{{ID: oldScan, ProviderType: "aws", ProviderUID: scans[0].ProviderUID, Trigger: "imported"}}
 	for _, tenant := range []string{"tenant-a", "tenant-b"} {
-		if err := s.StartRun(ctx, tenant, "ing-1", 1, len(fs)); err != nil {
+		if err := s.StartRun(ctx, tenant, "ing-1", 1, len(old)+len(fs)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.WriteBatch(ctx, tenant, "ing-1", 1, store.Batch{Findings: old, Scans: oldScans}); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.WriteBatch(ctx, tenant, "ing-1", 1, store.Batch{Findings: fs, Scans: scans}); err != nil {

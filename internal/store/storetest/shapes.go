@@ -64,6 +64,7 @@ func QueryShapes() []QueryShape {
 		{"check_id", store.FindingQuery{CheckID: "check_3"}},
 		{"region", store.FindingQuery{Region: "eu-west-1"}},
 		{"scan", store.FindingQuery{ScanID: "scan-1"}},
+		{"scan, an old one", store.FindingQuery{ScanID: oldScan}},
 		{"ingestion", store.FindingQuery{IngestionID: "ing-1"}},
 	} {
 		q := f.q
@@ -154,6 +155,12 @@ func (s QueryShape) Placed(ctx context.Context, st store.Store, tenant string) (
 	s.Query.After = &k
 	return s, nil
 }
+
+// oldScan is the scan WritePlanFindings writes first: a quarter of each
+// tenant's findings, inserted before all the others.
+const oldScan = "scan-old"
+
+const oldScanFindings = 1000
 
 // planScans is how many scans PlanFindings spread over: scans are many in a
 // real history, and the planner judges a scan's share of the findings by it.

@@ -62,6 +62,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ListFindings", testListFindings},
 		{"ListFindingsInvalidSort", testListFindingsInvalidSort},
 		{"ListFindingsAfterKey", testListFindingsAfterKey},
+		{"ListFindingsByNumber", testListFindingsByNumber},
 		{"GetFinding", testGetFinding},
 		{"ListScans", testListScans},
 		{"FindingCounts", testFindingCounts},
