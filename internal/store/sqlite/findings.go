@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/store/internal/engine"
@@ -210,27 +211,123 @@ func (s *Store) ListFindings(ctx context.Context, tenant string, q store.Finding
 	if err != nil {
 		return nil, 0, err
 	}
-	var total int
-	if err := s.r.QueryRowContext(ctx, count.SQL, count.Args...).Scan(&total); err != nil {
-		return nil, 0, fmt.Errorf("sqlite: count findings: %w", err)
-	}
-	rows, err := s.r.QueryContext(ctx, page.SQL, page.Args...)
+	walk, common, err := s.commonSearch(ctx, tenant, q)
 	if err != nil {
-		return nil, 0, fmt.Errorf("sqlite: list findings: %w", err)
+		return nil, 0, err
+	}
+	if !common {
+		return s.listFindings(ctx, count, page)
+	}
+	return s.listByWalk(ctx, tenant, q, walk, count, page)
+}
+
+// listByWalk answers a common search by walking (engine.FindingListWalk)
+// at most walk findings, and asks the trigram index (count and page,
+// FindingList's statements) only for what the walk did not reach: a page
+// it could not fill, a count it could not take past q.CountLimit.
+func (s *Store) listByWalk(ctx context.Context, tenant string, q store.FindingQuery, walk int, count, page engine.Statement) ([]store.Finding, int, error) {
+	walkCount, walkPage, err := engine.FindingListWalk(engine.SQLite, tenant, q, walk)
+	if err != nil {
+		return nil, 0, err
+	}
+	total, err := s.countFindings(ctx, walkCount)
+	if err != nil {
+		return nil, 0, err
+	}
+	if total <= q.CountLimit {
+		if total, err = s.countFindings(ctx, count); err != nil {
+			return nil, 0, err
+		}
+	}
+	rows, err := s.findingRows(ctx, walkPage)
+	if err != nil {
+		return nil, 0, err
+	}
+	if limit, _ := engine.Limit(q.Page); len(rows) < limit {
+		if rows, err = s.findingRows(ctx, page); err != nil {
+			return nil, 0, err
+		}
+	}
+	return rows, total, nil
+}
+
+// walkSpread is how many times the findings a walk is expected to read
+// (for an evenly spread text) it may read before the index is asked
+// instead: room for a text that is less common where the walk starts.
+const walkSpread = 4
+
+// commonSearch decides whether q's search is better walked than looked up,
+// and how far the walk may go. A page and its count need the first need
+// matches in the order; among total findings holding m matches, evenly
+// spread, a walk reads need × total / m findings and a lookup hands over
+// m. The two cost the same at m = √(need × total), so a text is common
+// when the index holds that many candidates for it (counting them stops
+// there: a common text costs that many index entries, never all of
+// them). The candidates are every tenant's, which only makes a text look
+// more common than it is in a small tenant of a large database, where the
+// walk is short anyway.
+func (s *Store) commonSearch(ctx context.Context, tenant string, q store.FindingQuery) (walk int, common bool, err error) {
+	if !engine.Walkable(q) || q.CountLimit <= 0 {
+		return 0, false, nil
+	}
+	limit, offset := engine.Limit(q.Page)
+	if q.After != nil {
+		offset = 0
+	}
+	need := max(offset+limit, q.CountLimit) + 1
+	var total int64
+	if err := s.r.QueryRowContext(ctx, `SELECT coalesce(sum(n), 0) FROM `+engine.SummaryTable+` WHERE tenant = ?1`, tenant).Scan(&total); err != nil {
+		return 0, false, fmt.Errorf("sqlite: count findings: %w", err)
+	}
+	threshold := int(math.Sqrt(float64(need) * float64(total)))
+	if threshold == 0 {
+		return 0, false, nil
+	}
+	candidates, err := s.countFindings(ctx, engine.SearchCandidates(engine.SQLite, q, threshold))
+	if err != nil {
+		return 0, false, err
+	}
+	return walkSpread * threshold, candidates >= threshold, nil
+}
+
+func (s *Store) listFindings(ctx context.Context, count, page engine.Statement) ([]store.Finding, int, error) {
+	total, err := s.countFindings(ctx, count)
+	if err != nil {
+		return nil, 0, err
+	}
+	rows, err := s.findingRows(ctx, page)
+	if err != nil {
+		return nil, 0, err
+	}
+	return rows, total, nil
+}
+
+func (s *Store) countFindings(ctx context.Context, st engine.Statement) (int, error) {
+	var n int
+	if err := s.r.QueryRowContext(ctx, st.SQL, st.Args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("sqlite: count findings: %w", err)
+	}
+	return n, nil
+}
+
+func (s *Store) findingRows(ctx context.Context, st engine.Statement) ([]store.Finding, error) {
+	rows, err := s.r.QueryContext(ctx, st.SQL, st.Args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list findings: %w", err)
 	}
 	defer rows.Close()
 	out := []store.Finding{}
 	for rows.Next() {
 		f, err := scanFinding(rows)
 		if err != nil {
-			return nil, 0, fmt.Errorf("sqlite: list findings: %w", err)
+			return nil, fmt.Errorf("sqlite: list findings: %w", err)
 		}
 		out = append(out, f)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, 0, fmt.Errorf("sqlite: list findings: %w", err)
+		return nil, fmt.Errorf("sqlite: list findings: %w", err)
 	}
-	return out, total, nil
+	return out, nil
 }
 
 // GetFinding implements store.Store.
