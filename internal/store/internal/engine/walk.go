@@ -2,7 +2,6 @@ package engine
 
 import (
 	"strconv"
-	"strings"
 
 	"github.com/posture-dev/posture/internal/store"
 )
@@ -64,11 +63,7 @@ func FindingListWalk(d Dialect, tenant string, q store.FindingQuery, walk int) (
 	if err != nil {
 		return Statement{}, Statement{}, err
 	}
-	order := make([]string, len(parts))
-	for i, p := range parts {
-		order[i] = p.String()
-	}
-	orderBy := strings.Join(order, ", ")
+	order := orderBy(parts, nil)
 	// The count, as FindingList's, is of the whole listing: a walk from
 	// the start, while the page's walk starts at the cursor.
 	walked := func(a *Args, fromCursor bool) string {
@@ -77,7 +72,7 @@ func FindingListWalk(d Dialect, tenant string, q store.FindingQuery, walk int) (
 			where += " AND (" + a.keyset(parts, *q.After) + ")"
 		}
 		return `(SELECT ` + walkedColumns + ` FROM findings` + d.IndexedBy(orderIndexes[parts[0].col]) +
-			` WHERE ` + where + ` ORDER BY ` + orderBy + ` LIMIT ` + strconv.Itoa(walk) + `) AS walk`
+			` WHERE ` + where + ` ORDER BY ` + order + ` LIMIT ` + strconv.Itoa(walk) + `) AS walk`
 	}
 	// The walk tests the whole text on each finding it reads; nothing is
 	// looked up.
@@ -97,7 +92,7 @@ func FindingListWalk(d Dialect, tenant string, q store.FindingQuery, walk int) (
 		offset = 0
 	}
 	page = Statement{SQL: `SELECT ` + FindingColumns + ` FROM findings WHERE rowid IN (SELECT walked FROM ` + walked(a, true) +
-		` WHERE ` + matches(a) + ` ORDER BY ` + orderBy + ` LIMIT ` + strconv.Itoa(limit) + ` OFFSET ` + strconv.Itoa(offset) +
-		`) ORDER BY ` + orderBy, Args: a.Vals}
+		` WHERE ` + matches(a) + ` ORDER BY ` + order + ` LIMIT ` + strconv.Itoa(limit) + ` OFFSET ` + strconv.Itoa(offset) +
+		`) ORDER BY ` + order, Args: a.Vals}
 	return count, page, nil
 }
