@@ -156,7 +156,7 @@ func TestSearchWalkPlans(t *testing.T) {
 			for name, st := range map[string]engine.Statement{"count": count, "page": page} {
 				plan := explainSQLite(t, s, st)
 				text := strings.Join(plan, "\n")
-				if !regexp.MustCompile(`SEARCH findings USING (COVERING )?INDEX ` + index + ` \(tenant=\?`).MatchString(text) ||
+				if !regexp.MustCompile(`SEARCH findings USING (COVERING )?INDEX `+index+` \(tenant=\?`).MatchString(text) ||
 					strings.Contains(text, "findings_search") || regexp.MustCompile(`(?m)^SCAN findings\b`).MatchString(text) {
 					t.Errorf("sort %s, cursor %v, %s: does not walk %s alone:\n%s\n  %s", sort, after != nil, name, index, st.SQL, strings.Join(plan, "\n  "))
 				}

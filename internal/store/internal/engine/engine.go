@@ -164,11 +164,10 @@ type Dialect struct {
 	// when that index gives only the leading sort column, needs to be told;
 	// PostgreSQL's needs no hint (nil).
 	IndexedBy func(index string) string
-	// SearchIndex, when set, renders a condition that narrows the rows to
+	// SearchIndex renders a condition that narrows the rows to
 	// candidates for containing probe (a SearchProbe, at least
-	// store.MinSearchLength characters) from a text index; the ILIKE
-	// conditions on the whole term still decide. PostgreSQL's trigram
-	// index answers ILIKE conditions themselves and needs none (nil).
+	// store.MinSearchLength characters) from the trigram index; the LIKE
+	// conditions on the whole term still decide.
 	SearchIndex func(a *Args, probe string) string
 	// Unindexed, when set, renders a column of an ORDER BY so that no
 	// index gives its order. PostgreSQL's planner, which takes no hints,
@@ -182,7 +181,8 @@ type Dialect struct {
 // ASCII only, which is what Search promises there.
 var (
 	Postgres = Dialect{Param: func(n int) string { return "$" + strconv.Itoa(n) }, ILike: "ILIKE",
-		Time: func(t time.Time) any { return t }, Unindexed: func(col string) string { return "(" + col + " || '')" }}
+		Time: func(t time.Time) any { return t }, SearchIndex: postgresSearch,
+		Unindexed: func(col string) string { return "(" + col + " || '')" }}
 	SQLite = Dialect{Param: func(n int) string { return "?" + strconv.Itoa(n) }, ILike: "LIKE",
 		Time: func(t time.Time) any { return t.UnixMicro() }, IndexedBy: func(index string) string { return " INDEXED BY " + index },
 		SearchIndex: sqliteSearch}
@@ -208,6 +208,25 @@ func sqliteSearch(a *Args, probe string) string {
 		tokens = append(tokens, `"`+strings.ReplaceAll(tri, `"`, `""`)+`"`)
 	}
 	return "rowid IN (SELECT rowid FROM findings_search WHERE findings_search MATCH " + a.Add(strings.Join(tokens, " AND ")) + ")"
+}
+
+// SearchText is the one text per finding that PostgreSQL's trigram index
+// findings_search holds: the four searched columns joined by spaces
+// (migration 00012). One text holds each trigram once, where an index of
+// the four columns held it once per column: a scanner's uid repeats its
+// check id and much of its resource uid, so a finding has about half the
+// index entries (91 against 195 over the scanner fixture), and ingestion
+// writes half as many. The identifier columns are compared in the "C"
+// collation, which folds ASCII letters only; here they take the
+// database's, whose folding is wider, so the text matches every finding
+// any column does (and some more, as may a match across two columns); the
+// test of each column decides.
+const SearchText = `((uid COLLATE "default") || ' ' || title || ' ' || (check_id COLLATE "default") || ' ' || (resource_uid COLLATE "default"))`
+
+// postgresSearch looks probe up in findings_search through SearchText;
+// pg_trgm answers ILIKE from the index and rechecks the rows it finds.
+func postgresSearch(a *Args, probe string) string {
+	return SearchText + ` ILIKE ` + a.Add("%"+EscapeLike(probe)+"%") + ` ESCAPE '\'`
 }
 
 // Args collects bind parameters while a statement is built.
@@ -291,36 +310,21 @@ func SearchProbe(term string) string {
 	return string(rs[len(rs)-SearchProbeLength:])
 }
 
-// The searched columns, and the same as expressions no index answers: the
-// test of a whole long term on the rows the probe found, which
-// PostgreSQL would otherwise also look up in the trigram index (and AND
-// the bitmaps), reading the common trigrams the probe avoids.
-var (
-	searchColumns     = []string{"uid", "title", "check_id", "resource_uid"}
-	searchTestColumns = []string{"(uid || '')", "(title || '')", "(check_id || '')", "(resource_uid || '')"}
-)
+// searchColumns are the columns a search tests.
+var searchColumns = []string{"uid", "title", "check_id", "resource_uid"}
 
 // searchConds renders q.Search: a lookup of its probe in the trigram index
-// (SQLite: a MATCH of findings_search; PostgreSQL: ILIKE on the columns,
-// which the pg_trgm index answers) and the test of the whole term that
-// decides, with LIKE's meaning on both engines. A text too short for a
-// trigram has nothing to look up and is tested on every row the other
-// conditions leave.
+// (SQLite: a MATCH of findings_search; PostgreSQL: ILIKE on SearchText,
+// which findings_search holds) and the test of the whole term on each
+// column, which decides, with LIKE's meaning on both engines. A text too
+// short for a trigram has nothing to look up and is tested on every row
+// the other conditions leave.
 func searchConds(a *Args, q store.FindingQuery) []string {
 	term := q.Search
 	if !indexedSearch(q) {
 		return []string{a.containsAny(searchColumns, term)}
 	}
-	probe := SearchProbe(term)
-	if a.d.SearchIndex != nil {
-		return []string{a.d.SearchIndex(a, probe), a.containsAny(searchColumns, term)}
-	}
-	lookup := a.containsAny(searchColumns, probe)
-	if probe == term {
-		// The index rechecks its rows with ILIKE itself: exact.
-		return []string{lookup}
-	}
-	return []string{lookup, a.containsAny(searchTestColumns, term)}
+	return []string{a.d.SearchIndex(a, SearchProbe(term)), a.containsAny(searchColumns, term)}
 }
 
 // containsAny renders "one of cols contains s", case-insensitively by the
