@@ -23,23 +23,7 @@ import (
 // finished last, and searches read the new index.
 func TestUpgradeIndexesSearchAndLatest(t *testing.T) {
 	ctx := context.Background()
-	dsn := pgtest.FreshDatabase(t)
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := stdlib.OpenDBFromPool(pool)
-	fsys, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 5); err != nil {
-		t.Fatal(err)
-	}
+	dsn, pool := migratedTo(t, 5)
 	if _, err := pool.Exec(ctx, `
 INSERT INTO runs (tenant, ingestion_id, attempt, status, started_at, updated_at, finished_at) VALUES
     ('t', 'ing-a', 1, 'succeeded', now(), now(), '2026-01-01'),
@@ -56,7 +40,6 @@ INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, title, event_time,
 SELECT gen_random_uuid(), 't', id, 'uid-' || id, ingestion_id, 'Old title in ' || id, now(), '\x7b7d', now(), now() FROM scans;`); err != nil {
 		t.Fatal(err)
 	}
-	db.Close()
 	pool.Close()
 
 	s, err := Open(ctx, dsn)
@@ -91,23 +74,7 @@ SELECT gen_random_uuid(), 't', id, 'uid-' || id, ingestion_id, 'Old title in ' |
 // knows to read the report for them.
 func TestUpgradeKeepsBlobsWithoutAccounts(t *testing.T) {
 	ctx := context.Background()
-	dsn := pgtest.FreshDatabase(t)
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := stdlib.OpenDBFromPool(pool)
-	fsys, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 6); err != nil {
-		t.Fatal(err)
-	}
+	dsn, pool := migratedTo(t, 6)
 	const id = "6f1c5d2e-8a4b-4c3d-9e2f-0a1b2c3d4e5f"
 	if _, err := pool.Exec(ctx, `
 INSERT INTO blobs (id, tenant, size, sha256, chunks, complete, created_at, touched_at)
@@ -115,7 +82,6 @@ INSERT INTO blobs (id, tenant, size, sha256, chunks, complete, created_at, touch
 INSERT INTO blob_chunks (blob_id, seq, data) VALUES ('`+id+`', 0, '\x5b5d');`); err != nil {
 		t.Fatal(err)
 	}
-	db.Close()
 	pool.Close()
 
 	s, err := Open(ctx, dsn)
@@ -144,23 +110,7 @@ INSERT INTO blob_chunks (blob_id, seq, data) VALUES ('`+id+`', 0, '\x5b5d');`); 
 // two scans of one batch included, and a scan's findings read back.
 func TestUpgradeRebuildsSortIndexes(t *testing.T) {
 	ctx := context.Background()
-	dsn := pgtest.FreshDatabase(t)
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := stdlib.OpenDBFromPool(pool)
-	fsys, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 10); err != nil {
-		t.Fatal(err)
-	}
+	dsn, pool := migratedTo(t, 10)
 	if _, err := pool.Exec(ctx, `
 INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, severity_id, event_time, raw, inserted_at, updated_at) VALUES
     ('00000000-0000-0000-0000-000000000001', 't', 's-1', 'u-1', 'ing', 1, '2026-01-03', '\x7b7d', '2026-02-01', now()),
@@ -169,7 +119,6 @@ INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, severity_id, event
     ('00000000-0000-0000-0000-000000000004', 't', 's-1', 'u-3', 'ing', 2, '2026-01-02', '\x7b7d', '2026-02-02', now());`); err != nil {
 		t.Fatal(err)
 	}
-	db.Close()
 	pool.Close()
 
 	s, err := Open(ctx, dsn)
@@ -196,4 +145,31 @@ INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, severity_id, event
 	if err != nil || len(scan) != 3 || scan[0].ID != id(4) {
 		t.Fatalf("scan s-1 after the upgrade, newest first: %d findings, %v", len(scan), err)
 	}
+}
+
+// migratedTo returns a new database migrated up to version, as a store
+// of that release left it, with a pool to write its old rows through (the
+// caller closes it before opening the store).
+func migratedTo(t *testing.T, version int64) (string, *pgxpool.Pool) {
+	t.Helper()
+	ctx := context.Background()
+	dsn := pgtest.FreshDatabase(t)
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	fsys, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, version); err != nil {
+		t.Fatal(err)
+	}
+	return dsn, pool
 }

@@ -78,22 +78,7 @@ func TestReadDuringWrite(t *testing.T) {
 // its data, and then gives deleted space back.
 func TestUpgradeSwitchesOnIncrementalVacuum(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "old.db")
-	old, err := sql.Open("sqlite", path+"?_pragma=journal_mode(WAL)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fsys, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, old, fsys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
+	path, old := migratedTo(t, 1)
 	var mode int
 	if err := old.QueryRowContext(ctx, "PRAGMA auto_vacuum").Scan(&mode); err != nil || mode != 0 {
 		t.Fatalf("the old database's auto_vacuum is %d (%v), want 0 (NONE)", mode, err)
@@ -132,22 +117,7 @@ func TestUpgradeSwitchesOnIncrementalVacuum(t *testing.T) {
 // knows to read the report for them.
 func TestUpgradeKeepsBlobsWithoutAccounts(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "old.db")
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fsys, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, db, fsys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 5); err != nil {
-		t.Fatal(err)
-	}
+	path, db := migratedTo(t, 5)
 	if _, err := db.ExecContext(ctx, `
 INSERT INTO blobs (id, tenant, size, sha256, chunks, complete, created_at, touched_at) VALUES ('old', 't', 2, 'x', 1, 1, 1, 1);
 INSERT INTO blob_chunks (blob_id, seq, data) VALUES ('old', 0, X'5b5d');`); err != nil {
@@ -184,22 +154,7 @@ INSERT INTO blob_chunks (blob_id, seq, data) VALUES ('old', 0, X'5b5d');`); err 
 // order, a uid in two scans of one batch included.
 func TestUpgradeRebuildsSortIndexes(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "old.db")
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fsys, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, db, fsys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 9); err != nil {
-		t.Fatal(err)
-	}
+	path, db := migratedTo(t, 9)
 	if _, err := db.ExecContext(ctx, `
 INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, severity_id, event_time, raw, inserted_at, updated_at) VALUES
     ('f1', 't', 's-1', 'u-1', 'ing', 1, 30, X'7b7d', 100, 100),
@@ -247,4 +202,29 @@ WHERE i.type = 'index' AND i.tbl_name = 'findings'`)
 	} {
 		storetest.CheckNumberedPages(t, s, "t", []string{sort}, want)
 	}
+}
+
+// migratedTo returns a new database file migrated up to version, as a
+// store of that release left it, open in WAL mode (as the store opens it)
+// to write its old rows through; the caller closes it before opening the
+// store.
+func migratedTo(t *testing.T, version int64) (string, *sql.DB) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := sql.Open("sqlite", path+"?_pragma=journal_mode(WAL)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(context.Background(), version); err != nil {
+		t.Fatal(err)
+	}
+	return path, db
 }

@@ -2,15 +2,11 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
-	"io/fs"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/pressly/goose/v3"
 
 	"github.com/posture-dev/posture/internal/store"
 )
@@ -76,22 +72,7 @@ SELECT rowid, 'x', 'stale text', 'x', 'x' FROM findings LIMIT 1`); err != nil {
 // runs that succeeded, the one that finished last.
 func TestUpgradeIndexesSearchAndLatest(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "old.db")
-	old, err := sql.Open("sqlite", path+"?_pragma=journal_mode(WAL)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fsys, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, old, fsys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 4); err != nil {
-		t.Fatal(err)
-	}
+	path, old := migratedTo(t, 4)
 	if _, err := old.ExecContext(ctx, `
 INSERT INTO runs (tenant, ingestion_id, attempt, status, started_at, updated_at, finished_at) VALUES
     ('t', 'ing-a', 1, 'succeeded', 0, 100, 100),
