@@ -283,7 +283,7 @@ func (s *Store) commonSearch(ctx context.Context, tenant string, q store.Finding
 	if threshold == 0 {
 		return 0, false, nil
 	}
-	candidates, err := s.countFindings(ctx, engine.SearchCandidates(engine.SQLite, q, threshold))
+	candidates, err := s.countFindings(ctx, engine.SearchCandidates(q, threshold))
 	if err != nil {
 		return 0, false, err
 	}

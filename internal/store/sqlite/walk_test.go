@@ -139,9 +139,15 @@ func TestCommonSearchChoice(t *testing.T) {
 
 // TestSearchWalkPlans checks that both statements of a walk read the
 // order's index from the tenant (or the cursor) on, and neither the
-// trigram index nor every finding.
+// trigram index nor every finding; and that counting a text's candidates
+// reads the trigram index alone, which stops at the limit, and no
+// finding.
 func TestSearchWalkPlans(t *testing.T) {
 	s := walkStore(t)
+	candidates := explainSQLite(t, s, engine.SearchCandidates(store.FindingQuery{Search: "bucket"}, 100))
+	if text := strings.Join(candidates, "\n"); !strings.Contains(text, "SCAN findings_search VIRTUAL TABLE") || strings.Contains(text, "findings USING") {
+		t.Errorf("counting candidates does not read the trigram index alone:\n  %s", strings.Join(candidates, "\n  "))
+	}
 	for _, sort := range []string{"-inserted_at", "inserted_at", "time", "-time"} {
 		q := store.FindingQuery{Search: "bucket", Sort: []string{sort}, CountLimit: 20}
 		first, _ := lookup(t, s, q)

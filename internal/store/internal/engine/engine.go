@@ -196,6 +196,12 @@ var (
 // string in FTS5's query syntax, so no character of probe acts as an
 // operator.
 func sqliteSearch(a *Args, probe string) string {
+	return "rowid IN (SELECT rowid FROM findings_search WHERE findings_search MATCH " + a.Add(trigramQuery(probe)) + ")"
+}
+
+// trigramQuery is FTS5's query for the rows holding every trigram of
+// probe.
+func trigramQuery(probe string) string {
 	rs := []rune(probe)
 	seen := map[string]bool{}
 	var tokens []string
@@ -207,7 +213,7 @@ func sqliteSearch(a *Args, probe string) string {
 		seen[tri] = true
 		tokens = append(tokens, `"`+strings.ReplaceAll(tri, `"`, `""`)+`"`)
 	}
-	return "rowid IN (SELECT rowid FROM findings_search WHERE findings_search MATCH " + a.Add(strings.Join(tokens, " AND ")) + ")"
+	return strings.Join(tokens, " AND ")
 }
 
 // SearchText is the one text per finding that PostgreSQL's trigram index

@@ -33,14 +33,13 @@ func Walkable(q store.FindingQuery) bool {
 }
 
 // SearchCandidates renders a count of the findings, of every tenant, that
-// the trigram index finds for q's search, stopping at limit: what tells a
-// common text from a rare one for the price of at most limit index
-// entries. Only for a dialect with a SearchIndex.
-func SearchCandidates(d Dialect, q store.FindingQuery, limit int) Statement {
-	a := NewArgs(d)
-	cond := d.SearchIndex(a, SearchProbe(q.Search))
-	return Statement{SQL: `SELECT count(*) FROM (SELECT 1 FROM findings WHERE ` + cond + ` LIMIT ` + strconv.Itoa(limit) + `) AS candidates`,
-		Args: a.Vals}
+// SQLite's trigram index finds for q's search, stopping at limit: what
+// tells a common text from a rare one for the price of at most limit
+// index entries. It reads the index alone: through findings, SQLite would
+// first collect every candidate for the IN list.
+func SearchCandidates(q store.FindingQuery, limit int) Statement {
+	return Statement{SQL: `SELECT count(*) FROM (SELECT 1 FROM findings_search WHERE findings_search MATCH ?1 LIMIT ` +
+		strconv.Itoa(limit) + `) AS candidates`, Args: []any{trigramQuery(SearchProbe(q.Search))}}
 }
 
 // walkedColumns are the columns a walk hands on: every column a filter,
