@@ -62,6 +62,18 @@ func TestQueryPlans(t *testing.T) {
 			set(t, conn, "cpu_index_tuple_cost", "1")
 			defer set(t, conn, "cpu_index_tuple_cost", "DEFAULT")
 		}
+		// A deep numbered page seeks to a key a subquery reads, a bound
+		// the planner cannot see and takes for a third of the table: on
+		// ten million findings it counted the keys before it with
+		// parallel workers. Here workers are made to cost nothing, as on
+		// a table large enough to want them, so that such a plan shows
+		// its Gather, which PlanProblems fails.
+		if strings.HasPrefix(st.SQL, "WITH last AS") {
+			for _, name := range []string{"parallel_setup_cost", "parallel_tuple_cost", "min_parallel_index_scan_size", "min_parallel_table_scan_size"} {
+				set(t, conn, name, "0")
+				defer set(t, conn, name, "DEFAULT")
+			}
+		}
 		rows, err := conn.Query(ctx, "EXPLAIN "+st.SQL, st.Args...)
 		if err != nil {
 			t.Fatalf("explain %s: %v", st.SQL, err)

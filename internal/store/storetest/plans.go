@@ -179,6 +179,12 @@ func PlanProblems(s QueryShape, page bool, plan []string) []string {
 		}
 		problems = append(problems, "does not seek the index to the page's first finding (no bound on "+col+" in the index condition of the rows read)")
 	}
+	// PostgreSQL plans parallel workers for what it expects to read much
+	// of: a page or count of a bounded number of findings never needs
+	// them, and their start alone costs more than such a read.
+	if regexp.MustCompile(`(?m)^\s*(->\s*)?Gather\b`).MatchString(text) {
+		problems = append(problems, "reads with parallel workers (Gather): the planner expects to read a large share of the findings")
+	}
 	return problems
 }
 
