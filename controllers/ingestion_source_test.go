@@ -208,8 +208,13 @@ func TestDeclaredSourceImportsOnce(t *testing.T) {
 			if srv.hits.Load() != hits {
 				t.Errorf("the URL was fetched again after re-apply (%d GETs, want %d)", srv.hits.Load(), hits)
 			}
-			if tc.name == "url with a CA bundle" && hits-hitsBefore != 1 {
-				t.Errorf("the URL was fetched %d times, want once", hits-hitsBefore)
+			// The report is read once, and again only when the status
+			// write that records its stored copy lost a race with another
+			// writer of the Ingestion: that copy is dropped and the next
+			// reconcile reads the source again (fetch). Never more, and
+			// never once the run has used a copy (checked above).
+			if tc.name == "url with a CA bundle" && (hits-hitsBefore < 1 || hits-hitsBefore > 2) {
+				t.Errorf("the URL was fetched %d times, want once (twice if the first copy could not be recorded)", hits-hitsBefore)
 			}
 			if n := findingCount(t, st, ns); n != 3 {
 				t.Errorf("findings after re-apply = %d, want 3", n)
