@@ -23,30 +23,32 @@ func TestQueryPlans(t *testing.T) {
 	}
 	defer s.Close()
 	storetest.WritePlanFindings(t, s)
-	explain := func(t *testing.T, st engine.Statement) []string {
-		t.Helper()
-		rows, err := s.r.QueryContext(ctx, "EXPLAIN QUERY PLAN "+st.SQL, st.Args...)
-		if err != nil {
-			t.Fatalf("explain %s: %v", st.SQL, err)
-		}
-		defer rows.Close()
-		// Each line is indented by its depth in the plan's tree, as
-		// PostgreSQL's are, so that a rule can tell what a node belongs to.
-		var plan []string
-		depth := map[int]int{}
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			depth[id] = depth[parent] + 1
-			plan = append(plan, strings.Repeat("  ", depth[id]-1)+detail)
-		}
-		if err := rows.Err(); err != nil {
+	storetest.CheckPlans(t, s, engine.SQLite, func(t *testing.T, st engine.Statement) []string { return explainPlan(t, s, st) })
+}
+
+// explainPlan returns SQLite's plan of st, a line per node, each indented
+// by its depth in the plan's tree, as PostgreSQL's are, so that a rule can
+// tell what a node belongs to.
+func explainPlan(t *testing.T, s *Store, st engine.Statement) []string {
+	t.Helper()
+	rows, err := s.r.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+st.SQL, st.Args...)
+	if err != nil {
+		t.Fatalf("explain %s: %v", st.SQL, err)
+	}
+	defer rows.Close()
+	var plan []string
+	depth := map[int]int{}
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
 			t.Fatal(err)
 		}
-		return plan
+		depth[id] = depth[parent] + 1
+		plan = append(plan, strings.Repeat("  ", depth[id]-1)+detail)
 	}
-	storetest.CheckPlans(t, s, engine.SQLite, explain)
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return plan
 }
