@@ -121,4 +121,58 @@ func TestFindingsPaginationCount(t *testing.T) {
 			}
 		})
 	}
+
+	// Grouped counts are exact but for a search, which stops at
+	// SearchCountsLimit+1 matches: then total and every group are lower
+	// bounds, and say so.
+	bySeverity := map[string]int{}
+	for _, f := range fs {
+		bySeverity[f.Severity]++
+	}
+	for _, tc := range []struct {
+		name, query string
+		total       int
+		estimated   bool
+	}{
+		{name: "no filter", query: "group_by=severity", total: n},
+		{name: "a scan, past the search's limit but exact", query: "group_by=severity&filter[scan]=scan-a", total: match(func(i int) bool { return i%2 == 0 })},
+		{name: "a rare search", query: "group_by=severity&" + rare, total: rareCount},
+		{name: "a common search", query: "group_by=severity&filter[search]=finding", total: webhook.SearchCountsLimit + 1, estimated: true},
+	} {
+		t.Run("counts, "+tc.name, func(t *testing.T) {
+			r := a.get("/api/v1/findings/counts", tc.query)
+			if r.status != http.StatusOK {
+				t.Fatalf("GET counts?%s: %s", tc.query, r)
+			}
+			var d struct {
+				Data []struct {
+					Attributes struct {
+						Severity string `json:"severity"`
+						Count    int    `json:"count"`
+					} `json:"attributes"`
+				} `json:"data"`
+				Meta struct {
+					Total          int   `json:"total"`
+					CountEstimated *bool `json:"count_estimated"`
+				} `json:"meta"`
+			}
+			decode(t, r, &d)
+			sum := 0
+			for _, g := range d.Data {
+				sum += g.Attributes.Count
+				if g.Attributes.Count > bySeverity[g.Attributes.Severity] {
+					t.Errorf("severity %q counts %d of its %d findings", g.Attributes.Severity, g.Attributes.Count, bySeverity[g.Attributes.Severity])
+				}
+			}
+			if d.Meta.Total != tc.total || sum != tc.total {
+				t.Errorf("meta.total %d, groups sum to %d; want %d", d.Meta.Total, sum, tc.total)
+			}
+			switch {
+			case tc.estimated && (d.Meta.CountEstimated == nil || !*d.Meta.CountEstimated):
+				t.Errorf("meta.count_estimated = %v, want true", d.Meta.CountEstimated)
+			case !tc.estimated && d.Meta.CountEstimated != nil:
+				t.Errorf("meta.count_estimated = %v on exact counts, want it left out", *d.Meta.CountEstimated)
+			}
+		})
+	}
 }

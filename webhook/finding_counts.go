@@ -66,6 +66,9 @@ func (s *Server) countFindingsOf(w http.ResponseWriter, r *http.Request, latest 
 		return aerr
 	}
 	fq.Latest = latest
+	if fq.Search != "" {
+		fq.CountLimit = SearchCountsLimit
+	}
 	groups, err := s.Store.FindingCounts(r.Context(), p.Tenant, fq, by)
 	if errors.Is(err, store.ErrInvalidArgument) {
 		return errorf(400, CodeInvalid, "%v", err).parameter("group_by")
@@ -88,6 +91,7 @@ func (s *Server) countFindingsOf(w http.ResponseWriter, r *http.Request, latest 
 		attrs["count"] = g.Count
 		data = append(data, resource{Type: "finding-counts", ID: strings.Join(id, "&"), Attributes: attrs})
 	}
-	writeJSON(w, http.StatusOK, document{Data: data, Meta: meta{Version: APIVersion, Total: &total, GroupBy: by}})
+	writeJSON(w, http.StatusOK, document{Data: data, Meta: meta{Version: APIVersion, Total: &total, GroupBy: by,
+		CountEstimated: fq.CountLimit > 0 && total > fq.CountLimit}})
 	return nil
 }

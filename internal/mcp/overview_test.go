@@ -295,4 +295,53 @@ func TestOverviewAndCatalogueRequests(t *testing.T) {
 			t.Errorf("first check %q", got.Checks[0].CheckID)
 		}
 	})
+
+	// A search the API counts only in part: more than 1,000 matches. The
+	// catalogue says so, and its counts stay within the truth.
+	t.Run("check catalogue of a common search", func(t *testing.T) {
+		var bulk []store.Finding
+		for i := range 1100 {
+			bulk = append(bulk, store.Finding{UID: fmt.Sprintf("bulk-%d", i), ScanID: "bulk-scan", CheckID: fmt.Sprintf("bulk_check_%d", i%3),
+				Severity: "low", SeverityID: 2, StatusCode: codes[i%3], ProviderType: "aws", ProviderUID: "333333333333",
+				Time: time.Now(), Raw: []byte(`{}`)})
+		}
+		if err := env.Store.StartRun(ctx, env.Tenant, "bulk", 1, len(bulk)); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.Store.WriteBatch(ctx, env.Tenant, "bulk", 1, store.Batch{Findings: bulk}); err != nil {
+			t.Fatal(err)
+		}
+		type catalogue struct {
+			Checks []struct {
+				CheckID  string `json:"check_id"`
+				Findings int    `json:"findings"`
+			} `json:"checks"`
+			Matched    int    `json:"findings_matched"`
+			Complete   bool   `json:"complete"`
+			LowerBound bool   `json:"findings_matched_is_lower_bound"`
+			Note       string `json:"note"`
+		}
+		for _, tc := range []struct {
+			search   string
+			matched  int
+			complete bool
+		}{
+			{"bulk-", 1001, false}, // 1,100 match: the first 1,001 found are counted
+			{"bulk-10", 111, true}, // bulk-10, bulk-100..109, bulk-1000..1099
+		} {
+			var got catalogue
+			call(t, "list_check_ids", map[string]any{"search": tc.search}, &got)
+			sum := 0
+			for _, c := range got.Checks {
+				sum += c.Findings
+				if !strings.HasPrefix(c.CheckID, "bulk_check_") || c.Findings > 1100/3+1 {
+					t.Errorf("search %q: check %q with %d findings", tc.search, c.CheckID, c.Findings)
+				}
+			}
+			if got.Matched != tc.matched || sum != tc.matched || got.Complete != tc.complete || got.LowerBound == tc.complete ||
+				(got.Note == "") == !tc.complete {
+				t.Errorf("search %q: %+v; want %d findings matched, complete %v, and a note only when incomplete", tc.search, got, tc.matched, tc.complete)
+			}
+		}
+	})
 }

@@ -443,7 +443,8 @@ func (s *Server) registerPlatformTools() {
 		Name:  "list_check_ids",
 		Title: "Catalogue of checks seen",
 		Description: "Lists the check ids (metadata.event_code) seen in the tenant's findings, with severity and how many findings " +
-			"and failing findings each has, counted over all matching findings. search_findings with check_id gives a check's title and findings.",
+			"and failing findings each has, counted over all matching findings; with a search that matches more than 1,000 findings, over the first 1,001 found " +
+			"(complete is then false). search_findings with check_id gives a check's title and findings.",
 		InputSchema: inputSchema[listCheckIDsIn](nil),
 	}, true, func(ctx context.Context, c *caller, in listCheckIDsIn) (any, error) {
 		return c.checkCatalogue(ctx, in)
@@ -570,14 +571,16 @@ func findingsPath(history bool) string {
 
 // findingCounts asks the API for the findings matching q grouped by the
 // dimensions by, in one request; each group is its values, in by's order,
-// and its count.
-func (c *caller) findingCounts(ctx context.Context, q url.Values, by ...string) ([]findingGroup, error) {
+// and its count. lowerBounds is the API's meta.count_estimated: a search's
+// counts stop at the first 1,001 matches, and each count is then a lower
+// bound.
+func (c *caller) findingCounts(ctx context.Context, q url.Values, by ...string) (groups []findingGroup, lowerBounds bool, err error) {
 	return c.findingCountsOf(ctx, restapi.PathFindings, q, by...)
 }
 
 // findingCountsOf is findingCounts over the findings list at path (see
 // findingsPath).
-func (c *caller) findingCountsOf(ctx context.Context, path string, q url.Values, by ...string) ([]findingGroup, error) {
+func (c *caller) findingCountsOf(ctx context.Context, path string, q url.Values, by ...string) ([]findingGroup, bool, error) {
 	q2 := url.Values{}
 	for k, v := range q {
 		q2[k] = v
@@ -585,17 +588,17 @@ func (c *caller) findingCountsOf(ctx context.Context, path string, q url.Values,
 	q2.Set("group_by", strings.Join(by, ","))
 	doc, err := c.s.api.get(ctx, c.authz, path+"/counts", q2)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	rs, err := restapi.Resources[restapi.FindingCount](doc)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	out := make([]findingGroup, 0, len(rs))
 	for _, r := range rs {
 		// Every group counts at least one finding: 0 is a missing count.
 		if r.Attributes.Count < 1 {
-			return nil, fmt.Errorf("the API's finding counts carry no count in group %q", r.ID)
+			return nil, false, fmt.Errorf("the API's finding counts carry no count in group %q", r.ID)
 		}
 		g := findingGroup{values: map[string]string{}, count: r.Attributes.Count}
 		for _, d := range by {
@@ -603,7 +606,7 @@ func (c *caller) findingCountsOf(ctx context.Context, path string, q url.Values,
 		}
 		out = append(out, g)
 	}
-	return out, nil
+	return out, doc.Meta.CountEstimated, nil
 }
 
 type findingGroup struct {
@@ -634,7 +637,9 @@ func (c *caller) overview(ctx context.Context, in overviewIn) (any, error) {
 	base.set("filter[check_id]", in.CheckID)
 
 	history := in.History || in.Scan != ""
-	groups, err := c.findingCountsOf(ctx, findingsPath(history), url.Values(base), "severity", "status_code", "provider_type", "provider_uid")
+	// No search: every count comes from the finding summary or a scan's
+	// findings, exact.
+	groups, _, err := c.findingCountsOf(ctx, findingsPath(history), url.Values(base), "severity", "status_code", "provider_type", "provider_uid")
 	if err != nil {
 		return nil, err
 	}
@@ -733,7 +738,7 @@ func (c *caller) checkCatalogue(ctx context.Context, in listCheckIDsIn) (any, er
 	q.set("filter[provider_type]", strings.ToLower(in.ProviderType))
 	q.set("filter[scan]", in.Scan)
 	q.set("filter[search]", in.Search)
-	groups, err := c.findingCounts(ctx, url.Values(q), "check_id", "severity", "status_code")
+	groups, partial, err := c.findingCounts(ctx, url.Values(q), "check_id", "severity", "status_code")
 	if err != nil {
 		return nil, err
 	}
@@ -769,11 +774,17 @@ func (c *caller) checkCatalogue(ctx context.Context, in listCheckIDsIn) (any, er
 		}
 		total += g.count
 	}
-	return map[string]any{
+	out := map[string]any{
 		"checks":           checks,
 		"distinct_checks":  len(checks),
 		"findings_matched": total,
-		"complete":         true,
+		"complete":         !partial,
 		"next":             "search_findings with check_id gives a check's findings, title and resources",
-	}, nil
+	}
+	if partial {
+		out["findings_matched_is_lower_bound"] = true
+		out["note"] = fmt.Sprintf("the search matches more than %d findings; the checks and counts are those of the first %d matches found, "+
+			"so a check may be missing and every count is a lower bound: give provider_type, scan or a longer search text to narrow it", total-1, total)
+	}
+	return out, nil
 }

@@ -55,6 +55,10 @@ type Meta struct {
 	// the dimensions of each group.
 	Total   *int     `json:"total,omitempty"`
 	GroupBy []string `json:"group_by,omitempty"`
+	// CountEstimated, on findings counts, says Total and every group's
+	// count are lower bounds: a search's counts stop at 1,001 matches
+	// (webhook.SearchCountsLimit + 1). Left out when they are exact.
+	CountEstimated bool `json:"count_estimated,omitempty"`
 }
 
 // Pagination is meta.pagination. Page is 0, and left out, on a page

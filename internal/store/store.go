@@ -118,7 +118,8 @@ type Store interface {
 	// page are ignored) grouped by one or more of the CountDimensions, and
 	// returns the groups ordered by their values. When q.Summarized() it
 	// reads the finding summary, whose size is the number of groups, not of
-	// findings; otherwise it groups the matching findings. An unknown or repeated
+	// findings; otherwise it groups the matching findings, the first
+	// q.CountLimit+1 found when q.CountLimit is set. An unknown or repeated
 	// dimension, or none, is ErrInvalidArgument.
 	FindingCounts(ctx context.Context, tenant string, q FindingQuery, by []string) ([]FindingGroup, error)
 
@@ -275,10 +276,11 @@ type FindingQuery struct {
 	Page   Page     // Number from 1; Size 0 means 10
 	// After continues a listing after this position (see ListFindings).
 	After *FindingKey
-	// CountLimit, when above 0, bounds the count ListFindings makes when
-	// the summary cannot answer it (see Summarized): it stops at
-	// CountLimit+1 matching findings, so a count above CountLimit is a
-	// lower bound. 0 counts every match.
+	// CountLimit, when above 0, bounds the counting that ListFindings and
+	// FindingCounts do when the summary cannot answer (see Summarized):
+	// they stop at CountLimit+1 matching findings, so a count above
+	// CountLimit is a lower bound, and so is each group of counts whose
+	// sum is. 0 counts every match.
 	CountLimit int
 }
 

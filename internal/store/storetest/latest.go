@@ -131,4 +131,17 @@ func testLatest(t *testing.T, s store.Store) {
 	if !slices.EqualFunc(groups, want, func(a, b store.FindingGroup) bool { return a.Count == b.Count && slices.Equal(a.Values, b.Values) }) {
 		t.Errorf("FindingCounts latest by provider_type, severity: got %v, want %v", groups, want)
 	}
+	// A count limit stops there too: 3 of the 6, each group within its own.
+	groups, err = s.FindingCounts(ctx, tenantA, store.FindingQuery{Latest: true, CountLimit: 2}, []string{"provider_type", "severity"})
+	must(t, err, "FindingCounts latest, limited")
+	sum := 0
+	for _, g := range groups {
+		sum += g.Count
+		if i := slices.IndexFunc(want, func(w store.FindingGroup) bool { return slices.Equal(w.Values, g.Values) }); i < 0 || g.Count > want[i].Count {
+			t.Errorf("FindingCounts latest, limited to 2: group %v counts %d, not among %v", g.Values, g.Count, want)
+		}
+	}
+	if sum != 3 {
+		t.Errorf("FindingCounts latest, limited to 2: %v counts %d findings, want 3", groups, sum)
+	}
 }

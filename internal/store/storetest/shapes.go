@@ -26,6 +26,10 @@ var apiDefaultSort = []string{"-inserted_at"}
 // apiCountLimit is webhook.CountLimit, which this package cannot import.
 const apiCountLimit = 10_100
 
+// apiSearchCountsLimit is webhook.SearchCountsLimit: grouped counts with a
+// search group at most this many matches plus one.
+const apiSearchCountsLimit = 1_000
+
 // apiSearchCountLimit is the count limit of a listing with a search, as
 // webhook's searchCountLimit sets it: the end of the page after p.
 func apiSearchCountLimit(p store.Page) int {
@@ -102,6 +106,7 @@ func QueryShapes() []QueryShape {
 		{Name: "search, a whole resource uid", Query: store.FindingQuery{Sort: apiDefaultSort, Search: "arn:aws:s3:::bucket-1271"}},
 		{Name: "overview counts", By: []string{"severity", "status_code", "provider_type", "provider_uid"}},
 		{Name: "counts by check, failing", By: []string{"check_id"}, Query: store.FindingQuery{StatusCode: []string{"FAIL"}}},
+		{Name: "counts by check, search", By: []string{"check_id"}, Query: store.FindingQuery{Search: "bucket"}},
 	}
 	for _, key := range []string{"time", "severity_id", "inserted_at", "check_id", "uid"} {
 		for _, k := range []string{key, "-" + key} {
@@ -114,12 +119,18 @@ func QueryShapes() []QueryShape {
 		shapes = append(shapes, l)
 	}
 	// The API bounds the count of every listing (webhook.CountLimit, and
-	// for a search the end of the next page); only those the summary cannot
+	// for a search the end of the next page), and grouped counts with a
+	// search (webhook.SearchCountsLimit); only those the summary cannot
 	// count use the bound.
 	for i := range shapes {
-		shapes[i].Query.CountLimit = apiCountLimit
-		if shapes[i].Query.Search != "" {
-			shapes[i].Query.CountLimit = apiSearchCountLimit(shapes[i].Query.Page)
+		switch q := &shapes[i].Query; {
+		case shapes[i].By != nil && q.Search != "":
+			q.CountLimit = apiSearchCountsLimit
+		case shapes[i].By != nil:
+		case q.Search != "":
+			q.CountLimit = apiSearchCountLimit(q.Page)
+		default:
+			q.CountLimit = apiCountLimit
 		}
 	}
 	for _, d := range store.CountDimensions {

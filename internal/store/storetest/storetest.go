@@ -1473,6 +1473,10 @@ func testFindingCounts(t *testing.T, s store.Store) {
 		{by: []string{"provider_uid", "status_code"}, q: store.FindingQuery{Region: "eu-west-1", ScanID: "scan-1"}},
 		{by: []string{"check_id"}, q: store.FindingQuery{Search: "bucket", Severity: []string{"LOW", "high"}}},
 		{by: []string{"region"}, q: store.FindingQuery{CheckID: "none-such"}},
+		// A search's counts stop at CountLimit+1 matches; under the limit
+		// they are exact, past it every group is a lower bound.
+		{by: []string{"check_id", "status_code"}, q: store.FindingQuery{Search: "bucket", CountLimit: 2}},
+		{by: []string{"check_id"}, q: store.FindingQuery{Search: "bucket", CountLimit: 1000}},
 	} {
 		counts := map[string]int{}
 		for _, f := range reference(fs, nil, tc.q) {
@@ -1492,6 +1496,19 @@ func testFindingCounts(t *testing.T, s store.Store) {
 		}
 		got, err := s.FindingCounts(ctx, tenantA, tc.q, tc.by)
 		must(t, err, fmt.Sprintf("FindingCounts(%v, %+v)", tc.by, tc.q))
+		if limit := tc.q.CountLimit; limit > 0 && len(reference(fs, nil, tc.q)) > limit {
+			sum := 0
+			for _, g := range got {
+				sum += g.Count
+				if n := counts[strings.Join(g.Values, "|")]; g.Count > n {
+					t.Errorf("FindingCounts(%v, %+v): group %v counts %d, more than its %d findings", tc.by, tc.q, g.Values, g.Count, n)
+				}
+			}
+			if sum != limit+1 {
+				t.Errorf("FindingCounts(%v, %+v): the groups count %d findings of %d matching, want the first %d", tc.by, tc.q, sum, len(reference(fs, nil, tc.q)), limit+1)
+			}
+			continue
+		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("FindingCounts(%v, %+v):\n got %v\nwant %v", tc.by, tc.q, got, want)
 		}

@@ -770,6 +770,13 @@ func FindingCountsScan(d Dialect, tenant string, q store.FindingQuery, by []stri
 		// GROUP BY order that makes it read every row.
 		from += d.IndexedBy("findings_facets")
 	}
+	if q.CountLimit > 0 && !q.Summarized() {
+		// Only the first CountLimit+1 matches found are grouped: the caller
+		// reports the groups as lower bounds when their sum passes the
+		// limit, as a listing does its count.
+		return Statement{SQL: `SELECT ` + cols + `, count(*) FROM (SELECT ` + cols + ` FROM ` + from + ` WHERE ` + where +
+			` LIMIT ` + a.Add(q.CountLimit+1) + `) AS matching GROUP BY ` + cols + ` ORDER BY ` + cols, Args: a.Vals}, nil
+	}
 	return Statement{SQL: `SELECT ` + cols + `, count(*) FROM ` + from + ` WHERE ` + where + ` GROUP BY ` + cols + ` ORDER BY ` + cols,
 		Args: a.Vals}, nil
 }
