@@ -26,7 +26,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/testenv"
+	"github.com/posture-dev/posture/webhook"
 )
 
 // The web UI is tested in a real Chromium (Debian's, installed by
@@ -826,6 +828,81 @@ func TestWebUI(t *testing.T) {
 		p.waitText("#import-state", "Import completed: 7 records, 7 processed, 4 invalid")
 		if n := p.sent(http.MethodPost, "/api/v1/ingestions"); n != 1 {
 			t.Errorf("%d uploads, want 1: Retry status must not upload again", n)
+		}
+	})
+
+	// Last: it adds 10,100 findings the subtests above do not expect.
+	t.Run("Next reads past the numbered pages by cursor, and Previous walks back", func(t *testing.T) {
+		ctx := context.Background()
+		tenant := te.tenants["demo"].Name
+		var fs []store.Finding
+		for i := range 10_100 {
+			fs = append(fs, store.Finding{UID: fmt.Sprintf("deep-%05d", i), ScanID: "deep-scan", CheckID: "deep_check", Title: fmt.Sprintf("Deep %05d", i),
+				Severity: "low", SeverityID: 2, StatusCode: "PASS", ProviderType: "aws", ProviderUID: "123456789012",
+				Time: time.Now(), Raw: []byte(`{}`)})
+		}
+		if err := te.env.Store.StartRun(ctx, tenant, "deep", 1, len(fs)); err != nil {
+			t.Fatal(err)
+		}
+		if err := te.env.Store.WriteBatch(ctx, tenant, "deep", 1, store.Batch{Findings: fs}); err != nil {
+			t.Fatal(err)
+		}
+		p := b.page(t)
+		p.signIn(admin, te.pw[admin])
+		p.do(chromedp.Navigate(b.base+"/#/findings"), chromedp.WaitVisible(chromedp.ID("findings-view")))
+		p.waitText("#findings-pager span", "Page 1 of ")
+		sort, _ := p.eval(`document.querySelector('#findings-filters').elements.sort.value`).(string)
+		direct := te.as(t, te.key("demo-admin"))
+		numbered := direct.list("/api/v1/findings", queryOf("page[size]", "20", "page[number]", "501", "sort", sort))
+		if numbered.Links.Next == nil || (numbered.Meta.Pagination.Pages-1)*20 <= webhook.MaxPageOffset {
+			t.Fatalf("%d pages of 20: the test would not reach past page[number]'s depth", numbered.Meta.Pagination.Pages)
+		}
+		next, err := url.Parse(*numbered.Links.Next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byCursor := direct.list("/api/v1/findings", next.RawQuery)
+		shown := `[...document.querySelectorAll('#findings-table tbody a')].map(a => decodeURIComponent(a.hash.slice('#/findings/'.length))).join(' ')`
+		step := func(dir string, times int) string {
+			t.Helper()
+			v, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](`(async () => {
+				const span = document.querySelector('#findings-pager span');
+				const button = document.querySelector('#findings-pager [data-step="`+dir+`"]');
+				for (let i = 0; i < `+strconv.Itoa(times)+`; i++) {
+					const before = span.textContent, start = Date.now();
+					if (button.disabled) return 'disabled at ' + before;
+					button.click();
+					while (span.textContent === before) {
+						if (Date.now() - start > 10000) return 'stuck at ' + before;
+						await new Promise((r) => setTimeout(r, 2));
+					}
+				}
+				return span.textContent;
+			})()`, chromedp.EvalAwaitPromise))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+		pages := numbered.Meta.Pagination.Pages
+		for _, tc := range []struct {
+			dir   string
+			times int
+			page  int
+			want  listDoc
+		}{
+			{"1", 500, 501, numbered},
+			{"1", 1, 502, byCursor},  // past the depth: links.next of page 501
+			{"-1", 1, 501, numbered}, // back within it: page[number]
+			{"1", 1, 502, byCursor},  // and forward again with the cursor kept
+		} {
+			got := step(tc.dir, tc.times)
+			if want := fmt.Sprintf("Page %d of %d", tc.page, pages); got != want {
+				t.Fatalf("pager %q, want %q; message %q", got, want, p.text("#findings-message"))
+			}
+			if rows, _ := p.eval(shown).(string); rows != strings.Join(tc.want.ids(), " ") {
+				t.Errorf("page %d lists %s, want the API's %v", tc.page, rows, tc.want.ids())
+			}
 		}
 	})
 }

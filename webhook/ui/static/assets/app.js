@@ -12,7 +12,8 @@ const listState = {
   jobs: { page: 1, pages: 1 },
   scans: { page: 1, pages: 1 },
   errors: { page: 1, pages: 1 },
-  findings: { page: 1, pages: 1 },
+  // cursors[n] is page n's page[cursor], from links.next of page n - 1.
+  findings: { page: 1, pages: 1, cursors: {} },
   providers: { page: 1, pages: 1 },
 };
 
@@ -289,9 +290,25 @@ async function loadErrors(id) {
 
 // ---- findings --------------------------------------------------------------
 
+// The API numbers pages of findings only to 10,000 findings deep (a deeper
+// page[number] is refused, pointing to links.next): a page past that is read
+// by the cursor of the page before it, so Next keeps working at any depth and
+// Previous walks back over the cursors kept.
+const FINDINGS_PAGE_SIZE = 20;
+const MAX_PAGE_OFFSET = 10000;
+
+function resetFindingsPages() {
+  listState.findings.page = 1;
+  listState.findings.cursors = {};
+}
+
 async function loadFindings() {
   const form = $('findings-filters');
-  const q = new URLSearchParams({ 'page[number]': listState.findings.page, 'page[size]': 20, sort: form.elements.sort.value });
+  const st = listState.findings;
+  const q = new URLSearchParams({ 'page[size]': FINDINGS_PAGE_SIZE, sort: form.elements.sort.value });
+  const cursor = (st.page - 1) * FINDINGS_PAGE_SIZE > MAX_PAGE_OFFSET && st.cursors[st.page];
+  if (cursor) q.set('page[cursor]', cursor);
+  else q.set('page[number]', st.page);
   for (const name of ['severity', 'status_code', 'provider_type', 'check_id', 'region', 'scan', 'ingestion', 'search']) {
     const v = form.elements[name].value.trim();
     if (v) q.set('filter[' + name + ']', v);
@@ -307,6 +324,8 @@ async function loadFindings() {
     return;
   }
   const pg = doc.meta.pagination || { count: doc.data.length, pages: 1 };
+  const next = doc.links && doc.links.next;
+  if (next) st.cursors[st.page + 1] = new URL(next, location.href).searchParams.get('page[cursor]');
   // A search is counted only to the end of the next page: past it count
   // is a lower bound (one more than the findings counted so far).
   $('findings-message').textContent = pg.count_estimated
@@ -324,7 +343,9 @@ async function loadFindings() {
     tr.append(sev, el('td', a.status_code), el('td', a.check_id), title, el('td', a.region), el('td', a.resource_uid), el('td', when(a.time)));
     return tr;
   }));
-  pager('findings-pager', listState.findings, pg.pages, loadFindings, pg.count_estimated);
+  // A page reached by cursor counts from the first page: a search's count
+  // then stops short of it, and a next page is known from links.next.
+  pager('findings-pager', st, Math.max(pg.pages, st.page + (next ? 1 : 0)), loadFindings, pg.count_estimated);
 }
 
 // loadOverview draws counts as bars, each group's count as
@@ -391,12 +412,12 @@ async function loadOverview() {
 
 $('findings-filters').addEventListener('submit', (ev) => {
   ev.preventDefault();
-  listState.findings.page = 1;
+  resetFindingsPages();
   loadFindings();
 });
 $('findings-filters').addEventListener('change', (ev) => {
   if (ev.target.tagName === 'SELECT') {
-    listState.findings.page = 1;
+    resetFindingsPages();
     loadFindings();
   }
 });
