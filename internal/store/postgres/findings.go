@@ -333,10 +333,6 @@ func (s *Store) ListFindings(ctx context.Context, tenant string, q store.Finding
 	if err != nil {
 		return nil, 0, err
 	}
-	var total int
-	if err := s.pool.QueryRow(ctx, count.SQL, count.Args...).Scan(&total); err != nil {
-		return nil, 0, fmt.Errorf("postgres: count findings: %w", err)
-	}
 	rows, err := s.pool.Query(ctx, page.SQL, page.Args...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("postgres: list findings: %w", err)
@@ -352,6 +348,12 @@ func (s *Store) ListFindings(ctx context.Context, tenant string, q store.Finding
 	}
 	if err := rows.Err(); err != nil {
 		return nil, 0, fmt.Errorf("postgres: list findings: %w", err)
+	}
+	total, known := engine.ShortPageCount(q, len(out))
+	if !known {
+		if err := s.pool.QueryRow(ctx, count.SQL, count.Args...).Scan(&total); err != nil {
+			return nil, 0, fmt.Errorf("postgres: count findings: %w", err)
+		}
 	}
 	return out, total, nil
 }

@@ -216,7 +216,7 @@ func (s *Store) ListFindings(ctx context.Context, tenant string, q store.Finding
 		return nil, 0, err
 	}
 	if !common {
-		return s.listFindings(ctx, count, page)
+		return s.listFindings(ctx, q, count, page)
 	}
 	return s.listByWalk(ctx, tenant, q, walk, count, page)
 }
@@ -290,14 +290,16 @@ func (s *Store) commonSearch(ctx context.Context, tenant string, q store.Finding
 	return walkSpread * threshold, candidates >= threshold, nil
 }
 
-func (s *Store) listFindings(ctx context.Context, count, page engine.Statement) ([]store.Finding, int, error) {
-	total, err := s.countFindings(ctx, count)
-	if err != nil {
-		return nil, 0, err
-	}
+func (s *Store) listFindings(ctx context.Context, q store.FindingQuery, count, page engine.Statement) ([]store.Finding, int, error) {
 	rows, err := s.findingRows(ctx, page)
 	if err != nil {
 		return nil, 0, err
+	}
+	total, known := engine.ShortPageCount(q, len(rows))
+	if !known {
+		if total, err = s.countFindings(ctx, count); err != nil {
+			return nil, 0, err
+		}
 	}
 	return rows, total, nil
 }

@@ -64,7 +64,7 @@ func lookup(t *testing.T, s *Store, q store.FindingQuery) ([]store.Finding, int)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, n, err := s.listFindings(context.Background(), count, page)
+	rows, n, err := s.listFindings(context.Background(), q, count, page)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -522,6 +522,24 @@ type Statement struct {
 	Args []any
 }
 
+// ShortPageCount is the count a numbered page of rows findings already
+// tells: a page shorter than its size (and not empty past the first) is the
+// last, so offset + rows findings match, which is what the count statement
+// would answer, exactly, under a count limit past them (the API's limits
+// never end before the requested page). The stores then leave that statement out: for
+// a rare search it repeats the trigram index's lookup, half the request. A
+// page reached by cursor counts from the first page, which it does not see.
+func ShortPageCount(q store.FindingQuery, rows int) (count int, known bool) {
+	if q.After != nil {
+		return 0, false
+	}
+	limit, offset := Limit(q.Page)
+	if rows >= limit || (rows == 0 && offset > 0) || (q.CountLimit > 0 && offset+rows > q.CountLimit) {
+		return 0, false
+	}
+	return offset + rows, true
+}
+
 // FindingList renders the two statements of ListFindings: the count of
 // matching findings and the page. Both engines issue exactly these, and the
 // query plan tests explain exactly these.

@@ -99,3 +99,30 @@ func trigrams(s string) []string {
 	slices.Sort(out)
 	return slices.Compact(out)
 }
+
+func TestShortPageCount(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		q     store.FindingQuery
+		rows  int
+		count int
+		known bool
+	}{
+		{"a short first page is all", store.FindingQuery{Page: store.Page{Number: 1, Size: 10}}, 3, 3, true},
+		{"an empty first page: none", store.FindingQuery{Page: store.Page{Number: 1, Size: 10}}, 0, 0, true},
+		{"a short third page follows two full ones", store.FindingQuery{Page: store.Page{Number: 3, Size: 10}}, 4, 24, true},
+		{"the store's default size", store.FindingQuery{}, 9, 9, true},
+		{"a full page may have more after it", store.FindingQuery{Page: store.Page{Number: 1, Size: 10}}, 10, 0, false},
+		{"an empty page past the first: the end is before it", store.FindingQuery{Page: store.Page{Number: 4, Size: 10}}, 0, 0, false},
+		{"a cursor page counts from the first page", store.FindingQuery{Page: store.Page{Size: 10}, After: &store.FindingKey{}}, 3, 0, false},
+		{"a count limit short of the page decides", store.FindingQuery{Page: store.Page{Number: 3, Size: 10}, CountLimit: 20}, 4, 0, false},
+		{"a count limit past the page does not", store.FindingQuery{Page: store.Page{Number: 3, Size: 10}, CountLimit: 40}, 4, 24, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			count, known := ShortPageCount(tc.q, tc.rows)
+			if count != tc.count || known != tc.known {
+				t.Errorf("ShortPageCount(%+v, %d) = %d, %v; want %d, %v", tc.q, tc.rows, count, known, tc.count, tc.known)
+			}
+		})
+	}
+}
