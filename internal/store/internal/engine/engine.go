@@ -174,6 +174,14 @@ type Dialect struct {
 	// is steered with it (see ownInsertionOrder); SQLite's is named the
 	// index instead (IndexedBy).
 	Unindexed func(col string) string
+	// Unestimated, when set, renders a condition so that the planner does
+	// not estimate it from statistics and takes it to keep half the rows.
+	// A search tests each column after the index lookup of the same text
+	// (searchConds): estimated apart, the two multiply into a share of the
+	// findings far below the true one, and PostgreSQL then reads every
+	// match of a common word to sort them rather than walking its order's
+	// index until a page is full.
+	Unestimated func(cond string) string
 }
 
 // Postgres and SQLite are the two dialects. SQLite's "?NNN" numbered
@@ -182,7 +190,8 @@ type Dialect struct {
 var (
 	Postgres = Dialect{Param: func(n int) string { return "$" + strconv.Itoa(n) }, ILike: "ILIKE",
 		Time: func(t time.Time) any { return t }, SearchIndex: postgresSearch,
-		Unindexed: func(col string) string { return "(" + col + " || '')" }}
+		Unindexed:   func(col string) string { return "(" + col + " || '')" },
+		Unestimated: func(cond string) string { return "CASE WHEN " + cond + " THEN true ELSE false END" }}
 	SQLite = Dialect{Param: func(n int) string { return "?" + strconv.Itoa(n) }, ILike: "LIKE",
 		Time: func(t time.Time) any { return t.UnixMicro() }, IndexedBy: func(index string) string { return " INDEXED BY " + index },
 		SearchIndex: sqliteSearch}
@@ -330,7 +339,11 @@ func searchConds(a *Args, q store.FindingQuery) []string {
 	if !indexedSearch(q) {
 		return []string{a.containsAny(searchColumns, term)}
 	}
-	return []string{a.d.SearchIndex(a, SearchProbe(term)), a.containsAny(searchColumns, term)}
+	test := a.containsAny(searchColumns, term)
+	if a.d.Unestimated != nil {
+		test = a.d.Unestimated(test)
+	}
+	return []string{a.d.SearchIndex(a, SearchProbe(term)), test}
 }
 
 // containsAny renders "one of cols contains s", case-insensitively by the
