@@ -42,6 +42,7 @@ import (
 	"github.com/posture-dev/posture/internal/auth"
 	"github.com/posture-dev/posture/internal/ingest"
 	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/store/engines"
 	"github.com/posture-dev/posture/webhook"
 )
 
@@ -185,6 +186,69 @@ func runReads(ctx context.Context, b *bench, gen *generator, sizes []int, hold b
 	if hold {
 		rb.hold()
 	}
+	return nil
+}
+
+// timeHeld times the read shapes against a database a held run left: the
+// held run's tenants, as loaded, served by this binary's API and store.
+// What the shapes name (the first ingestion, the oldest scan of
+// accounts[0]) is read back from the findings in insertion order.
+func timeHeld(ctx context.Context, engine, dsn string) error {
+	st, err := engines.Open(ctx, engine, dsn)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	gen, err := newGenerator()
+	if err != nil {
+		return err
+	}
+	rb := &readBench{bench: &bench{engine: engine, dsn: dsn, st: st}, gen: gen, key: "pk_bench.0123456789abcdef0123456789abcdef0123456789",
+		http: &http.Client{Timeout: 5 * time.Minute}}
+	groups, err := st.FindingCounts(ctx, tenant, store.FindingQuery{}, []string{"provider_type"})
+	if err != nil {
+		return err
+	}
+	for _, g := range groups {
+		rb.loaded += g.Count
+	}
+	first := func(q store.FindingQuery) (store.Finding, error) {
+		q.Sort, q.Page = []string{"inserted_at"}, store.Page{Number: 1, Size: 1}
+		fs, _, err := st.ListFindings(ctx, tenant, q)
+		if err != nil || len(fs) == 0 {
+			return store.Finding{}, fmt.Errorf("no finding of tenant %q in %s (%v)", tenant, dsn, err)
+		}
+		return fs[0], nil
+	}
+	f, err := first(store.FindingQuery{})
+	if err != nil {
+		return err
+	}
+	rb.firstIngestion = f.IngestionID
+	if f, err = first(store.FindingQuery{ProviderUID: accounts[0]}); err != nil {
+		return err
+	}
+	rb.oldestScan = f.ScanID
+	stop, err := rb.serve()
+	if err != nil {
+		return err
+	}
+	defer stop()
+	shapes, err := rb.shapes(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%s: timing %d shapes at %d findings (held database, this binary's code) ...\n", engine, len(shapes), rb.loaded)
+	results := map[int]map[string]readResult{rb.loaded: {}}
+	for _, s := range shapes {
+		r, err := rb.time(ctx, s)
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		results[rb.loaded][s.name] = r
+		fmt.Printf("  %s: p50 %s ms, p95 %s ms (%d requests)\n", s.name, ms(r.p50), ms(r.p95), r.n)
+	}
+	printReads(engine, []int{rb.loaded}, shapes, results)
 	return nil
 }
 
