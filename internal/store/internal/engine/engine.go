@@ -182,6 +182,15 @@ type Dialect struct {
 	// match of a common word to sort them rather than walking its order's
 	// index until a page is full.
 	Unestimated func(cond string) string
+	// BoundedCountsOrder, when set, is the order in which grouped counts
+	// bounded by a count limit take their matches: PostgreSQL's planner
+	// then walks the tenant's findings newest first, testing each, until
+	// it has the limit's, or looks a rare text up and sorts its few
+	// matches, whichever it expects to cost less. Without an order it
+	// takes them as the trigram index hands them over, which for a common
+	// word is every match (a bitmap of 343,400 at 10M findings, 143 ms)
+	// before the first. SQLite's trigram index hands them over one by one.
+	BoundedCountsOrder string
 }
 
 // Postgres and SQLite are the two dialects. SQLite's "?NNN" numbered
@@ -190,8 +199,9 @@ type Dialect struct {
 var (
 	Postgres = Dialect{Param: func(n int) string { return "$" + strconv.Itoa(n) }, ILike: "ILIKE",
 		Time: func(t time.Time) any { return t }, SearchIndex: postgresSearch,
-		Unindexed:   func(col string) string { return "(" + col + " || '')" },
-		Unestimated: func(cond string) string { return "CASE WHEN " + cond + " THEN true ELSE false END" }}
+		Unindexed:          func(col string) string { return "(" + col + " || '')" },
+		Unestimated:        func(cond string) string { return "CASE WHEN " + cond + " THEN true ELSE false END" },
+		BoundedCountsOrder: "inserted_at DESC, uid DESC"}
 	SQLite = Dialect{Param: func(n int) string { return "?" + strconv.Itoa(n) }, ILike: "LIKE",
 		Time: func(t time.Time) any { return t.UnixMicro() }, IndexedBy: func(index string) string { return " INDEXED BY " + index },
 		SearchIndex: sqliteSearch}
@@ -805,7 +815,11 @@ func FindingCountsScan(d Dialect, tenant string, q store.FindingQuery, by []stri
 		// Only the first CountLimit+1 matches found are grouped: the caller
 		// reports the groups as lower bounds when their sum passes the
 		// limit, as a listing does its count.
-		return Statement{SQL: `SELECT ` + cols + `, count(*) FROM (SELECT ` + cols + ` FROM ` + from + ` WHERE ` + where +
+		order := ""
+		if d.BoundedCountsOrder != "" {
+			order = ` ORDER BY ` + d.BoundedCountsOrder
+		}
+		return Statement{SQL: `SELECT ` + cols + `, count(*) FROM (SELECT ` + cols + ` FROM ` + from + ` WHERE ` + where + order +
 			` LIMIT ` + a.Add(q.CountLimit+1) + `) AS matching GROUP BY ` + cols + ` ORDER BY ` + cols, Args: a.Vals}, nil
 	}
 	return Statement{SQL: `SELECT ` + cols + `, count(*) FROM ` + from + ` WHERE ` + where + ` GROUP BY ` + cols + ` ORDER BY ` + cols,
