@@ -19,12 +19,13 @@ func TestSearchLooksUpTheProbe(t *testing.T) {
 		term, probe string
 	}{
 		{"bucket", "bucket"},
-		{"0123456789", "0123456789"},
-		{"x0123456789", "0123456789"},
-		{"arn:aws:iam::111111111111:role/ReadOnly", "e/ReadOnly"},
-		{"Zugriff über Port 22 auf Straße", "auf Straße"},
-		{`say "hi" AND NOT "bye"`, ` NOT "bye"`},
-		{`100%_of_the_logs\`, `_the_logs\`},
+		{"0123456", "0123456"},
+		{"0123456789", "3456789"},
+		{"x0123456789", "3456789"},
+		{"arn:aws:iam::111111111111:role/ReadOnly", "eadOnly"},
+		{"Zugriff über Port 22 auf Straße", " Straße"},
+		{`say "hi" AND NOT "bye"`, `T "bye"`},
+		{`100%_of_the_logs\`, `e_logs\`},
 	} {
 		t.Run(tc.term, func(t *testing.T) {
 			if got := SearchProbe(tc.term); got != tc.probe {
