@@ -189,8 +189,16 @@ type Dialect struct {
 	// matches, whichever it expects to cost less. Without an order it
 	// takes them as the trigram index hands them over, which for a common
 	// word is every match (a bitmap of 343,400 at 10M findings, 143 ms)
-	// before the first. SQLite's trigram index hands them over one by one.
+	// before the first. SQLite's trigram index hands them over one by one
+	// (SearchCandidatesFrom).
 	BoundedCountsOrder string
+	// SearchCandidatesFrom, when set, renders a FROM clause that reads
+	// the findings the trigram index finds for probe one by one, in the
+	// index's order, for grouped counts bounded by a count limit: SQLite
+	// collects every candidate of a "rowid IN (…)" list (SearchIndex)
+	// before it tests the first, a common word's tens of thousands, where
+	// a join stops with the limit.
+	SearchCandidatesFrom func(a *Args, probe string) string
 }
 
 // Postgres and SQLite are the two dialects. SQLite's "?NNN" numbered
@@ -204,8 +212,16 @@ var (
 		BoundedCountsOrder: "inserted_at DESC, uid DESC"}
 	SQLite = Dialect{Param: func(n int) string { return "?" + strconv.Itoa(n) }, ILike: "LIKE",
 		Time: func(t time.Time) any { return t.UnixMicro() }, IndexedBy: func(index string) string { return " INDEXED BY " + index },
-		SearchIndex: sqliteSearch}
+		SearchIndex: sqliteSearch, SearchCandidatesFrom: sqliteSearchCandidates}
 )
+
+// sqliteSearchCandidates drives a statement from findings_search: each
+// candidate row the MATCH yields is fetched by its rowid as it comes.
+// CROSS JOIN keeps that order of the loops.
+func sqliteSearchCandidates(a *Args, probe string) string {
+	return "(SELECT rowid AS candidate FROM findings_search WHERE findings_search MATCH " + a.Add(trigramQuery(probe)) +
+		") AS candidates CROSS JOIN findings ON findings.rowid = candidates.candidate"
+}
 
 // sqliteSearch looks probe up in findings_search, the FTS5 trigram index
 // of the searched columns: the rows that hold each of probe's trigrams.
@@ -821,6 +837,13 @@ func FindingCountsScan(d Dialect, tenant string, q store.FindingQuery, by []stri
 		order := ""
 		if d.BoundedCountsOrder != "" {
 			order = ` ORDER BY ` + d.BoundedCountsOrder
+		}
+		if d.SearchCandidatesFrom != nil && indexedSearch(q) {
+			a = NewArgs(d)
+			rest := q
+			rest.Search = ""
+			from = d.SearchCandidatesFrom(a, SearchProbe(q.Search))
+			where = FindingWhere(a, tenant, rest) + " AND " + a.containsAny(searchColumns, q.Search)
 		}
 		return Statement{SQL: `SELECT ` + cols + `, count(*) FROM (SELECT ` + cols + ` FROM ` + from + ` WHERE ` + where + order +
 			` LIMIT ` + a.Add(q.CountLimit+1) + `) AS matching GROUP BY ` + cols + ` ORDER BY ` + cols, Args: a.Vals}, nil
