@@ -149,6 +149,12 @@ func PlanProblems(s QueryShape, page bool, plan []string) []string {
 	if indexedSearch(s.Query) && !s.Query.Latest && !searchIndex {
 		problems = append(problems, "tests the search text on the rows instead of looking it up in findings_search")
 	}
+	// Grouped counts bounded by a limit stop at it only if the candidates
+	// come one by one: SQLite collects an IN list's whole first.
+	if s.By != nil && s.Query.CountLimit > 0 && indexedSearch(s.Query) &&
+		regexp.MustCompile(`(?m)LIST SUBQUERY \d+\n\s*SCAN findings_search VIRTUAL TABLE`).MatchString(text) {
+		problems = append(problems, "collects every candidate of the search into a list before the count's limit applies")
+	}
 	for _, p := range indexPatterns(text) {
 		if utf8.RuneCountInString(p) > engine.SearchProbeLength {
 			problems = append(problems, fmt.Sprintf("looks up %q in the trigram index: more than the last %d characters of the search", p, engine.SearchProbeLength))
