@@ -19,7 +19,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -57,11 +56,13 @@ func zapLevel() zapcore.Level {
 // returned stop is called. opts may adjust the manager's options (its logger).
 func startManager(t *testing.T, jobNamespace string, setup func(ctrl.Manager) error, opts ...func(*ctrl.Options)) (stop func()) {
 	t.Helper()
+	controllerOptions := controllers.ControllerOptions()
+	controllerOptions.SkipNameValidation = ptr.To(true)
 	o := ctrl.Options{
 		Scheme:                 testenv.Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		Controller:             controllerOptions,
 		// The manager's own client options: Secrets, Deployments and Services
 		// are read uncached, as the manager's namespaced rights require.
 		Client: controllers.ClientOptions(),

@@ -11,7 +11,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 )
@@ -105,4 +107,15 @@ func (r *TenantReconciler) ensureTenantAccess(ctx context.Context, t *posturev1.
 		return fmt.Errorf("RoleBinding %s/%s exists but does not bind ClusterRole %s to ServiceAccount %s/%s; delete it so the operator can create it", ns, want.Name, role, a.ServiceAccountNamespace, a.ServiceAccount)
 	}
 	return nil
+}
+
+// ControllerOptions are the manager's controller options. The priority
+// queue is off: in controller-runtime v0.24.1 it can deadlock when the
+// manager stops (kubernetes-sigs/controller-runtime#3538, fixed after that
+// release). It hands a ready item to a worker that has already left,
+// holding the queue's lock, so the workers never finish and the manager
+// outlives its grace period; the rate-limited work queue has no such race.
+// A test manager's stop hung that way in a fresh-clone run.
+func ControllerOptions() config.Controller {
+	return config.Controller{UsePriorityQueue: ptr.To(false)}
 }

@@ -247,7 +247,8 @@ func serve(ctx context.Context, cfg *rest.Config, f managerFlags, log logr.Logge
 		// Secrets, Deployments and Services are never cached: the manager may
 		// read them only in its own and in tenant namespaces, so a cluster-wide
 		// informer would be refused (docs/decisions/0004-manager-rbac.md).
-		Client: controllers.ClientOptions(),
+		Client:     controllers.ClientOptions(),
+		Controller: controllers.ControllerOptions(),
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
