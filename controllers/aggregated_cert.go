@@ -90,6 +90,16 @@ func (r *ServingCertRotator) now() time.Time {
 // Reconcile renews what is due and puts the CA into every APIService. It
 // returns when the bundle is next due.
 func (r *ServingCertRotator) Reconcile(ctx context.Context) (time.Time, error) {
+	next, err := r.reconcile(ctx)
+	if apierrors.IsAlreadyExists(err) {
+		// Another replica's server, bootstrapping (CreateIfMissing), issued
+		// the Secret between the read and the create: check that one.
+		next, err = r.reconcile(ctx)
+	}
+	return next, err
+}
+
+func (r *ServingCertRotator) reconcile(ctx context.Context) (time.Time, error) {
 	key := types.NamespacedName{Namespace: r.Namespace, Name: r.SecretName}
 	var sec corev1.Secret
 	exists := true

@@ -13,10 +13,12 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/posture-dev/posture/controllers"
 	"github.com/posture-dev/posture/internal/servingcert"
@@ -172,6 +174,44 @@ func TestServingCertRotatorIssuesAndPatchesCABundle(t *testing.T) {
 	}
 	if sec, _ := readBundle(t, r); sec.ResourceVersion != before {
 		t.Errorf("Secret rewritten although nothing was due (resourceVersion %s -> %s)", before, sec.ResourceVersion)
+	}
+}
+
+// TestServingCertRotatorLosesTheRaceToIssue has another replica's server
+// issue the Secret (CreateIfMissing) between the rotator's read, which found
+// none, and its create: the rotator then checks the Secret that won, and
+// its CA goes into the APIService, rather than failing the check.
+func TestServingCertRotatorLosesTheRaceToIssue(t *testing.T) {
+	ctx := context.Background()
+	now := &clock{t: time.Now()}
+	r, _ := newRotator(t, now)
+	other := *r
+	raced := false
+	c, err := client.NewWithWatch(restConfig, client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Client = interceptor.NewClient(c, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*corev1.Secret); ok && key.Name == r.SecretName && !raced {
+				raced = true
+				if err := other.CreateIfMissing(ctx); err != nil {
+					return err
+				}
+				return apierrors.NewNotFound(corev1.Resource("secrets"), key.Name)
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	if _, err := r.Reconcile(ctx); err != nil {
+		t.Fatalf("a Secret issued by another replica meanwhile failed the check: %v", err)
+	}
+	if !raced {
+		t.Fatal("the race was not staged: the rotator never read the Secret")
+	}
+	_, b := readBundle(t, r)
+	if got := caBundle(t, r.APIServices[0]); len(b.CAs) == 0 || string(got) != string(b.CAs) {
+		t.Errorf("caBundle %q, want the CA of the Secret the other replica issued", got)
 	}
 }
 
