@@ -240,7 +240,9 @@ func (s *Server) Start(ctx context.Context) error {
 		return err
 	case <-ctx.Done():
 	}
-	s.draining.Store(true)
+	// Shutdown closes the listeners first, then runs this: readiness fails
+	// only once no new connection can be accepted, never in between.
+	srv.RegisterOnShutdown(func() { s.draining.Store(true) })
 	s.Log.Info("shutting down: draining requests in flight", "drain", s.shutdownDrain())
 	drain, cancel := context.WithTimeout(context.Background(), s.shutdownDrain())
 	defer cancel()
