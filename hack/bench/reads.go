@@ -163,14 +163,8 @@ func runReads(ctx context.Context, b *bench, gen *generator, sizes []int, hold b
 			return err
 		}
 		fmt.Printf("%s: timing %d shapes at %d findings ...\n", b.engine, len(shapes), rb.loaded)
-		results[size] = map[string]readResult{}
-		for _, s := range shapes {
-			r, err := rb.time(ctx, s)
-			if err != nil {
-				return fmt.Errorf("%s at %d: %w", s.name, size, err)
-			}
-			results[size][s.name] = r
-			fmt.Printf("  %s at %d: p50 %s ms, p95 %s ms (%d requests)\n", s.name, size, ms(r.p50), ms(r.p95), r.n)
+		if results[size], err = rb.timeShapes(ctx, shapes); err != nil {
+			return err
 		}
 		if err := probe(fmt.Sprintf("a table of %d", rb.loaded)); err != nil {
 			return err
@@ -239,17 +233,27 @@ func timeHeld(ctx context.Context, engine, dsn string) error {
 		return err
 	}
 	fmt.Printf("%s: timing %d shapes at %d findings (held database, this binary's code) ...\n", engine, len(shapes), rb.loaded)
-	results := map[int]map[string]readResult{rb.loaded: {}}
+	byShape, err := rb.timeShapes(ctx, shapes)
+	if err != nil {
+		return err
+	}
+	printReads(engine, []int{rb.loaded}, shapes, map[int]map[string]readResult{rb.loaded: byShape})
+	return nil
+}
+
+// timeShapes times each shape at the size loaded, saying each figure as
+// it comes.
+func (rb *readBench) timeShapes(ctx context.Context, shapes []readShape) (map[string]readResult, error) {
+	out := map[string]readResult{}
 	for _, s := range shapes {
 		r, err := rb.time(ctx, s)
 		if err != nil {
-			return fmt.Errorf("%s: %w", s.name, err)
+			return nil, fmt.Errorf("%s at %d: %w", s.name, rb.loaded, err)
 		}
-		results[rb.loaded][s.name] = r
-		fmt.Printf("  %s: p50 %s ms, p95 %s ms (%d requests)\n", s.name, ms(r.p50), ms(r.p95), r.n)
+		out[s.name] = r
+		fmt.Printf("  %s at %d: p50 %s ms, p95 %s ms (%d requests)\n", s.name, rb.loaded, ms(r.p50), ms(r.p95), r.n)
 	}
-	printReads(engine, []int{rb.loaded}, shapes, results)
-	return nil
+	return out, nil
 }
 
 // hold keeps the database and the API server up, says how to reach them

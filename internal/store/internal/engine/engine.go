@@ -208,8 +208,7 @@ var (
 // candidate row the MATCH yields is fetched by its rowid as it comes.
 // CROSS JOIN keeps that order of the loops.
 func sqliteSearchCandidates(a *Args, probe string) string {
-	return "(SELECT rowid AS candidate FROM findings_search WHERE findings_search MATCH " + a.Add(trigramQuery(probe)) +
-		") AS candidates CROSS JOIN findings ON findings.rowid = candidates.candidate"
+	return "(SELECT rowid AS candidate FROM " + sqliteMatch(a, probe) + ") AS candidates CROSS JOIN findings ON findings.rowid = candidates.candidate"
 }
 
 // sqliteSearch looks probe up in findings_search, the FTS5 trigram index
@@ -220,7 +219,13 @@ func sqliteSearchCandidates(a *Args, probe string) string {
 // string in FTS5's query syntax, so no character of probe acts as an
 // operator.
 func sqliteSearch(a *Args, probe string) string {
-	return "rowid IN (SELECT rowid FROM findings_search WHERE findings_search MATCH " + a.Add(trigramQuery(probe)) + ")"
+	return "rowid IN (SELECT rowid FROM " + sqliteMatch(a, probe) + ")"
+}
+
+// sqliteMatch renders the rows of findings_search that hold every trigram
+// of probe, for a SELECT of their rowid.
+func sqliteMatch(a *Args, probe string) string {
+	return "findings_search WHERE findings_search MATCH " + a.Add(trigramQuery(probe))
 }
 
 // trigramQuery is FTS5's query for the rows holding every trigram of
@@ -362,6 +367,15 @@ func searchConds(a *Args, q store.FindingQuery) []string {
 		test = a.d.Unestimated(test)
 	}
 	return []string{a.d.SearchIndex(a, SearchProbe(term)), test}
+}
+
+// rowTestedWhere is FindingWhere with q's whole search text tested on each
+// row and nothing looked up: for a statement that reads its rows some other
+// way (a walk of an order's index, the trigram index's candidates joined).
+func rowTestedWhere(a *Args, tenant string, q store.FindingQuery) string {
+	rest := q
+	rest.Search = ""
+	return FindingWhere(a, tenant, rest) + " AND " + a.containsAny(searchColumns, q.Search)
 }
 
 // containsAny renders "one of cols contains s", case-insensitively by the
@@ -810,16 +824,23 @@ func FindingCountsScan(d Dialect, tenant string, q store.FindingQuery, by []stri
 		return Statement{}, err
 	}
 	a := NewArgs(d)
-	where := FindingWhere(a, tenant, q)
 	cols := strings.Join(by, ", ")
-	from := "findings" + latestIndex(d, q)
-	if d.IndexedBy != nil && q.Summarized() {
-		// The grouped and filtered columns are all in findings_facets, so
-		// counting reads that index alone; SQLite prefers an index in
-		// GROUP BY order that makes it read every row.
-		from += d.IndexedBy("findings_facets")
+	bounded := q.CountLimit > 0 && !q.Summarized()
+	var from, where string
+	if bounded && d.SearchCandidatesFrom != nil && indexedSearch(q) {
+		from = d.SearchCandidatesFrom(a, SearchProbe(q.Search))
+		where = rowTestedWhere(a, tenant, q)
+	} else {
+		from = "findings" + latestIndex(d, q)
+		if d.IndexedBy != nil && q.Summarized() {
+			// The grouped and filtered columns are all in findings_facets, so
+			// counting reads that index alone; SQLite prefers an index in
+			// GROUP BY order that makes it read every row.
+			from += d.IndexedBy("findings_facets")
+		}
+		where = FindingWhere(a, tenant, q)
 	}
-	if q.CountLimit > 0 && !q.Summarized() {
+	if bounded {
 		// Only the first CountLimit+1 matches found are grouped: the caller
 		// reports the groups as lower bounds when their sum passes the
 		// limit, as a listing does its count. They are taken in no order:
@@ -827,13 +848,6 @@ func FindingCountsScan(d Dialect, tenant string, q store.FindingQuery, by []stri
 		// at 10M findings (97 ms for a common word) but at 1M read and
 		// sorted every match (271 ms), where without an order it tests
 		// the index's candidates only until it has the limit's.
-		if d.SearchCandidatesFrom != nil && indexedSearch(q) {
-			a = NewArgs(d)
-			rest := q
-			rest.Search = ""
-			from = d.SearchCandidatesFrom(a, SearchProbe(q.Search))
-			where = FindingWhere(a, tenant, rest) + " AND " + a.containsAny(searchColumns, q.Search)
-		}
 		return Statement{SQL: `SELECT ` + cols + `, count(*) FROM (SELECT ` + cols + ` FROM ` + from + ` WHERE ` + where +
 			` LIMIT ` + a.Add(q.CountLimit+1) + `) AS matching GROUP BY ` + cols + ` ORDER BY ` + cols, Args: a.Vals}, nil
 	}

@@ -38,8 +38,9 @@ func Walkable(q store.FindingQuery) bool {
 // index entries. It reads the index alone: through findings, SQLite would
 // first collect every candidate for the IN list.
 func SearchCandidates(q store.FindingQuery, limit int) Statement {
-	return Statement{SQL: `SELECT count(*) FROM (SELECT 1 FROM findings_search WHERE findings_search MATCH ?1 LIMIT ` +
-		strconv.Itoa(limit) + `) AS candidates`, Args: []any{trigramQuery(SearchProbe(q.Search))}}
+	a := NewArgs(SQLite)
+	return Statement{SQL: `SELECT count(*) FROM (SELECT 1 FROM ` + sqliteMatch(a, SearchProbe(q.Search)) + ` LIMIT ` +
+		strconv.Itoa(limit) + `) AS candidates`, Args: a.Vals}
 }
 
 // walkedColumns are the columns a walk hands on: every column a filter,
@@ -73,16 +74,9 @@ func FindingListWalk(d Dialect, tenant string, q store.FindingQuery, walk int) (
 		return `(SELECT ` + walkedColumns + ` FROM findings` + d.IndexedBy(orderIndexes[parts[0].col]) +
 			` WHERE ` + where + ` ORDER BY ` + order + ` LIMIT ` + strconv.Itoa(walk) + `) AS walk`
 	}
-	// The walk tests the whole text on each finding it reads; nothing is
-	// looked up.
-	matches := func(a *Args) string {
-		rest := q
-		rest.Search = ""
-		return FindingWhere(a, tenant, rest) + " AND " + a.containsAny(searchColumns, q.Search)
-	}
 
 	a := NewArgs(d)
-	count = Statement{SQL: `SELECT count(*) FROM (SELECT 1 FROM ` + walked(a, false) + ` WHERE ` + matches(a) +
+	count = Statement{SQL: `SELECT count(*) FROM (SELECT 1 FROM ` + walked(a, false) + ` WHERE ` + rowTestedWhere(a, tenant, q) +
 		` LIMIT ` + strconv.Itoa(q.CountLimit+1) + `) AS matching`, Args: a.Vals}
 
 	a = NewArgs(d)
@@ -91,7 +85,7 @@ func FindingListWalk(d Dialect, tenant string, q store.FindingQuery, walk int) (
 		offset = 0
 	}
 	page = Statement{SQL: `SELECT ` + FindingColumns + ` FROM findings WHERE rowid IN (SELECT walked FROM ` + walked(a, true) +
-		` WHERE ` + matches(a) + ` ORDER BY ` + order + ` LIMIT ` + strconv.Itoa(limit) + ` OFFSET ` + strconv.Itoa(offset) +
+		` WHERE ` + rowTestedWhere(a, tenant, q) + ` ORDER BY ` + order + ` LIMIT ` + strconv.Itoa(limit) + ` OFFSET ` + strconv.Itoa(offset) +
 		`) ORDER BY ` + order, Args: a.Vals}
 	return count, page, nil
 }
