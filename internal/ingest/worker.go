@@ -118,6 +118,13 @@ func (w *Worker) Run(ctx context.Context, job Job) error {
 	if outcome.Status == store.RunFailed {
 		return &FailedError{Message: outcome.Message}
 	}
+	if f, ok := w.Store.(store.SearchIndexFlusher); ok {
+		// The run is recorded; a flush that fails only leaves searches
+		// reading the pending entries until the next one.
+		if err := f.FlushSearchIndex(ctx); err != nil {
+			log.Error(err, "search index not flushed after the ingestion")
+		}
+	}
 	return nil
 }
 

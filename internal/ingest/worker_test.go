@@ -258,3 +258,49 @@ func TestWorkerPacedRunStoppedThenRetried(t *testing.T) {
 		t.Fatalf("findings = %d (err %v), want exactly %d", count, err, n)
 	}
 }
+
+// flushCounter is a store whose search index defers entries, as
+// PostgreSQL's does, recording the flushes the worker asks for.
+type flushCounter struct {
+	store.Store
+	flushes int
+	err     error
+}
+
+func (f *flushCounter) FlushSearchIndex(context.Context) error {
+	f.flushes++
+	return f.err
+}
+
+// The search index is flushed after an ingestion that succeeded, and only
+// then; a flush that fails leaves the recorded run as it is.
+func TestWorkerFlushesTheSearchIndex(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		content     string
+		flushErr    error
+		status      store.RunStatus
+		wantFlushes int
+	}{
+		{"succeeded", report(record("a", "111111111111")), nil, store.RunSucceeded, 1},
+		{"failed", report(`{"class_uid":2004}`), nil, store.RunFailed, 0},
+		{"succeeded, the flush failing", report(record("a", "111111111111")), errors.New("permission denied"), store.RunSucceeded, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &flushCounter{Store: newStore(t), err: tc.flushErr}
+			blob := put(t, st, tc.content)
+			w := &ingest.Worker{Store: st, Log: logr.Discard()}
+			err := w.Run(context.Background(), ingest.Job{Tenant: "t1", IngestionID: "ing", BlobID: blob.ID, Attempt: 1})
+			var failed *ingest.FailedError
+			if (tc.status == store.RunSucceeded && err != nil) || (tc.status == store.RunFailed && !errors.As(err, &failed)) {
+				t.Fatalf("Run = %v, want a run that %s", err, tc.status)
+			}
+			if r, err := st.GetRun(context.Background(), "t1", "ing"); err != nil || r.Status != tc.status {
+				t.Errorf("run = %+v (%v), want %s", r, err, tc.status)
+			}
+			if st.flushes != tc.wantFlushes {
+				t.Errorf("%d flushes, want %d", st.flushes, tc.wantFlushes)
+			}
+		})
+	}
+}

@@ -126,6 +126,14 @@ type Store interface {
 	Close() error
 }
 
+// SearchIndexFlusher is implemented by a store whose search index defers
+// new entries to a list every search reads whole (PostgreSQL's GIN pending
+// list). The worker flushes it when an ingestion has succeeded, so that
+// searches after an ingestion cost what they did before it.
+type SearchIndexFlusher interface {
+	FlushSearchIndex(ctx context.Context) error
+}
+
 // Janitor is the housekeeping the manager runs periodically, away from the
 // upload and ingestion paths. Both engines implement it.
 type Janitor interface {

@@ -30,8 +30,9 @@ type Store struct {
 }
 
 var (
-	_ store.Store   = (*Store)(nil)
-	_ store.Janitor = (*Store)(nil)
+	_ store.Store              = (*Store)(nil)
+	_ store.Janitor            = (*Store)(nil)
+	_ store.SearchIndexFlusher = (*Store)(nil)
 )
 
 // Open connects to dsn (URL or keyword/value form, as pgx accepts), applies

@@ -115,6 +115,23 @@ WHERE tenant = $6 AND ingestion_id = $7 AND attempt = $8 AND finished_at IS NULL
 	return s.checkRunWrite(ctx, tag, tenant, ingestionID)
 }
 
+// FlushSearchIndex implements store.SearchIndexFlusher: it moves the
+// search index's pending list into the index. GIN keeps new entries in an
+// unsorted pending list (up to gin_pending_list_limit, 4 MB) that every
+// search reads whole, so a search's cost depended on how much was written
+// since the list was last merged. At 10 million findings the list one
+// ingestion left behind was two thirds of the pages a rare search read
+// (406 pages against 145; 11–15 ms against 7–9 for the index scan).
+// Merging it when an ingestion ends does the work that the next insert
+// past the limit, or autovacuum, would have done, before anyone searches;
+// a full list took about 160 ms there.
+func (s *Store) FlushSearchIndex(ctx context.Context) error {
+	if _, err := s.pool.Exec(ctx, `SELECT gin_clean_pending_list('findings_search'::regclass)`); err != nil {
+		return fmt.Errorf("postgres: flush the search index's pending list: %w", err)
+	}
+	return nil
+}
+
 // restoreRewritten attributes the findings a failed ingestion rewrote to the
 // ingestion that wrote them before it; those it was first to write stay its.
 // It finds them through the (tenant, ingestion_id) index.
