@@ -77,8 +77,9 @@ type options struct {
 	pgSharedBuffers string
 	// readHold keeps each engine's read database and API server up after
 	// its read phase, until interrupted.
-	readHold bool
-	readDSN  string
+	readHold   bool
+	readDSN    string
+	readProbes int
 }
 
 func main() {
@@ -92,9 +93,14 @@ func main() {
 	flag.StringVar(&o.pgSharedBuffers, "pg-shared-buffers", "", "shared_buffers of the throwaway PostgreSQL (e.g. 6GB); empty keeps the server's default (128MB).")
 	flag.BoolVar(&o.readHold, "read-hold", false, "After each engine's read phase, keep its database (at the last size) and the API server up, print how to reach them, and wait for SIGINT or SIGTERM before going on.")
 	flag.StringVar(&o.readDSN, "read-dsn", "", "Time the read shapes, with this binary's code, against the database a run with -read-hold keeps (the DSN it prints for PostgreSQL, the file for SQLite; -engines names the one engine), and do nothing else: a change to the reads is measured at 10M findings without loading them again.")
+	flag.IntVar(&o.readProbes, "read-probes", 3, "Pairs of probe ingestions (into the read database and into an empty one) at each read size, and with -read-dsn; the ratio printed is their median.")
 	flag.Parse()
+	if o.readProbes < 0 || (o.readProbes == 0 && o.readDSN == "") {
+		fmt.Fprintln(os.Stderr, "bench: -read-probes must be at least 1 (0 only with -read-dsn)")
+		os.Exit(2)
+	}
 	if o.readDSN != "" {
-		if err := timeHeld(context.Background(), strings.TrimSpace(o.engines), o.readDSN); err != nil {
+		if err := timeHeld(context.Background(), strings.TrimSpace(o.engines), o.readDSN, o.readProbes); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
@@ -243,7 +249,7 @@ func run(o options) error {
 		}
 		if len(readSizes) > 0 && slices.Contains(strings.Split(o.readEngines, ","), engine) {
 			b := &bench{k8s: k8s, ns: ns, manager: manager, dir: dir, engine: engine, pg: pg}
-			if err := runReads(ctx, b, gen, readSizes, o.readHold); err != nil {
+			if err := runReads(ctx, b, gen, readSizes, o.readProbes, o.readHold); err != nil {
 				if pg != nil {
 					pg.stop()
 				}

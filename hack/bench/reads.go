@@ -11,10 +11,11 @@ package main
 // every documented query shape is requested over loopback HTTP from the
 // real API handler, timed, and compared with the smallest size.
 //
-// Ingestion into a full table is measured the same way: a probe report of
-// probeRecords records goes through the worker into the empty database
-// first and again after each size's reads. Probes write to a tenant of
-// their own, so they fill the table without changing what the reads read.
+// Ingestion into a full table is measured the same way: after each size's
+// reads, a probe report of probeRecords records goes through the worker
+// into the database and into an empty one, in pairs (probePairs). Probes
+// write to a tenant of their own, so they fill the table without changing
+// what the reads read.
 //
 // With -read-hold, the database at the last size and the API server stay
 // up after the tables, for EXPLAIN and requests by hand (hold).
@@ -103,7 +104,7 @@ type readBench struct {
 	firstIngestion, oldestScan string
 }
 
-func runReads(ctx context.Context, b *bench, gen *generator, sizes []int, hold bool) error {
+func runReads(ctx context.Context, b *bench, gen *generator, sizes []int, probes int, hold bool) error {
 	if err := b.open(ctx); err != nil {
 		return err
 	}
@@ -117,30 +118,9 @@ func runReads(ctx context.Context, b *bench, gen *generator, sizes []int, hold b
 	defer stop()
 
 	fmt.Printf("\n== read phase, %s: sizes %v ==\n", b.engine, sizes)
-	probes := []time.Duration{}
-	probe := func(label string) error {
-		d, err := rb.ingest(ctx, probeTenant, probeRecords)
-		if err != nil {
-			return fmt.Errorf("probe ingestion %s: %w", label, err)
-		}
-		fmt.Printf("%s probe: %d records ingested in %.2fs (%.0f records/s) into %s (and %d of other tenants)\n", b.engine, probeRecords, d.Seconds(),
-			float64(probeRecords)/d.Seconds(), label, rb.probed-probeRecords)
-		probes = append(probes, d)
-		return nil
-	}
-	// The first run into a new database pays for its first pages and WAL
-	// files; the faster of two runs into a (nearly) empty table is the
-	// baseline.
-	if err := probe("an empty table"); err != nil {
-		return err
-	}
-	if err := probe(fmt.Sprintf("a table of %d", rb.loaded)); err != nil {
-		return err
-	}
-	empty := min(probes[0], probes[1])
 	shapes := []readShape(nil)
 	results := map[int]map[string]readResult{}
-	probeAt := map[int]time.Duration{}
+	probeAt := map[int]float64{}
 	for _, size := range sizes {
 		if size > rb.loaded {
 			start := time.Now()
@@ -166,15 +146,14 @@ func runReads(ctx context.Context, b *bench, gen *generator, sizes []int, hold b
 		if results[size], err = rb.timeShapes(ctx, shapes); err != nil {
 			return err
 		}
-		if err := probe(fmt.Sprintf("a table of %d", rb.loaded)); err != nil {
+		if probeAt[size], err = rb.probePairs(ctx, probes); err != nil {
 			return err
 		}
-		probeAt[size] = probes[len(probes)-1]
 	}
 	printReads(b.engine, sizes, shapes, results)
-	fmt.Printf("\n%s ingestion of %d records (worker), time relative to an empty table (%.2fs):", b.engine, probeRecords, empty.Seconds())
+	fmt.Printf("\n%s ingestion of %d records (worker), time relative to an empty table, median of %d pairs:", b.engine, probeRecords, probes)
 	for _, size := range sizes {
-		fmt.Printf(" %d: %.2f×;", size, probeAt[size].Seconds()/empty.Seconds())
+		fmt.Printf(" %d: %.2f×;", size, probeAt[size])
 	}
 	fmt.Println()
 	if hold {
@@ -187,7 +166,7 @@ func runReads(ctx context.Context, b *bench, gen *generator, sizes []int, hold b
 // held run's tenants, as loaded, served by this binary's API and store.
 // What the shapes name (the first ingestion, the oldest scan of
 // accounts[0]) is read back from the findings in insertion order.
-func timeHeld(ctx context.Context, engine, dsn string) error {
+func timeHeld(ctx context.Context, engine, dsn string, probes int) error {
 	st, err := engines.Open(ctx, engine, dsn)
 	if err != nil {
 		return err
@@ -205,6 +184,13 @@ func timeHeld(ctx context.Context, engine, dsn string) error {
 	}
 	for _, g := range groups {
 		rb.loaded += g.Count
+	}
+	// Probes take the uids after those of the probes stored.
+	if groups, err = st.FindingCounts(ctx, probeTenant, store.FindingQuery{}, []string{"provider_type"}); err != nil {
+		return err
+	}
+	for _, g := range groups {
+		rb.probed += g.Count
 	}
 	first := func(q store.FindingQuery) (store.Finding, error) {
 		q.Sort, q.Page = []string{"inserted_at"}, store.Page{Number: 1, Size: 1}
@@ -238,6 +224,14 @@ func timeHeld(ctx context.Context, engine, dsn string) error {
 		return err
 	}
 	printReads(engine, []int{rb.loaded}, shapes, map[int]map[string]readResult{rb.loaded: byShape})
+	if probes > 0 {
+		ratio, err := rb.probePairs(ctx, probes)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("\n%s ingestion of %d records (worker) into the held database, time relative to an empty one, median of %d pairs: %.2f×\n",
+			engine, probeRecords, probes, ratio)
+	}
 	return nil
 }
 

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/posture-dev/posture/internal/store/engines"
+)
+
+// probePairs measures ingestion into the database rb holds against
+// ingestion into an empty one, in pairs run back to back: each pair
+// ingests a probe report of probeRecords records through the worker into
+// rb's database and into a new, empty database of the same engine (on the
+// same PostgreSQL server, in the same directory for SQLite), the order
+// alternating from pair to pair. This machine's speed drifts by up to 2×
+// within minutes, so one probe at each size, compared with one made
+// before the load, measured mostly the drift; the two sides of a pair see
+// the same machine. It returns the median of the pairs' ratios (full over
+// empty) and prints every pair.
+func (rb *readBench) probePairs(ctx context.Context, pairs int) (float64, error) {
+	ratios := make([]float64, 0, pairs)
+	for i := range pairs {
+		empty, drop, err := rb.emptyDatabase(ctx, i)
+		if err != nil {
+			return 0, err
+		}
+		var full, bare time.Duration
+		sides := []func() error{
+			func() (err error) { full, err = rb.timedProbe(ctx, rb); return err },
+			func() (err error) { bare, err = rb.timedProbe(ctx, empty); return err },
+		}
+		if i%2 == 1 {
+			slices.Reverse(sides)
+		}
+		for _, side := range sides {
+			if err = side(); err != nil {
+				break
+			}
+		}
+		if derr := drop(); err == nil {
+			err = derr
+		}
+		if err != nil {
+			return 0, fmt.Errorf("probe pair %d: %w", i+1, err)
+		}
+		ratios = append(ratios, full.Seconds()/bare.Seconds())
+		fmt.Printf("%s probe pair %d: %d records in %.2fs into a table of %d (and %d of other tenants), %.2fs into an empty one: %.2f×\n",
+			rb.engine, i+1, probeRecords, full.Seconds(), rb.loaded, rb.probed-probeRecords, bare.Seconds(), ratios[i])
+	}
+	slices.Sort(ratios)
+	return ratios[len(ratios)/2], nil
+}
+
+// timedProbe ingests one probe report into into's database, after a
+// checkpoint on PostgreSQL, so that the probe does not pay for writing
+// out pages an earlier step dirtied.
+func (rb *readBench) timedProbe(ctx context.Context, into *readBench) (time.Duration, error) {
+	if into.engine == "postgres" {
+		conn, err := pgx.Connect(ctx, into.dsn)
+		if err != nil {
+			return 0, err
+		}
+		_, err = conn.Exec(ctx, "CHECKPOINT")
+		_ = conn.Close(ctx)
+		if err != nil {
+			return 0, err
+		}
+	}
+	return into.ingest(ctx, probeTenant, probeRecords)
+}
+
+// emptyDatabase opens a new, migrated, empty database beside rb's and
+// returns it with the function that removes it.
+func (rb *readBench) emptyDatabase(ctx context.Context, i int) (*readBench, func() error, error) {
+	name := fmt.Sprintf("bench_empty_%d_%d", os.Getpid(), i)
+	var dsn string
+	var remove func() error
+	switch rb.engine {
+	case "postgres":
+		admin, err := pgx.Connect(ctx, rb.dsn)
+		if err != nil {
+			return nil, nil, err
+		}
+		if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+			_ = admin.Close(ctx)
+			return nil, nil, err
+		}
+		// In keyword/value form the last dbname given wins.
+		dsn = rb.dsn + " dbname=" + name
+		remove = func() error {
+			defer func() { _ = admin.Close(ctx) }()
+			_, err := admin.Exec(ctx, "DROP DATABASE "+name+" WITH (FORCE)")
+			return err
+		}
+	case "sqlite":
+		dsn = filepath.Join(filepath.Dir(rb.dsn), name+".db")
+		remove = func() error {
+			for _, suffix := range []string{"", "-wal", "-shm"} {
+				if err := os.Remove(dsn + suffix); err != nil && !os.IsNotExist(err) {
+					return err
+				}
+			}
+			return nil
+		}
+	default:
+		return nil, nil, fmt.Errorf("unknown engine %q", rb.engine)
+	}
+	st, err := engines.Open(ctx, rb.engine, dsn)
+	if err != nil {
+		_ = remove()
+		return nil, nil, err
+	}
+	empty := &readBench{bench: &bench{engine: rb.engine, ns: rb.ns, dsn: dsn, st: st}, gen: rb.gen}
+	return empty, func() error {
+		_ = st.Close()
+		return remove()
+	}, nil
+}
