@@ -16,7 +16,8 @@
 //     engine to each size through the worker and times every documented
 //     findings query shape through the REST API, p50 and p95, and the
 //     ratio to the smallest size; and ingestion into the full table
-//     against ingestion into an empty one. -read-hold then keeps each
+//     against ingestion into a new empty database, in pairs run back to
+//     back (-read-probes, probes.go). -read-hold then keeps each
 //     engine's database and API server up for EXPLAIN by hand.
 //
 // PostgreSQL is a throwaway server (pgtest.Start: fsync off, like every

@@ -97,6 +97,9 @@ type readBench struct {
 	loaded int // findings stored in the read tenant
 	probed int // findings stored in probeTenant
 	runs   int // ingestions made
+	// runTag sets apart the ingestion ids of a run on a held database from
+	// those of the run that loaded it.
+	runTag string
 	// firstIngestion and oldestScan are what the ingestion and scan
 	// filters name: the read tenant's first ingestion and its scan of
 	// accounts[0]. Both hold the same findings at every size (the first
@@ -177,7 +180,7 @@ func timeHeld(ctx context.Context, engine, dsn string, probes int) error {
 		return err
 	}
 	rb := &readBench{bench: &bench{engine: engine, dsn: dsn, st: st}, gen: gen, key: "pk_bench.0123456789abcdef0123456789abcdef0123456789",
-		http: &http.Client{Timeout: 5 * time.Minute}}
+		http: &http.Client{Timeout: 5 * time.Minute}, runTag: fmt.Sprintf("%d-", time.Now().Unix())}
 	groups, err := st.FindingCounts(ctx, tenant, store.FindingQuery{}, []string{"provider_type"})
 	if err != nil {
 		return err
@@ -368,7 +371,7 @@ func (rb *readBench) ingest(ctx context.Context, tn string, n int) (time.Duratio
 	}
 	defer func() { _ = rb.st.DeleteBlob(ctx, tn, blob.ID) }()
 	rb.runs++
-	id := fmt.Sprintf("reads-%d", rb.runs)
+	id := fmt.Sprintf("reads-%s%d", rb.runTag, rb.runs)
 	if rb.firstIngestion == "" && tn == tenant {
 		rb.firstIngestion = id
 	}
