@@ -32,8 +32,8 @@ func (rb *readBench) probePairs(ctx context.Context, pairs int) (float64, error)
 		}
 		var full, bare time.Duration
 		sides := []func() error{
-			func() (err error) { full, err = rb.timedProbe(ctx, rb); return err },
-			func() (err error) { bare, err = rb.timedProbe(ctx, empty); return err },
+			func() (err error) { full, err = rb.timedProbe(ctx); return err },
+			func() (err error) { bare, err = empty.timedProbe(ctx); return err },
 		}
 		if i%2 == 1 {
 			slices.Reverse(sides)
@@ -57,12 +57,12 @@ func (rb *readBench) probePairs(ctx context.Context, pairs int) (float64, error)
 	return ratios[len(ratios)/2], nil
 }
 
-// timedProbe ingests one probe report into into's database, after a
+// timedProbe ingests one probe report into rb's database, after a
 // checkpoint on PostgreSQL, so that the probe does not pay for writing
 // out pages an earlier step dirtied.
-func (rb *readBench) timedProbe(ctx context.Context, into *readBench) (time.Duration, error) {
-	if into.engine == "postgres" {
-		conn, err := pgx.Connect(ctx, into.dsn)
+func (rb *readBench) timedProbe(ctx context.Context) (time.Duration, error) {
+	if rb.engine == "postgres" {
+		conn, err := pgx.Connect(ctx, rb.dsn)
 		if err != nil {
 			return 0, err
 		}
@@ -72,7 +72,7 @@ func (rb *readBench) timedProbe(ctx context.Context, into *readBench) (time.Dura
 			return 0, err
 		}
 	}
-	return into.ingest(ctx, probeTenant, probeRecords)
+	return rb.ingest(ctx, probeTenant, probeRecords)
 }
 
 // emptyDatabase opens a new, migrated, empty database beside rb's and

@@ -181,19 +181,20 @@ func timeHeld(ctx context.Context, engine, dsn string, probes int) error {
 	}
 	rb := &readBench{bench: &bench{engine: engine, dsn: dsn, st: st}, gen: gen, key: "pk_bench.0123456789abcdef0123456789abcdef0123456789",
 		http: &http.Client{Timeout: 5 * time.Minute}, runTag: fmt.Sprintf("%d-", time.Now().Unix())}
-	groups, err := st.FindingCounts(ctx, tenant, store.FindingQuery{}, []string{"provider_type"})
-	if err != nil {
-		return err
+	stored := func(tn string) (int, error) {
+		groups, err := st.FindingCounts(ctx, tn, store.FindingQuery{}, []string{"provider_type"})
+		n := 0
+		for _, g := range groups {
+			n += g.Count
+		}
+		return n, err
 	}
-	for _, g := range groups {
-		rb.loaded += g.Count
+	if rb.loaded, err = stored(tenant); err != nil {
+		return err
 	}
 	// Probes take the uids after those of the probes stored.
-	if groups, err = st.FindingCounts(ctx, probeTenant, store.FindingQuery{}, []string{"provider_type"}); err != nil {
+	if rb.probed, err = stored(probeTenant); err != nil {
 		return err
-	}
-	for _, g := range groups {
-		rb.probed += g.Count
 	}
 	first := func(q store.FindingQuery) (store.Finding, error) {
 		q.Sort, q.Page = []string{"inserted_at"}, store.Page{Number: 1, Size: 1}

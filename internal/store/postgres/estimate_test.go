@@ -9,7 +9,6 @@ import (
 
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/store/internal/engine"
-	"github.com/posture-dev/posture/internal/store/pgtest"
 )
 
 // TestSearchEstimate holds the planner's estimate of a search's matches
@@ -22,11 +21,7 @@ import (
 // Unestimated).
 func TestSearchEstimate(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, pgtest.FreshDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openFresh(t)
 	const n, every = 6000, 10 // one finding in 10 is of the bucket check
 	var fs []store.Finding
 	for i := range n {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/posture-dev/posture/internal/ingest"
 	"github.com/posture-dev/posture/internal/store"
-	"github.com/posture-dev/posture/internal/store/pgtest"
 )
 
 // An ingestion leaves nothing in the search index's pending list: the
@@ -18,11 +17,7 @@ import (
 // which is what the test would see if the worker did not flush.
 func TestIngestionFlushesTheSearchIndex(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, pgtest.FreshDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openFresh(t)
 	pending := func() int {
 		t.Helper()
 		// gin_clean_pending_list returns the pages it moved into the
@@ -42,18 +37,13 @@ func TestIngestionFlushesTheSearchIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := func(id string) {
-		t.Helper()
-		w := &ingest.Worker{Store: s, Log: logr.Discard()}
-		if err := w.Run(ctx, ingest.Job{Tenant: "t1", IngestionID: id, BlobID: blob.ID, Attempt: 1}); err != nil {
-			t.Fatal(err)
-		}
-		if r, err := s.GetRun(ctx, "t1", id); err != nil || r.Status != store.RunSucceeded {
-			t.Fatalf("run %s = %+v (%v)", id, r, err)
-		}
+	w := &ingest.Worker{Store: s, Log: logr.Discard()}
+	if err := w.Run(ctx, ingest.Job{Tenant: "t1", IngestionID: "first", BlobID: blob.ID, Attempt: 1}); err != nil {
+		t.Fatal(err)
 	}
-
-	run("first")
+	if r, err := s.GetRun(ctx, "t1", "first"); err != nil || r.Status != store.RunSucceeded {
+		t.Fatalf("run first = %+v (%v)", r, err)
+	}
 	if n := pending(); n != 0 {
 		t.Errorf("%d pages left in the pending list after an ingestion, want 0", n)
 	}

@@ -17,6 +17,18 @@ import (
 	"github.com/posture-dev/posture/internal/store/pgtest"
 )
 
+// openFresh opens the store on a new, empty database, closed when the test
+// ends.
+func openFresh(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), pgtest.FreshDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
 // Replicas start together; the advisory lock must serialise their
 // migrations.
 func TestConcurrentOpen(t *testing.T) {
@@ -42,11 +54,7 @@ func TestConcurrentOpen(t *testing.T) {
 
 func TestRawCompressedWithLZ4(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, pgtest.FreshDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openFresh(t)
 	if !s.lz4 {
 		t.Skip("server built without lz4")
 	}
@@ -94,11 +102,7 @@ func TestRawCompressedWithLZ4(t *testing.T) {
 // upsert.
 func TestCopyFallsBackToUpsertOnARace(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, pgtest.FreshDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openFresh(t)
 	f := store.Finding{ID: store.FindingID("t", "scan", "u"), UID: "u", ScanID: "scan", Raw: []byte(`{"a":1}`), Title: "first"}
 	second := f
 	second.Title = "second"
@@ -263,11 +267,7 @@ func waitForBlockedBackends(t *testing.T, s *Store, n int) {
 // must not leave that fetch, or its connection, behind.
 func TestBlobReaderPrefetches(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, pgtest.FreshDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openFresh(t)
 	const size = 3<<20 + 100
 	content := make([]byte, size)
 	if _, err := rand.Read(content); err != nil {

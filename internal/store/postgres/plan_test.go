@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/posture-dev/posture/internal/store/internal/engine"
-	"github.com/posture-dev/posture/internal/store/pgtest"
 	"github.com/posture-dev/posture/internal/store/storetest"
 )
 
@@ -30,11 +29,7 @@ import (
 // the trigram index can only be read through one.
 func TestQueryPlans(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, pgtest.FreshDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openFresh(t)
 	storetest.WritePlanFindings(t, s)
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {

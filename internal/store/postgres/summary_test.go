@@ -6,18 +6,13 @@ import (
 
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/store/internal/engine"
-	"github.com/posture-dev/posture/internal/store/pgtest"
 	"github.com/posture-dev/posture/internal/store/storetest"
 )
 
 // TestFindingSummary holds the finding summary equal to a GROUP BY over
 // the findings through a random history of writes (storetest.RunSummary).
 func TestFindingSummary(t *testing.T) {
-	s, err := Open(context.Background(), pgtest.FreshDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openFresh(t)
 	storetest.RunSummary(t, s, storetest.SummaryDB{
 		Dialect: engine.Postgres,
 		Groups: func(ctx context.Context, st engine.Statement, dims int) ([]store.FindingGroup, error) {
