@@ -17,7 +17,8 @@
 //     findings query shape through the REST API, p50 and p95, and the
 //     ratio to the smallest size; and ingestion into the full table
 //     against ingestion into a new empty database, in pairs run back to
-//     back (-read-probes, probes.go). -read-hold then keeps each
+//     back (-read-probes; -probe-into, a new tenant for each pair or the
+//     loaded one; probes.go). -read-hold then keeps each
 //     engine's database and API server up for EXPLAIN by hand.
 //
 // PostgreSQL is a throwaway server (pgtest.Start: fsync off, like every
@@ -81,6 +82,7 @@ type options struct {
 	readHold   bool
 	readDSN    string
 	readProbes int
+	probeInto  string
 }
 
 func main() {
@@ -95,13 +97,18 @@ func main() {
 	flag.BoolVar(&o.readHold, "read-hold", false, "After each engine's read phase, keep its database (at the last size) and the API server up, print how to reach them, and wait for SIGINT or SIGTERM before going on.")
 	flag.StringVar(&o.readDSN, "read-dsn", "", "Time the read shapes, with this binary's code, against the database a run with -read-hold keeps (the DSN it prints for PostgreSQL, the file for SQLite; -engines names the one engine), and do nothing else: a change to the reads is measured at 10M findings without loading them again.")
 	flag.IntVar(&o.readProbes, "read-probes", 3, "Pairs of probe ingestions (into the read database and into an empty one) at each read size, and with -read-dsn; the ratio printed is their median.")
+	flag.StringVar(&o.probeInto, "probe-into", probeIntoNew, "Tenant the probe ingestions write to: \"new\", a new tenant for each pair (what the table's size costs), or \"loaded\", the tenant the read phase loaded (what a tenant's own findings cost).")
 	flag.Parse()
+	if o.probeInto != probeIntoNew && o.probeInto != probeIntoLoaded {
+		fmt.Fprintf(os.Stderr, "bench: -probe-into is %q; want %q or %q\n", o.probeInto, probeIntoNew, probeIntoLoaded)
+		os.Exit(2)
+	}
 	if o.readProbes < 0 || (o.readProbes == 0 && o.readDSN == "") {
 		fmt.Fprintln(os.Stderr, "bench: -read-probes must be at least 1 (0 only with -read-dsn)")
 		os.Exit(2)
 	}
 	if o.readDSN != "" {
-		if err := timeHeld(context.Background(), strings.TrimSpace(o.engines), o.readDSN, o.readProbes); err != nil {
+		if err := timeHeld(context.Background(), strings.TrimSpace(o.engines), o.readDSN, o.readProbes, o.probeInto); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
@@ -250,7 +257,7 @@ func run(o options) error {
 		}
 		if len(readSizes) > 0 && slices.Contains(strings.Split(o.readEngines, ","), engine) {
 			b := &bench{k8s: k8s, ns: ns, manager: manager, dir: dir, engine: engine, pg: pg}
-			if err := runReads(ctx, b, gen, readSizes, o.readProbes, o.readHold); err != nil {
+			if err := runReads(ctx, b, gen, readSizes, o.readProbes, o.probeInto, o.readHold); err != nil {
 				if pg != nil {
 					pg.stop()
 				}

@@ -13,12 +13,26 @@ import (
 	"github.com/posture-dev/posture/internal/store/engines"
 )
 
+// Where probes write (-probe-into).
+const (
+	// probeIntoNew writes each pair's probes to a new tenant: what the
+	// table's size costs an ingestion, whatever tenants hold it. Probes
+	// that all went to one tenant of their own measured a mix of that and
+	// of their tenant's growth: at 10M findings, the ratio rose from about
+	// 1.2× to 1.5× as that tenant reached 400,000 findings.
+	probeIntoNew = "new"
+	// probeIntoLoaded writes them to the loaded tenant: what an ingestion
+	// costs a tenant that already holds the findings, the case of one
+	// tenant that re-scans into a growing history.
+	probeIntoLoaded = "loaded"
+)
+
 // probePairs measures ingestion into the database rb holds against
 // ingestion into an empty one, in pairs run back to back: each pair
 // ingests a probe report of probeRecords records through the worker into
 // rb's database and into a new, empty database of the same engine (on the
-// same PostgreSQL server, in the same directory for SQLite), the order
-// alternating from pair to pair. This machine's speed drifts by up to 2×
+// same PostgreSQL server, in the same directory for SQLite), both into
+// the tenant rb.probeInto names, the order alternating from pair to pair. This machine's speed drifts by up to 2×
 // within minutes, so one probe at each size, compared with one made
 // before the load, measured mostly the drift; the two sides of a pair see
 // the same machine. It returns the median of the pairs' ratios (full over
@@ -30,10 +44,16 @@ func (rb *readBench) probePairs(ctx context.Context, pairs int) (float64, error)
 		if err != nil {
 			return 0, err
 		}
+		rb.pairs++
+		tn := fmt.Sprintf("bench-probe-%s%d", rb.runTag, rb.pairs)
+		if rb.probeInto == probeIntoLoaded {
+			tn = tenant
+		}
+		loaded := rb.loaded
 		var full, bare time.Duration
 		sides := []func() error{
-			func() (err error) { full, err = rb.timedProbe(ctx); return err },
-			func() (err error) { bare, err = empty.timedProbe(ctx); return err },
+			func() (err error) { full, err = rb.timedProbe(ctx, tn); return err },
+			func() (err error) { bare, err = empty.timedProbe(ctx, tn); return err },
 		}
 		if i%2 == 1 {
 			slices.Reverse(sides)
@@ -50,17 +70,17 @@ func (rb *readBench) probePairs(ctx context.Context, pairs int) (float64, error)
 			return 0, fmt.Errorf("probe pair %d: %w", i+1, err)
 		}
 		ratios = append(ratios, full.Seconds()/bare.Seconds())
-		fmt.Printf("%s probe pair %d: %d records in %.2fs into a table of %d (and %d of other tenants), %.2fs into an empty one: %.2f×\n",
-			rb.engine, i+1, probeRecords, full.Seconds(), rb.loaded, rb.probed-probeRecords, bare.Seconds(), ratios[i])
+		fmt.Printf("%s probe pair %d: %d records into tenant %q in %.2fs beside %d findings of tenant %q, %.2fs into an empty database: %.2f×\n",
+			rb.engine, i+1, probeRecords, tn, full.Seconds(), loaded, tenant, bare.Seconds(), ratios[i])
 	}
 	slices.Sort(ratios)
 	return ratios[len(ratios)/2], nil
 }
 
-// timedProbe ingests one probe report into rb's database, after a
-// checkpoint on PostgreSQL, so that the probe does not pay for writing
-// out pages an earlier step dirtied.
-func (rb *readBench) timedProbe(ctx context.Context) (time.Duration, error) {
+// timedProbe ingests one probe report into tenant tn of rb's database,
+// after a checkpoint on PostgreSQL, so that the probe does not pay for
+// writing out pages an earlier step dirtied.
+func (rb *readBench) timedProbe(ctx context.Context, tn string) (time.Duration, error) {
 	if rb.engine == "postgres" {
 		conn, err := pgx.Connect(ctx, rb.dsn)
 		if err != nil {
@@ -72,7 +92,7 @@ func (rb *readBench) timedProbe(ctx context.Context) (time.Duration, error) {
 			return 0, err
 		}
 	}
-	return rb.ingest(ctx, probeTenant, probeRecords)
+	return rb.ingest(ctx, tn, probeRecords)
 }
 
 // emptyDatabase opens a new, migrated, empty database beside rb's and

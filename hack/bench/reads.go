@@ -13,9 +13,10 @@ package main
 //
 // Ingestion into a full table is measured the same way: after each size's
 // reads, a probe report of probeRecords records goes through the worker
-// into the database and into an empty one, in pairs (probePairs). Probes
-// write to a tenant of their own, so they fill the table without changing
-// what the reads read.
+// into the database and into an empty one, in pairs (probePairs). By
+// default each pair's probes write to a new tenant of their own, so they
+// measure the size of the table alone and do not change what the reads
+// read; -probe-into loaded writes them to the loaded tenant instead.
 //
 // With -read-hold, the database at the last size and the API server stay
 // up after the tables, for EXPLAIN and requests by hand (hold).
@@ -55,7 +56,6 @@ const (
 	// probeRecords is the size of the report whose ingestion is timed into
 	// the empty database and into each size.
 	probeRecords = 20_000
-	probeTenant  = "bench-probe"
 	// readRequests are timed per shape and size, after readWarmup untimed.
 	readRequests = 20
 	readWarmup   = 2
@@ -95,8 +95,11 @@ type readBench struct {
 	key    string
 	http   *http.Client
 	loaded int // findings stored in the read tenant
-	probed int // findings stored in probeTenant
+	probed int // findings this run's probes stored in tenants of their own
 	runs   int // ingestions made
+	pairs  int // probe pairs made
+	// probeInto is where probes write: probeIntoNew or probeIntoLoaded.
+	probeInto string
 	// runTag sets apart the ingestion ids of a run on a held database from
 	// those of the run that loaded it.
 	runTag string
@@ -107,13 +110,13 @@ type readBench struct {
 	firstIngestion, oldestScan string
 }
 
-func runReads(ctx context.Context, b *bench, gen *generator, sizes []int, probes int, hold bool) error {
+func runReads(ctx context.Context, b *bench, gen *generator, sizes []int, probes int, probeInto string, hold bool) error {
 	if err := b.open(ctx); err != nil {
 		return err
 	}
 	defer b.close()
 	rb := &readBench{bench: b, gen: gen, key: "pk_bench.0123456789abcdef0123456789abcdef0123456789",
-		http: &http.Client{Timeout: 5 * time.Minute}}
+		http: &http.Client{Timeout: 5 * time.Minute}, probeInto: probeInto}
 	stop, err := rb.serve()
 	if err != nil {
 		return err
@@ -169,7 +172,7 @@ func runReads(ctx context.Context, b *bench, gen *generator, sizes []int, probes
 // held run's tenants, as loaded, served by this binary's API and store.
 // What the shapes name (the first ingestion, the oldest scan of
 // accounts[0]) is read back from the findings in insertion order.
-func timeHeld(ctx context.Context, engine, dsn string, probes int) error {
+func timeHeld(ctx context.Context, engine, dsn string, probes int, probeInto string) error {
 	st, err := engines.Open(ctx, engine, dsn)
 	if err != nil {
 		return err
@@ -180,21 +183,13 @@ func timeHeld(ctx context.Context, engine, dsn string, probes int) error {
 		return err
 	}
 	rb := &readBench{bench: &bench{engine: engine, dsn: dsn, st: st}, gen: gen, key: "pk_bench.0123456789abcdef0123456789abcdef0123456789",
-		http: &http.Client{Timeout: 5 * time.Minute}, runTag: fmt.Sprintf("%d-", time.Now().Unix())}
-	stored := func(tn string) (int, error) {
-		groups, err := st.FindingCounts(ctx, tn, store.FindingQuery{}, []string{"provider_type"})
-		n := 0
-		for _, g := range groups {
-			n += g.Count
-		}
-		return n, err
-	}
-	if rb.loaded, err = stored(tenant); err != nil {
+		http: &http.Client{Timeout: 5 * time.Minute}, runTag: fmt.Sprintf("%d-", time.Now().Unix()), probeInto: probeInto}
+	groups, err := st.FindingCounts(ctx, tenant, store.FindingQuery{}, []string{"provider_type"})
+	if err != nil {
 		return err
 	}
-	// Probes take the uids after those of the probes stored.
-	if rb.probed, err = stored(probeTenant); err != nil {
-		return err
+	for _, g := range groups {
+		rb.loaded += g.Count
 	}
 	first := func(q store.FindingQuery) (store.Finding, error) {
 		q.Sort, q.Page = []string{"inserted_at"}, store.Page{Number: 1, Size: 1}
@@ -261,7 +256,7 @@ func (rb *readBench) hold() {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sig)
-	fmt.Printf("\n== holding the %s database of %d findings (tenant %q; %d more of tenant %q) ==\n", rb.engine, rb.loaded, tenant, rb.probed, probeTenant)
+	fmt.Printf("\n== holding the %s database of %d findings (tenant %q; %d more in the probes' tenants) ==\n", rb.engine, rb.loaded, tenant, rb.probed)
 	switch rb.engine {
 	case "postgres":
 		// pgServer's DSN names dbname=postgres, which the appended one overrides.
@@ -360,9 +355,9 @@ func (rb *readBench) serve() (func(), error) {
 // the worker's time.
 func (rb *readBench) ingest(ctx context.Context, tn string, n int) (time.Duration, error) {
 	pr, pw := io.Pipe()
-	// Probes take their uids far from the load's.
+	// Probes in tenants of their own take their uids far from the load's.
 	from, count := rb.loaded, &rb.loaded
-	if tn == probeTenant {
+	if tn != tenant {
 		from, count = 900_000_000+rb.probed, &rb.probed
 	}
 	go func() { pw.CloseWithError(rb.gen.writeRange(pw, from, n)) }()
