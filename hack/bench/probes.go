@@ -18,8 +18,8 @@ const (
 	// probeIntoNew writes each pair's probes to a new tenant: what the
 	// table's size costs an ingestion, whatever tenants hold it. Probes
 	// that all went to one tenant of their own measured a mix of that and
-	// of their tenant's growth: at 10M findings, the ratio rose from about
-	// 1.2× to 1.5× as that tenant reached 400,000 findings.
+	// of their tenant's growth: at 10M findings, the ratio rose from 1.29×
+	// to 1.48× as that tenant reached 400,000 findings.
 	probeIntoNew = "new"
 	// probeIntoLoaded writes them to the loaded tenant: what an ingestion
 	// costs a tenant that already holds the findings, the case of one
@@ -32,11 +32,11 @@ const (
 // ingests a probe report of probeRecords records through the worker into
 // rb's database and into a new, empty database of the same engine (on the
 // same PostgreSQL server, in the same directory for SQLite), both into
-// the tenant rb.probeInto names, the order alternating from pair to pair. This machine's speed drifts by up to 2×
-// within minutes, so one probe at each size, compared with one made
-// before the load, measured mostly the drift; the two sides of a pair see
-// the same machine. It returns the median of the pairs' ratios (full over
-// empty) and prints every pair.
+// the tenant rb.probeInto names, the order alternating from pair to pair.
+// This machine's speed drifts by up to 2× within minutes, so one probe at
+// each size, compared with one made before the load, measured mostly the
+// drift; the two sides of a pair see the same machine. It returns the
+// median of the pairs' ratios (full over empty) and prints every pair.
 func (rb *readBench) probePairs(ctx context.Context, pairs int) (float64, error) {
 	ratios := make([]float64, 0, pairs)
 	for i := range pairs {
