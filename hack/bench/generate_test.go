@@ -62,3 +62,42 @@ func TestGeneratedUIDs(t *testing.T) {
 		t.Fatalf("uids %q and %q: same template, want suffixes that differ early", a, b)
 	}
 }
+
+// TestGeneratedTimes checks that a record's time is its own and never
+// earlier than an earlier record's, so that ingestion appends to an index
+// in time order, as a scanner's next scan does.
+func TestGeneratedTimes(t *testing.T) {
+	g, err := newGenerator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf []byte
+	timeOf := func(i int) int64 {
+		t.Helper()
+		buf = g.record(buf, i)
+		var rec struct {
+			Time int64 `json:"time"`
+		}
+		if err := json.Unmarshal(buf, &rec); err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+		if rec.Time != recordTime(i) {
+			t.Fatalf("record %d has time %d, recordTime(%d) says %d", i, rec.Time, i, recordTime(i))
+		}
+		return rec.Time
+	}
+	for _, tc := range []struct{ earlier, later int }{
+		{0, recordsPerSecond - 1},
+		{0, recordsPerSecond},
+		{86_399, 86_400},
+		{9_999_999, 10_000_000},
+		{10_000_000, 900_000_000},
+	} {
+		if a, b := timeOf(tc.earlier), timeOf(tc.later); b < a {
+			t.Errorf("record %d has time %d, before record %d's %d", tc.later, b, tc.earlier, a)
+		}
+	}
+	if a, b := timeOf(0), timeOf(recordsPerSecond); b != a+1 {
+		t.Errorf("record %d has time %d, want one second after record 0's %d", recordsPerSecond, b, a)
+	}
+}
