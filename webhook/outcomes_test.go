@@ -444,8 +444,15 @@ func checkReads(t *testing.T, a *api, r report, ingestion string) {
 					if strings.HasPrefix(k, "-") {
 						c = -c
 					}
-					// uid breaks ties in the direction of the sort key.
+					// Ties are broken in the direction of the sort key:
+					// a check's and a severity's by insertion time
+					// first, then every key's by uid.
 					tie := strings.Compare(d.Data[i-1].Attributes["uid"].(string), d.Data[i].Attributes["uid"].(string))
+					if key == "check_id" || key == "severity_id" {
+						if c := compareAttr(d.Data[i-1].Attributes["inserted_at"], d.Data[i].Attributes["inserted_at"]); c != 0 {
+							tie = c
+						}
+					}
 					if strings.HasPrefix(k, "-") {
 						tie = -tie
 					}

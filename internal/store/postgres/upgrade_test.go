@@ -147,6 +147,43 @@ INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, severity_id, event
 	}
 }
 
+// TestUpgradeBreaksTiesByInsertionTime opens a database whose check and
+// severity indexes ended in uid (version 12): the findings written then
+// are listed by check and by severity with their ties in insertion order,
+// which is not their uids' here, on numbered pages that read the rebuilt
+// indexes' keys.
+func TestUpgradeBreaksTiesByInsertionTime(t *testing.T) {
+	ctx := context.Background()
+	dsn, pool := migratedTo(t, 12)
+	if _, err := pool.Exec(ctx, `
+INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, check_id, severity_id, event_time, raw, inserted_at, updated_at) VALUES
+    ('00000000-0000-0000-0000-000000000001', 't', 's-1', 'u-3', 'ing', 'c-1', 1, '2026-01-01', '\x7b7d', '2026-02-01', now()),
+    ('00000000-0000-0000-0000-000000000002', 't', 's-1', 'u-2', 'ing', 'c-1', 1, '2026-01-01', '\x7b7d', '2026-02-02', now()),
+    ('00000000-0000-0000-0000-000000000003', 't', 's-1', 'u-1', 'ing', 'c-1', 1, '2026-01-01', '\x7b7d', '2026-02-03', now()),
+    ('00000000-0000-0000-0000-000000000004', 't', 's-2', 'u-1', 'ing', 'c-0', 2, '2026-01-01', '\x7b7d', '2026-02-03', now());`); err != nil {
+		t.Fatal(err)
+	}
+	pool.Close()
+	s, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatalf("open the old database: %v", err)
+	}
+	defer s.Close()
+	id := func(n int) string { return fmt.Sprintf("00000000-0000-0000-0000-%012d", n) }
+	for sort, want := range map[string][]int{
+		"check_id":     {4, 1, 2, 3},
+		"-check_id":    {3, 2, 1, 4},
+		"severity_id":  {1, 2, 3, 4},
+		"-severity_id": {4, 3, 2, 1},
+	} {
+		var ids []string
+		for _, n := range want {
+			ids = append(ids, id(n))
+		}
+		storetest.CheckNumberedPages(t, s, "t", []string{sort}, ids)
+	}
+}
+
 // migratedTo returns a new database migrated up to version, as a store
 // of that release left it, with a pool to write its old rows through (the
 // caller closes it before opening the store).

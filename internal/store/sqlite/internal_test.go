@@ -204,6 +204,40 @@ WHERE i.type = 'index' AND i.tbl_name = 'findings'`)
 	}
 }
 
+// TestUpgradeBreaksTiesByInsertionTime opens a database whose check and
+// severity indexes ended in uid (version 10): the findings written then
+// are listed by check and by severity with their ties in insertion order,
+// which is not their uids' here, on numbered pages that read the rebuilt
+// indexes' keys.
+func TestUpgradeBreaksTiesByInsertionTime(t *testing.T) {
+	ctx := context.Background()
+	path, db := migratedTo(t, 10)
+	if _, err := db.ExecContext(ctx, `
+INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, check_id, severity_id, event_time, raw, inserted_at, updated_at) VALUES
+    ('f1', 't', 's-1', 'u-3', 'ing', 'c-1', 1, 10, X'7b7d', 100, 100),
+    ('f2', 't', 's-1', 'u-2', 'ing', 'c-1', 1, 10, X'7b7d', 200, 200),
+    ('f3', 't', 's-1', 'u-1', 'ing', 'c-1', 1, 10, X'7b7d', 300, 300),
+    ('f4', 't', 's-2', 'u-1', 'ing', 'c-0', 2, 10, X'7b7d', 300, 300);`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatalf("open the old database: %v", err)
+	}
+	defer s.Close()
+	for sort, want := range map[string][]string{
+		"check_id":     {"f4", "f1", "f2", "f3"},
+		"-check_id":    {"f3", "f2", "f1", "f4"},
+		"severity_id":  {"f1", "f2", "f3", "f4"},
+		"-severity_id": {"f4", "f3", "f2", "f1"},
+	} {
+		storetest.CheckNumberedPages(t, s, "t", []string{sort}, want)
+	}
+}
+
 // migratedTo returns a new database file migrated up to version, as a
 // store of that release left it, open in WAL mode (as the store opens it)
 // to write its old rows through; the caller closes it before opening the

@@ -29,9 +29,10 @@ func testListFindingsByNumber(t *testing.T, s store.Store) {
 	for _, key := range []string{"time", "severity_id", "inserted_at", "check_id", "uid"} {
 		sorts = append(sorts, []string{key}, []string{"-" + key})
 	}
-	// Orders an index gives up to id with a tie-breaker named, and one it
-	// does not (the page is then an offset over rows).
-	sorts = append(sorts, []string{"-check_id", "-uid"}, []string{"check_id", "-time"}, nil)
+	// An order an index gives up to id with a tie-breaker named, and
+	// orders it does not (the page is then an offset over rows): a check's
+	// ties are broken by insertion time before uid.
+	sorts = append(sorts, []string{"-check_id", "-inserted_at"}, []string{"check_id", "-uid"}, []string{"check_id", "-time"}, nil)
 	for _, sort := range sorts {
 		CheckNumberedPages(t, s, tenantA, sort, ids(reference(fs, inserted, store.FindingQuery{Sort: sort})))
 	}

@@ -52,14 +52,14 @@ func (s QueryShape) FirstSortColumn() string {
 //     rather than an index that covers the grouped and filtered columns;
 //   - for a cursor page, and a numbered page past the first of an
 //     unfiltered listing, not seeking the index to the page's first
-//     finding (no bound on the first sort column and uid in the index
+//     finding (no bound on the sort index's columns in the index
 //     condition of the rows read);
 //   - for a numbered page past the first of an unfiltered listing, skipping
 //     the offset over rows (reading the tenant's rows, found by the tenant
 //     alone) rather than over the entries of the sort's index alone;
 //   - for an unfiltered order, sorting the findings that share a value of
-//     the first sort key (a severity, a batch's insertion time) by uid:
-//     every sort index ends in uid;
+//     the first sort key (a severity, a batch's insertion time) by their
+//     tie-breakers: every sort index holds them, up to uid;
 //   - for a scan, an ingestion or a check in the default order, not
 //     reading its own findings from its index (and, for an ingestion or a
 //     check, sorting them all rather than reading them in insertion order);
@@ -91,7 +91,7 @@ func PlanProblems(s QueryShape, page bool, plan []string) []string {
 	if page && slices.Equal(s.Query.Sort, apiDefaultSort) && !s.Query.Latest {
 		for _, f := range []struct{ value, what, index string }{
 			{s.Query.IngestionID, "the ingestion's", "findings_ingestion"},
-			{s.Query.CheckID, "the check's", "findings_check_inserted"},
+			{s.Query.CheckID, "the check's", "findings_check_order"},
 		} {
 			if f.value == "" {
 				continue
@@ -112,13 +112,13 @@ func PlanProblems(s QueryShape, page bool, plan []string) []string {
 			problems = append(problems, "does not read the scan's findings from an index on (tenant, scan_id)")
 		}
 	}
-	// Every sort index ends in uid, so an unfiltered order, either way,
-	// leaves only id to sort within equal uids: a sort of whole runs of one
-	// value (a severity, a check, a batch's insertion time) by uid grows
-	// with the tenant.
+	// Every sort index holds its column's tie-breakers up to uid, so an
+	// unfiltered order, either way, leaves only id to sort within equal
+	// uids: a sort of whole runs of one value (a severity, a check, a
+	// batch's insertion time) by the tie-breakers grows with the tenant.
 	if col := s.FirstSortColumn(); page && s.Ordered && !s.Query.Latest {
 		if regexp.MustCompile(`(?m)USE TEMP B-TREE FOR (RIGHT PART|LAST \d+ TERMS) OF ORDER BY`).MatchString(text) || !presortedToUID(text) {
-			problems = append(problems, "sorts the runs of equal "+col+" values instead of reading an index that ends in uid in the order's direction")
+			problems = append(problems, "sorts the runs of equal "+col+" values instead of reading an index that holds the tie-breakers in the order's direction")
 		}
 	}
 	// A numbered page past the first skips its offset. Over rows, each
@@ -172,18 +172,16 @@ func PlanProblems(s QueryShape, page bool, plan []string) []string {
 	}
 	// A cursor page, and a numbered page past the first once it has found
 	// its first finding's key, read rows from an index seek to that key:
-	// the first sort column and uid, which every sort index ends in. A
-	// seek on the first column alone starts at the first finding of its
-	// value (a severity's, a batch's) and reads every one up to the key.
+	// the first sort column and its tie-breakers up to uid, which its sort
+	// index holds. A seek on the first column alone starts at the first
+	// finding of its value (a severity's, a batch's) and reads every one
+	// up to the key.
 	// A cursor page of the latest findings, or of a search, filters the
 	// rows its index found, which are bounded by the current state or by
 	// the matches, not by the tenant's history.
 	cursor := s.Query.After != nil && !s.Query.Latest && !indexedSearch(s.Query)
 	if col := s.FirstSortColumn(); page && (cursor || (s.Ordered && s.Query.Page.Number > 1)) && !seeksKey(col, text) {
-		if col != "uid" {
-			col = "(" + col + ", uid)"
-		}
-		problems = append(problems, "does not seek the index to the page's first finding (no bound on "+col+" in the index condition of the rows read)")
+		problems = append(problems, "does not seek the index to the page's first finding (no bound on ("+strings.Join(engine.SortIndexColumns(col), ", ")+") in the index condition of the rows read)")
 	}
 	// PostgreSQL plans parallel workers for what it expects to read much
 	// of: a page or count of a bounded number of findings never needs
@@ -291,9 +289,12 @@ func presortedToUID(text string) bool {
 
 // seeksKey reports whether a plan reads findings' rows from an index seek
 // to a position of the order whose first sort column is col: a bound on
-// (col, uid), or on uid for the uid order.
+// the columns of col's sort index (engine.SortIndexColumns), or on uid
+// for the uid order.
 func seeksKey(col, text string) bool {
-	sqlite, pg := `\(`+col+`,uid\)[<>]\(\?,\?\)`, `ROW\(`+col+`, uid\) [<>]=? `
+	cols := engine.SortIndexColumns(col)
+	sqlite := `\(` + strings.Join(cols, ",") + `\)[<>]\(` + strings.TrimSuffix(strings.Repeat(`\?,`, len(cols)), ",") + `\)`
+	pg := `ROW\(` + strings.Join(cols, ", ") + `\) [<>]=? `
 	if col == "uid" {
 		sqlite, pg = `uid[<>]\?`, `\(uid [<>]=? `
 	}

@@ -1161,12 +1161,17 @@ func reference(fs []store.Finding, inserted map[string]time.Time, q store.Findin
 	if len(keys) == 0 {
 		keys = []string{"-severity_id"}
 	}
-	// uid, then id, break ties in the direction of the first key.
+	// Ties are broken in the direction of the first key: by insertion
+	// time when it is a check or a severity, then by uid, then by id.
 	dir := ""
 	if strings.HasPrefix(keys[0], "-") {
 		dir = "-"
 	}
-	keys = append(slices.Clone(keys), dir+"uid", dir+"id")
+	keys = slices.Clone(keys)
+	if first := strings.TrimPrefix(keys[0], "-"); first == "check_id" || first == "severity_id" {
+		keys = append(keys, dir+"inserted_at")
+	}
+	keys = append(keys, dir+"uid", dir+"id")
 	slices.SortStableFunc(out, func(a, b store.Finding) int {
 		for _, k := range keys {
 			desc := strings.HasPrefix(k, "-")

@@ -182,6 +182,12 @@ type Dialect struct {
 	// match of a common word to sort them rather than walking its order's
 	// index until a page is full.
 	Unestimated func(cond string) string
+	// Unaffined, when set, renders a column read from a CTE so that the
+	// value has no type affinity: SQLite seeks an index on the second and
+	// later columns of a row value only when the value compared with each
+	// has that column's affinity or none, and two columns of one type
+	// compare with neither (NUMERIC for integers, BLOB for texts).
+	Unaffined func(col string) string
 	// SearchCandidatesFrom, when set, renders a FROM clause that reads
 	// the findings the trigram index finds for probe one by one, in the
 	// index's order, for grouped counts bounded by a count limit: SQLite
@@ -201,7 +207,8 @@ var (
 		Unestimated: func(cond string) string { return "CASE WHEN " + cond + " THEN true ELSE false END" }}
 	SQLite = Dialect{Param: func(n int) string { return "?" + strconv.Itoa(n) }, ILike: "LIKE",
 		Time: func(t time.Time) any { return t.UnixMicro() }, IndexedBy: func(index string) string { return " INDEXED BY " + index },
-		SearchIndex: sqliteSearch, SearchCandidatesFrom: sqliteSearchCandidates}
+		SearchIndex: sqliteSearch, SearchCandidatesFrom: sqliteSearchCandidates,
+		Unaffined: func(col string) string { return "+" + col }}
 )
 
 // sqliteSearchCandidates drives a statement from findings_search: each
@@ -396,8 +403,8 @@ func EscapeLike(s string) string {
 }
 
 // orderIndexes are the indexes that read a tenant's findings in the order
-// of each sort column (forwards or backwards), then uid: each is (tenant,
-// column, uid), but for uid's own, (tenant, uid).
+// of each sort column (forwards or backwards), up to id: each is (tenant,
+// SortIndexColumns(column)).
 var orderIndexes = map[string]string{
 	"event_time":  "findings_time",
 	"severity_id": "findings_default_order",
@@ -406,9 +413,29 @@ var orderIndexes = map[string]string{
 	"uid":         "findings_uid",
 }
 
-// SortIndex names the index that reads a tenant's findings in the order of
-// sort column col (forwards or backwards), then uid.
+// orderTies are the columns that break the ties of each sort column,
+// before id, and that its index holds after it. A check or a severity is
+// shared by a large part of a tenant's findings, so their ties go by
+// insertion time first: a new finding then lands at the end of its
+// check's or severity's entries, not at a random place among all of them
+// as it did when uid came first, which at ten million findings took a
+// leaf page from outside memory for each new finding
+// (docs/decisions/0017-ties-by-insertion-time.md).
+var orderTies = map[string][]string{
+	"event_time":  {"uid"},
+	"severity_id": {"inserted_at", "uid"},
+	"inserted_at": {"uid"},
+	"check_id":    {"inserted_at", "uid"},
+	"uid":         nil,
+}
+
+// SortIndex names the index that reads a tenant's findings in the order
+// of sort column col (forwards or backwards), up to id.
 func SortIndex(col string) string { return orderIndexes[col] }
+
+// SortIndexColumns are the columns of col's sort index after the tenant:
+// col and the columns that break its ties, all but id.
+func SortIndexColumns(col string) []string { return append([]string{col}, orderTies[col]...) }
 
 // indexedSearch reports whether q's search is long enough for a trigram
 // index to find its rows.
@@ -452,12 +479,13 @@ func (o orderPart) sql(render func(col string) string) string {
 	return col + " ASC"
 }
 
-// findingOrder resolves sort keys to columns. uid and id are always appended
-// as tie-breakers so that pages never overlap or skip rows, and so that a
-// position in the order (a FindingKey) is unique. They run in the direction
-// of the first key: every sort index ends in uid, so each order, either
-// way, is one read of an index, forwards or backwards, never a sort of the
-// runs of equal values.
+// findingOrder resolves sort keys to columns. The first key's ties
+// (orderTies) and id are always appended as tie-breakers so that pages
+// never overlap or skip rows, and so that a position in the order (a
+// FindingKey) is unique. They run in the direction of the first key: the
+// first key's sort index holds them, so each order, either way, is one
+// read of an index, forwards or backwards, never a sort of the runs of
+// equal values.
 func findingOrder(keys []string) ([]orderPart, error) {
 	if len(keys) == 0 {
 		keys = DefaultFindingSort
@@ -476,8 +504,9 @@ func findingOrder(keys []string) ([]orderPart, error) {
 		used[col] = true
 		parts = append(parts, orderPart{col: col, desc: desc})
 	}
-	for _, col := range []string{"uid", "id"} {
+	for _, col := range append(slices.Clone(orderTies[parts[0].col]), "id") {
 		if !used[col] {
+			used[col] = true
 			parts = append(parts, orderPart{col: col, desc: parts[0].desc})
 		}
 	}
@@ -485,7 +514,8 @@ func findingOrder(keys []string) ([]orderPart, error) {
 }
 
 // DefaultFindingSort is the store's order when a query names none: the most
-// severe first (ties, as always, by uid and id in the same direction).
+// severe first (ties, as for every severity order, by insertion time, uid
+// and id in the same direction: the newest first).
 var DefaultFindingSort = []string{"-severity_id"}
 
 // keyset renders "the row comes after k in this order" (see after).
@@ -515,7 +545,7 @@ func (a *Args) keyset(parts []orderPart, k store.FindingKey) string {
 // after renders "the row comes after the position vals (one SQL value
 // per part) in this order". The parts that run in the first one's
 // direction are compared as one row value, which both planners seek an
-// index to: (severity_id, uid) puts a page at its finding, where
+// index to: (severity_id, inserted_at, uid) puts a page at its finding, where
 // severity_id alone would put it at the first finding of that severity
 // and read every one before it. Parts in the other direction follow in
 // the expanded form (c1 > v1 OR (c1 = v1 AND (c2 > v2 OR ...))), which
@@ -639,7 +669,7 @@ func orderBy(parts []orderPart, render func(col string) string) string {
 
 // ownInsertionOrder reports whether q filters on a scan, an ingestion or
 // a check, whose own index gives their findings in insertion order
-// ((tenant, column, inserted_at)), in an order that starts with
+// ((tenant, column, inserted_at), a check's then uid), in an order that starts with
 // inserted_at. Only uid and id are then left to sort, among the findings
 // of a batch. The tenant's findings_inserted gives that order up to uid,
 // and PostgreSQL, costing a walk of it by how soon matching findings turn
@@ -660,16 +690,17 @@ func unfiltered(d Dialect, q store.FindingQuery) bool {
 }
 
 // indexKey returns the parts of an order that its first column's sort
-// index holds, when they are all of the order but id: that column and uid
-// (every sort index ends in uid), or uid alone, in one direction. Only id
-// is then left to sort, among the findings of one uid.
+// index holds, when they are all of the order but id: that column and its
+// ties (SortIndexColumns), in one direction. Only id is then left to sort,
+// among the findings of one key.
 func indexKey(parts []orderPart) ([]orderPart, bool) {
 	n := len(parts) - 1 // id ends every order and is in no sort index
-	if n > 2 || parts[n-1].col != "uid" {
+	want := SortIndexColumns(parts[0].col)
+	if n != len(want) {
 		return nil, false
 	}
-	for _, p := range parts {
-		if p.desc != parts[0].desc {
+	for i, p := range parts[:n] {
+		if p.col != want[i] || p.desc != parts[0].desc {
 			return nil, false
 		}
 	}
@@ -710,16 +741,13 @@ func seekPage(d Dialect, tenant string, parts, key []orderPart, limit, offset in
 	}
 	keyCols, cols := columns(key), columns(parts)
 	// A row value read from a CTE, for a row-value comparison to seek an
-	// index with: SQLite seeks on a second column only when the value
-	// compared with it has that column's affinity or none, and two text
-	// columns compare with none in common; the empty concatenation leaves
-	// uid a value without affinity.
+	// index with (see Dialect.Unaffined).
 	rowOf := func(cte string, ps []orderPart) string {
 		vals := make([]string, len(ps))
 		for i, p := range ps {
 			vals[i] = p.col
-			if p.col == "uid" {
-				vals[i] = "uid || ''"
+			if i > 0 && d.Unaffined != nil {
+				vals[i] = d.Unaffined(p.col)
 			}
 		}
 		return `(SELECT ` + strings.Join(vals, `, `) + ` FROM ` + cte + `)`
