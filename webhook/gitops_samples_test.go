@@ -83,22 +83,25 @@ func TestGitOpsSamples(t *testing.T) {
 	for _, obj := range []string{"tenant/gitops-demo", "-n tenant-gitops-demo apikey/ci-scanner", "-n tenant-gitops-demo ingestion/nightly-2026-11-24"} {
 		kubectl(t, kc, append([]string{"wait", "--for=condition=Ready", "--timeout=60s"}, strings.Fields(obj)...)...)
 	}
+	// What kubectl wait saw, read as it read it: the manager's cache may
+	// not have caught up yet.
+	live := env.APIReader
 	var ing posturev1.Ingestion
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "tenant-gitops-demo", Name: "nightly-2026-11-24"}, &ing); err != nil {
+	if err := live.Get(ctx, client.ObjectKey{Namespace: "tenant-gitops-demo", Name: "nightly-2026-11-24"}, &ing); err != nil {
 		t.Fatal(err)
 	}
 	if ing.Status.Phase != posturev1.IngestionCompleted || ing.Status.Summary != (posturev1.IngestionSummary{Total: 3, Processed: 3}) {
 		t.Fatalf("ingestion = %s %+v, want completed 3/3/0", ing.Status.Phase, ing.Status.Summary)
 	}
 	var key posturev1.APIKey
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "tenant-gitops-demo", Name: "ci-scanner"}, &key); err != nil {
+	if err := live.Get(ctx, client.ObjectKey{Namespace: "tenant-gitops-demo", Name: "ci-scanner"}, &key); err != nil {
 		t.Fatal(err)
 	}
 	if key.Status.KeyOrigin != controllers.KeyOriginAdopted || key.Status.Hash != auth.HashKey(sampleKey) {
 		t.Errorf("APIKey status = %+v, want the sample Secret's key adopted", key.Status)
 	}
 	var providers posturev1.ProviderList
-	if err := k8s.List(ctx, &providers, client.InNamespace("tenant-gitops-demo")); err != nil {
+	if err := live.List(ctx, &providers, client.InNamespace("tenant-gitops-demo")); err != nil {
 		t.Fatal(err)
 	}
 	if len(providers.Items) != 1 || providers.Items[0].Spec.UID != "123456789012" {
@@ -118,7 +121,7 @@ func TestGitOpsSamples(t *testing.T) {
 	}
 	time.Sleep(time.Second)
 	var again posturev1.Ingestion
-	if err := k8s.Get(ctx, client.ObjectKeyFromObject(&ing), &again); err != nil {
+	if err := live.Get(ctx, client.ObjectKeyFromObject(&ing), &again); err != nil {
 		t.Fatal(err)
 	}
 	if again.Status.Attempt != 1 || again.Status.Report.FetchedAt.Compare(ing.Status.Report.FetchedAt.Time) != 0 {
@@ -143,7 +146,7 @@ func TestGitOpsSamples(t *testing.T) {
 	} {
 		var list unstructured.UnstructuredList
 		list.SetGroupVersionKind(posturev1.GroupVersion.WithKind(gvk.kind + "List"))
-		if err := k8s.List(ctx, &list, client.InNamespace(gvk.ns)); err != nil {
+		if err := live.List(ctx, &list, client.InNamespace(gvk.ns)); err != nil {
 			t.Fatal(err)
 		}
 		for _, o := range list.Items {

@@ -105,10 +105,14 @@ type Options struct {
 
 // Env is a running API.
 type Env struct {
-	URL       string
-	Store     store.Store
-	StoreDSN  string // the SQLite file or PostgreSQL DSN of Store
+	URL      string
+	Store    store.Store
+	StoreDSN string // the SQLite file or PostgreSQL DSN of Store
+	// Client is the manager's, whose reads come from its cache and may
+	// lag behind the API server; APIReader reads the API server itself,
+	// as kubectl does.
 	Client    client.Client
+	APIReader client.Reader
 	Tenant    string
 	Namespace string
 	// APIKey authenticates as an administrator of Tenant (static key).
@@ -258,7 +262,7 @@ func Start(t testing.TB, opts Options) *Env {
 		// unfinished Ingestions whose reports live in this Env's store.
 		removeIngestions(t, k8s)
 	})
-	return &Env{URL: srv.URL, Store: st, StoreDSN: dsn, Client: mgr.GetClient(), Tenant: tenant, Namespace: tenant, APIKey: key, Server: api}
+	return &Env{URL: srv.URL, Store: st, StoreDSN: dsn, Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Tenant: tenant, Namespace: tenant, APIKey: key, Server: api}
 }
 
 func removeIngestions(t testing.TB, c client.Client) {
