@@ -127,3 +127,38 @@ func TestShortPageCount(t *testing.T) {
 		})
 	}
 }
+
+// TestFindingOrder pins each sort's tie-breakers (the first key's, then
+// id, in its direction) and which orders a sort index gives up to id,
+// which deep numbered pages need (indexKey).
+func TestFindingOrder(t *testing.T) {
+	for _, tc := range []struct {
+		sort    []string
+		order   string
+		indexed bool
+	}{
+		{nil, "severity_id DESC, inserted_at DESC, uid DESC, id DESC", true},
+		{[]string{"check_id"}, "check_id ASC, inserted_at ASC, uid ASC, id ASC", true},
+		{[]string{"severity_id"}, "severity_id ASC, inserted_at ASC, uid ASC, id ASC", true},
+		{[]string{"-time"}, "event_time DESC, uid DESC, id DESC", true},
+		{[]string{"inserted_at"}, "inserted_at ASC, uid ASC, id ASC", true},
+		{[]string{"-uid"}, "uid DESC, id DESC", true},
+		{[]string{"-check_id", "-inserted_at"}, "check_id DESC, inserted_at DESC, uid DESC, id DESC", true},
+		{[]string{"check_id", "-uid"}, "check_id ASC, uid DESC, inserted_at ASC, id ASC", false},
+		{[]string{"check_id", "uid"}, "check_id ASC, uid ASC, inserted_at ASC, id ASC", false},
+		{[]string{"-severity_id", "time"}, "severity_id DESC, event_time ASC, inserted_at DESC, uid DESC, id DESC", false},
+		{[]string{"time", "-time"}, "event_time ASC, uid ASC, id ASC", true},
+	} {
+		parts, err := findingOrder(tc.sort)
+		if err != nil {
+			t.Fatalf("sort %v: %v", tc.sort, err)
+		}
+		_, indexed := indexKey(parts)
+		if got := orderBy(parts, nil); got != tc.order || indexed != tc.indexed {
+			t.Errorf("sort %v: ORDER BY %s (index gives it up to id: %v), want %s (%v)", tc.sort, got, indexed, tc.order, tc.indexed)
+		}
+	}
+	if _, err := findingOrder([]string{"severity"}); err == nil {
+		t.Error("sort severity (not a sort key) was accepted")
+	}
+}
