@@ -545,9 +545,9 @@ func (a *Args) keyset(parts []orderPart, k store.FindingKey) string {
 // after renders "the row comes after the position vals (one SQL value
 // per part) in this order". The parts that run in the first one's
 // direction are compared as one row value, which both planners seek an
-// index to: (severity_id, inserted_at, uid) puts a page at its finding, where
-// severity_id alone would put it at the first finding of that severity
-// and read every one before it. Parts in the other direction follow in
+// index to: (severity_id, inserted_at, uid) puts a page at its finding,
+// where severity_id alone would put it at the first finding of that
+// severity and read every one before it. Parts in the other direction follow in
 // the expanded form (c1 > v1 OR (c1 = v1 AND (c2 > v2 OR ...))), which
 // mixed directions need.
 func after(parts []orderPart, vals []string) string {
@@ -669,8 +669,8 @@ func orderBy(parts []orderPart, render func(col string) string) string {
 
 // ownInsertionOrder reports whether q filters on a scan, an ingestion or
 // a check, whose own index gives their findings in insertion order
-// ((tenant, column, inserted_at), a check's then uid), in an order that starts with
-// inserted_at. Only uid and id are then left to sort, among the findings
+// ((tenant, column, inserted_at), a check's then uid), in an order that
+// starts with inserted_at. Only uid and id are then left to sort, among the findings
 // of a batch. The tenant's findings_inserted gives that order up to uid,
 // and PostgreSQL, costing a walk of it by how soon matching findings turn
 // up on average, would read it newest first testing each finding: for an
