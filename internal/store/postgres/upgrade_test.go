@@ -23,8 +23,7 @@ import (
 // finished last, and searches read the new index.
 func TestUpgradeIndexesSearchAndLatest(t *testing.T) {
 	ctx := context.Background()
-	dsn, pool := migratedTo(t, 5)
-	if _, err := pool.Exec(ctx, `
+	s := upgradedFrom(t, 5, `
 INSERT INTO runs (tenant, ingestion_id, attempt, status, started_at, updated_at, finished_at) VALUES
     ('t', 'ing-a', 1, 'succeeded', now(), now(), '2026-01-01'),
     ('t', 'ing-b', 1, 'succeeded', now(), now(), '2026-01-02'),
@@ -37,16 +36,7 @@ INSERT INTO scans (tenant, id, provider_type, provider_uid, ingestion_id, insert
     ('t', 's-d', 'aws', '111', 'ing-d', '2026-01-04', now()),
     ('t', 's-g', 'gcp', 'proj', 'ing-a', '2026-01-01', now());
 INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, title, event_time, raw, inserted_at, updated_at)
-SELECT gen_random_uuid(), 't', id, 'uid-' || id, ingestion_id, 'Old title in ' || id, now(), '\x7b7d', now(), now() FROM scans;`); err != nil {
-		t.Fatal(err)
-	}
-	pool.Close()
-
-	s, err := Open(ctx, dsn)
-	if err != nil {
-		t.Fatalf("open the old database: %v", err)
-	}
-	defer s.Close()
+SELECT gen_random_uuid(), 't', id, 'uid-' || id, ingestion_id, 'Old title in ' || id, now(), '\x7b7d', now(), now() FROM scans;`)
 	scans := func(q store.FindingQuery) []string {
 		t.Helper()
 		q.Sort, q.Page = []string{"uid"}, store.Page{Size: 10}
@@ -74,21 +64,11 @@ SELECT gen_random_uuid(), 't', id, 'uid-' || id, ingestion_id, 'Old title in ' |
 // knows to read the report for them.
 func TestUpgradeKeepsBlobsWithoutAccounts(t *testing.T) {
 	ctx := context.Background()
-	dsn, pool := migratedTo(t, 6)
 	const id = "6f1c5d2e-8a4b-4c3d-9e2f-0a1b2c3d4e5f"
-	if _, err := pool.Exec(ctx, `
+	s := upgradedFrom(t, 6, `
 INSERT INTO blobs (id, tenant, size, sha256, chunks, complete, created_at, touched_at)
     VALUES ('`+id+`', 't', 2, 'x', 1, true, now(), now());
-INSERT INTO blob_chunks (blob_id, seq, data) VALUES ('`+id+`', 0, '\x5b5d');`); err != nil {
-		t.Fatal(err)
-	}
-	pool.Close()
-
-	s, err := Open(ctx, dsn)
-	if err != nil {
-		t.Fatalf("open the old database: %v", err)
-	}
-	defer s.Close()
+INSERT INTO blob_chunks (blob_id, seq, data) VALUES ('`+id+`', 0, '\x5b5d');`)
 	accounts, recorded, err := s.BlobAccounts(ctx, "t", id)
 	if err != nil || recorded || accounts != nil {
 		t.Fatalf("BlobAccounts of a blob stored before the upgrade = %v, %v, %v; want nil, false, nil", accounts, recorded, err)
@@ -110,23 +90,12 @@ INSERT INTO blob_chunks (blob_id, seq, data) VALUES ('`+id+`', 0, '\x5b5d');`); 
 // two scans of one batch included, and a scan's findings read back.
 func TestUpgradeRebuildsSortIndexes(t *testing.T) {
 	ctx := context.Background()
-	dsn, pool := migratedTo(t, 10)
-	if _, err := pool.Exec(ctx, `
+	s := upgradedFrom(t, 10, `
 INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, severity_id, event_time, raw, inserted_at, updated_at) VALUES
     ('00000000-0000-0000-0000-000000000001', 't', 's-1', 'u-1', 'ing', 1, '2026-01-03', '\x7b7d', '2026-02-01', now()),
     ('00000000-0000-0000-0000-000000000002', 't', 's-2', 'u-1', 'ing', 1, '2026-01-03', '\x7b7d', '2026-02-01', now()),
     ('00000000-0000-0000-0000-000000000003', 't', 's-1', 'u-2', 'ing', 2, '2026-01-01', '\x7b7d', '2026-02-01', now()),
-    ('00000000-0000-0000-0000-000000000004', 't', 's-1', 'u-3', 'ing', 2, '2026-01-02', '\x7b7d', '2026-02-02', now());`); err != nil {
-		t.Fatal(err)
-	}
-	pool.Close()
-
-	s, err := Open(ctx, dsn)
-	if err != nil {
-		t.Fatalf("open the old database: %v", err)
-	}
-	defer s.Close()
-	id := func(n int) string { return fmt.Sprintf("00000000-0000-0000-0000-%012d", n) }
+    ('00000000-0000-0000-0000-000000000004', 't', 's-1', 'u-3', 'ing', 2, '2026-01-02', '\x7b7d', '2026-02-02', now());`)
 	// The order of the two findings of u-1 is their ids', so each order is
 	// known without reading them back.
 	for sort, want := range map[string][]int{
@@ -135,14 +104,10 @@ INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, severity_id, event
 		"-severity_id": {4, 3, 2, 1},
 		"uid":          {1, 2, 3, 4},
 	} {
-		var ids []string
-		for _, n := range want {
-			ids = append(ids, id(n))
-		}
-		storetest.CheckNumberedPages(t, s, "t", []string{sort}, ids)
+		storetest.CheckNumberedPages(t, s, "t", []string{sort}, oldFindingIDs(want...))
 	}
 	scan, _, err := s.ListFindings(ctx, "t", store.FindingQuery{ScanID: "s-1", Sort: []string{"-inserted_at"}})
-	if err != nil || len(scan) != 3 || scan[0].ID != id(4) {
+	if err != nil || len(scan) != 3 || scan[0].ID != oldFindingIDs(4)[0] {
 		t.Fatalf("scan s-1 after the upgrade, newest first: %d findings, %v", len(scan), err)
 	}
 }
@@ -153,14 +118,29 @@ INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, severity_id, event
 // which is not their uids' here, on numbered pages that read the rebuilt
 // indexes' keys.
 func TestUpgradeBreaksTiesByInsertionTime(t *testing.T) {
-	ctx := context.Background()
-	dsn, pool := migratedTo(t, 12)
-	if _, err := pool.Exec(ctx, `
+	s := upgradedFrom(t, 12, `
 INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, check_id, severity_id, event_time, raw, inserted_at, updated_at) VALUES
     ('00000000-0000-0000-0000-000000000001', 't', 's-1', 'u-3', 'ing', 'c-1', 1, '2026-01-01', '\x7b7d', '2026-02-01', now()),
     ('00000000-0000-0000-0000-000000000002', 't', 's-1', 'u-2', 'ing', 'c-1', 1, '2026-01-01', '\x7b7d', '2026-02-02', now()),
     ('00000000-0000-0000-0000-000000000003', 't', 's-1', 'u-1', 'ing', 'c-1', 1, '2026-01-01', '\x7b7d', '2026-02-03', now()),
-    ('00000000-0000-0000-0000-000000000004', 't', 's-2', 'u-1', 'ing', 'c-0', 2, '2026-01-01', '\x7b7d', '2026-02-03', now());`); err != nil {
+    ('00000000-0000-0000-0000-000000000004', 't', 's-2', 'u-1', 'ing', 'c-0', 2, '2026-01-01', '\x7b7d', '2026-02-03', now());`)
+	for sort, want := range map[string][]int{
+		"check_id":     {4, 1, 2, 3},
+		"-check_id":    {3, 2, 1, 4},
+		"severity_id":  {1, 2, 3, 4},
+		"-severity_id": {4, 3, 2, 1},
+	} {
+		storetest.CheckNumberedPages(t, s, "t", []string{sort}, oldFindingIDs(want...))
+	}
+}
+
+// upgradedFrom opens the store on a database migrated up to version, as
+// a store of that release left it, with the rows oldRows (SQL) wrote then.
+func upgradedFrom(t *testing.T, version int64, oldRows string) *Store {
+	t.Helper()
+	ctx := context.Background()
+	dsn, pool := migratedTo(t, version)
+	if _, err := pool.Exec(ctx, oldRows); err != nil {
 		t.Fatal(err)
 	}
 	pool.Close()
@@ -168,20 +148,18 @@ INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, check_id, severity
 	if err != nil {
 		t.Fatalf("open the old database: %v", err)
 	}
-	defer s.Close()
-	id := func(n int) string { return fmt.Sprintf("00000000-0000-0000-0000-%012d", n) }
-	for sort, want := range map[string][]int{
-		"check_id":     {4, 1, 2, 3},
-		"-check_id":    {3, 2, 1, 4},
-		"severity_id":  {1, 2, 3, 4},
-		"-severity_id": {4, 3, 2, 1},
-	} {
-		var ids []string
-		for _, n := range want {
-			ids = append(ids, id(n))
-		}
-		storetest.CheckNumberedPages(t, s, "t", []string{sort}, ids)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// oldFindingIDs are the ids of the old rows' findings numbered ns: UUIDs
+// that end in the number, so they sort as the numbers do.
+func oldFindingIDs(ns ...int) []string {
+	ids := make([]string, len(ns))
+	for i, n := range ns {
+		ids[i] = fmt.Sprintf("00000000-0000-0000-0000-%012d", n)
 	}
+	return ids
 }
 
 // migratedTo returns a new database migrated up to version, as a store

@@ -117,21 +117,9 @@ func TestUpgradeSwitchesOnIncrementalVacuum(t *testing.T) {
 // knows to read the report for them.
 func TestUpgradeKeepsBlobsWithoutAccounts(t *testing.T) {
 	ctx := context.Background()
-	path, db := migratedTo(t, 5)
-	if _, err := db.ExecContext(ctx, `
+	s := upgradedFrom(t, 5, `
 INSERT INTO blobs (id, tenant, size, sha256, chunks, complete, created_at, touched_at) VALUES ('old', 't', 2, 'x', 1, 1, 1, 1);
-INSERT INTO blob_chunks (blob_id, seq, data) VALUES ('old', 0, X'5b5d');`); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	s, err := Open(ctx, path)
-	if err != nil {
-		t.Fatalf("open the old database: %v", err)
-	}
-	defer s.Close()
+INSERT INTO blob_chunks (blob_id, seq, data) VALUES ('old', 0, X'5b5d');`)
 	accounts, recorded, err := s.BlobAccounts(ctx, "t", "old")
 	if err != nil || recorded || accounts != nil {
 		t.Fatalf("BlobAccounts of a blob stored before the upgrade = %v, %v, %v; want nil, false, nil", accounts, recorded, err)
@@ -154,24 +142,12 @@ INSERT INTO blob_chunks (blob_id, seq, data) VALUES ('old', 0, X'5b5d');`); err 
 // order, a uid in two scans of one batch included.
 func TestUpgradeRebuildsSortIndexes(t *testing.T) {
 	ctx := context.Background()
-	path, db := migratedTo(t, 9)
-	if _, err := db.ExecContext(ctx, `
+	s := upgradedFrom(t, 9, `
 INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, severity_id, event_time, raw, inserted_at, updated_at) VALUES
     ('f1', 't', 's-1', 'u-1', 'ing', 1, 30, X'7b7d', 100, 100),
     ('f2', 't', 's-2', 'u-1', 'ing', 1, 30, X'7b7d', 100, 100),
     ('f3', 't', 's-1', 'u-2', 'ing', 2, 10, X'7b7d', 100, 100),
-    ('f4', 't', 's-1', 'u-3', 'ing', 2, 20, X'7b7d', 200, 200);`); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	s, err := Open(ctx, path)
-	if err != nil {
-		t.Fatalf("open the old database: %v", err)
-	}
-	defer s.Close()
+    ('f4', 't', 's-1', 'u-3', 'ing', 2, 20, X'7b7d', 200, 200);`)
 	rows, err := s.r.QueryContext(ctx, `SELECT i.name, (SELECT count(*) FROM pragma_index_info(i.name)), coalesce(st.stat, '')
 FROM sqlite_schema i LEFT JOIN sqlite_stat1 st ON st.tbl = 'findings' AND st.idx = i.name
 WHERE i.type = 'index' AND i.tbl_name = 'findings'`)
@@ -210,14 +186,30 @@ WHERE i.type = 'index' AND i.tbl_name = 'findings'`)
 // which is not their uids' here, on numbered pages that read the rebuilt
 // indexes' keys.
 func TestUpgradeBreaksTiesByInsertionTime(t *testing.T) {
-	ctx := context.Background()
-	path, db := migratedTo(t, 10)
-	if _, err := db.ExecContext(ctx, `
+	s := upgradedFrom(t, 10, `
 INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, check_id, severity_id, event_time, raw, inserted_at, updated_at) VALUES
     ('f1', 't', 's-1', 'u-3', 'ing', 'c-1', 1, 10, X'7b7d', 100, 100),
     ('f2', 't', 's-1', 'u-2', 'ing', 'c-1', 1, 10, X'7b7d', 200, 200),
     ('f3', 't', 's-1', 'u-1', 'ing', 'c-1', 1, 10, X'7b7d', 300, 300),
-    ('f4', 't', 's-2', 'u-1', 'ing', 'c-0', 2, 10, X'7b7d', 300, 300);`); err != nil {
+    ('f4', 't', 's-2', 'u-1', 'ing', 'c-0', 2, 10, X'7b7d', 300, 300);`)
+	for sort, want := range map[string][]string{
+		"check_id":     {"f4", "f1", "f2", "f3"},
+		"-check_id":    {"f3", "f2", "f1", "f4"},
+		"severity_id":  {"f1", "f2", "f3", "f4"},
+		"-severity_id": {"f4", "f3", "f2", "f1"},
+	} {
+		storetest.CheckNumberedPages(t, s, "t", []string{sort}, want)
+	}
+}
+
+// upgradedFrom opens the store on a database file migrated up to
+// version, as a store of that release left it, with the rows oldRows
+// (SQL) wrote then.
+func upgradedFrom(t *testing.T, version int64, oldRows string) *Store {
+	t.Helper()
+	ctx := context.Background()
+	path, db := migratedTo(t, version)
+	if _, err := db.ExecContext(ctx, oldRows); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {
@@ -227,15 +219,8 @@ INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, check_id, severity
 	if err != nil {
 		t.Fatalf("open the old database: %v", err)
 	}
-	defer s.Close()
-	for sort, want := range map[string][]string{
-		"check_id":     {"f4", "f1", "f2", "f3"},
-		"-check_id":    {"f3", "f2", "f1", "f4"},
-		"severity_id":  {"f1", "f2", "f3", "f4"},
-		"-severity_id": {"f4", "f3", "f2", "f1"},
-	} {
-		storetest.CheckNumberedPages(t, s, "t", []string{sort}, want)
-	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
 
 // migratedTo returns a new database file migrated up to version, as a

@@ -72,8 +72,7 @@ SELECT rowid, 'x', 'stale text', 'x', 'x' FROM findings LIMIT 1`); err != nil {
 // runs that succeeded, the one that finished last.
 func TestUpgradeIndexesSearchAndLatest(t *testing.T) {
 	ctx := context.Background()
-	path, old := migratedTo(t, 4)
-	if _, err := old.ExecContext(ctx, `
+	s := upgradedFrom(t, 4, `
 INSERT INTO runs (tenant, ingestion_id, attempt, status, started_at, updated_at, finished_at) VALUES
     ('t', 'ing-a', 1, 'succeeded', 0, 100, 100),
     ('t', 'ing-b', 1, 'succeeded', 0, 200, 200),
@@ -86,16 +85,7 @@ INSERT INTO scans (tenant, id, provider_type, provider_uid, ingestion_id, insert
     ('t', 's-d', 'aws', '111', 'ing-d', 4, 4),
     ('t', 's-g', 'gcp', 'proj', 'ing-a', 1, 1);
 INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, title, event_time, raw, inserted_at, updated_at)
-SELECT 'id-' || id, 't', id, 'uid-' || id, ingestion_id, 'Old title in ' || id, 0, x'7b7d', 1, 1 FROM scans;`); err != nil {
-		t.Fatal(err)
-	}
-	old.Close()
-
-	s, err := Open(ctx, path)
-	if err != nil {
-		t.Fatalf("open the old database: %v", err)
-	}
-	defer s.Close()
+SELECT 'id-' || id, 't', id, 'uid-' || id, ingestion_id, 'Old title in ' || id, 0, x'7b7d', 1, 1 FROM scans;`)
 	scans := func(q store.FindingQuery) []string {
 		t.Helper()
 		q.Sort, q.Page = []string{"uid"}, store.Page{Size: 10}
