@@ -514,6 +514,21 @@ func (rb *readBench) shapes(ctx context.Context) ([]readShape, error) {
 			query: q("group_by", "severity,status_code,provider_type,provider_uid"),
 			then:  []readShape{{path: "/findings/counts", query: q("group_by", "check_id,severity,status_code")}}},
 	)
+	// The current state: the MCP tools read it by default. The latest
+	// scans are the last ingestion's at every size, so these stay as
+	// large as it while the history behind them grows.
+	l := "/findings/latest"
+	shapes = append(shapes,
+		readShape{name: "latest: default list", path: l},
+		readShape{name: "latest: filter severity", path: l, query: q("filter[severity]", "critical")},
+		readShape{name: "latest: sort check_id", path: l, query: q("sort", "check_id")},
+		readShape{name: "latest: search, common", path: l, query: q("filter[search]", "bucket")},
+		readShape{name: "latest: counts by check, search", path: l + "/counts",
+			query: q("group_by", "check_id,severity,status_code", "filter[search]", "bucket")},
+		readShape{name: "latest: overview (MCP overview + check catalogue counts)", path: l + "/counts",
+			query: q("group_by", "severity,status_code,provider_type,provider_uid"),
+			then:  []readShape{{path: l + "/counts", query: q("group_by", "check_id,severity,status_code")}}},
+	)
 	for i := range shapes {
 		if shapes[i].cursorAt > 0 {
 			c, err := rb.cursor(ctx, shapes[i])

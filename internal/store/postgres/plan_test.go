@@ -36,6 +36,11 @@ func TestQueryPlans(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Release()
+	// The planner's number of distinct scan ids comes from a sample; at a
+	// million findings in 200 scans it counted 16. Here it is set as low.
+	if _, err := conn.Exec(ctx, "ALTER TABLE findings ALTER COLUMN scan_id SET (n_distinct = 16)"); err != nil {
+		t.Fatal(err)
+	}
 	allVisible(t, conn)
 	for _, q := range []string{"SET enable_seqscan = off", "SET enable_bitmapscan = off"} {
 		if _, err := conn.Exec(ctx, q); err != nil {
@@ -56,6 +61,17 @@ func TestQueryPlans(t *testing.T) {
 			// the search's bitmap to fetch a few rows less.
 			set(t, conn, "cpu_index_tuple_cost", "1")
 			defer set(t, conn, "cpu_index_tuple_cost", "DEFAULT")
+		}
+		// At a million findings the planner estimated the latest scans'
+		// findings from the distinct scan ids of its sample, took them for
+		// a quarter of the tenant and read the whole table for a count of
+		// the latest view. A count of it reads the latest scans' findings
+		// through a loop it cannot plan otherwise; with sequential scans
+		// allowed here, one that leaves the plan to the estimates shows
+		// its Seq Scan, which PlanProblems fails.
+		if strings.Contains(st.SQL, "latest_scans") && strings.Contains(st.SQL, "count(*)") {
+			set(t, conn, "enable_seqscan", "on")
+			defer set(t, conn, "enable_seqscan", "off")
 		}
 		// A deep numbered page seeks to a key a subquery reads, a bound
 		// the planner cannot see and takes for a third of the table: on

@@ -71,7 +71,8 @@ func (s QueryShape) FirstSortColumn() string {
 //     conditions show the text; SQLite's plan does not, and the engine's
 //     TestSearchLooksUpTheProbe holds its MATCH);
 //   - for the latest findings, not reading them from latest_scans and the
-//     (tenant, scan_id) key.
+//     (tenant, scan_id) key, or, for a count, looking a search up in the
+//     trigram index, which holds the whole history's matches.
 func PlanProblems(s QueryShape, page bool, plan []string) []string {
 	var problems []string
 	text := strings.Join(plan, "\n")
@@ -164,9 +165,14 @@ func PlanProblems(s QueryShape, page bool, plan []string) []string {
 	if s.Query.Latest && !regexp.MustCompile(`(?m)^\s*(->\s*)?(SEARCH|Index Scan using \w+ on|Index Only Scan using \w+ on|Bitmap Heap Scan on) latest_scans\b`).MatchString(text) {
 		problems = append(problems, "does not read latest_scans by its key")
 	}
-	// The latest findings are found scan by scan, or, for a search, may be
-	// the matches the search index found.
-	if s.Query.Latest && !(indexedSearch(s.Query) && searchIndex) &&
+	// The latest findings are found scan by scan, or, for a page of a
+	// search, may be the matches the search index found. A count reads
+	// them all, and tests a search on them: the current state is bounded,
+	// a common word's matches in the whole history are not.
+	if s.Query.Latest && counting && searchIndex {
+		problems = append(problems, "counts the search's matches in findings_search, every scan's, instead of testing the latest scans' findings")
+	}
+	if s.Query.Latest && !(!counting && indexedSearch(s.Query) && searchIndex) &&
 		!regexp.MustCompile(`(SEARCH findings USING (COVERING )?INDEX sqlite_autoindex_findings_2 \(tenant=\? AND scan_id=\?|Index Cond: \(\(tenant = [^)]*\) AND \(scan_id = )`).MatchString(text) {
 		problems = append(problems, "does not read the latest scans' findings by (tenant, scan_id)")
 	}
