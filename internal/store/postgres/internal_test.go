@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -341,4 +343,45 @@ func TestBlobReaderPrefetches(t *testing.T) {
 			t.Fatalf("reading on after the delete: %v, want ErrNotFound", err)
 		}
 	})
+}
+
+// The store turns JIT compilation off for its connections unless the DSN
+// sets jit itself (see Open).
+func TestJITOffUnlessTheDSNSetsIt(t *testing.T) {
+	for _, tc := range []struct {
+		name, jit, want string
+	}{
+		{name: "DSN without jit", want: "off"},
+		{name: "DSN with jit=on", jit: "on", want: "on"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dsn := pgtest.FreshDatabase(t)
+			if tc.jit != "" {
+				if strings.Contains(dsn, "://") {
+					u, err := url.Parse(dsn)
+					if err != nil {
+						t.Fatal(err)
+					}
+					q := u.Query()
+					q.Set("jit", tc.jit)
+					u.RawQuery = q.Encode()
+					dsn = u.String()
+				} else {
+					dsn += " jit=" + tc.jit
+				}
+			}
+			s, err := Open(context.Background(), dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			var got string
+			if err := s.pool.QueryRow(context.Background(), "SHOW jit").Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("jit = %s, want %s", got, tc.want)
+			}
+		})
+	}
 }

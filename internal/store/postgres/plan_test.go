@@ -62,17 +62,6 @@ func TestQueryPlans(t *testing.T) {
 			set(t, conn, "cpu_index_tuple_cost", "1")
 			defer set(t, conn, "cpu_index_tuple_cost", "DEFAULT")
 		}
-		// At a million findings the planner estimated the latest scans'
-		// findings from the distinct scan ids of its sample, took them for
-		// a quarter of the tenant and read the whole table for a count of
-		// the latest view. A count of it reads the latest scans' findings
-		// through a loop it cannot plan otherwise; with sequential scans
-		// allowed here, one that leaves the plan to the estimates shows
-		// its Seq Scan, which PlanProblems fails.
-		if strings.Contains(st.SQL, "latest_scans") && strings.Contains(st.SQL, "count(*)") {
-			set(t, conn, "enable_seqscan", "on")
-			defer set(t, conn, "enable_seqscan", "off")
-		}
 		// A deep numbered page seeks to a key a subquery reads, a bound
 		// the planner cannot see and takes for a third of the table: on
 		// ten million findings it counted the keys before it with

@@ -635,6 +635,10 @@ func countedFrom(d Dialect, a *Args, tenant string, q store.FindingQuery) (from,
 		return "findings", FindingWhere(a, tenant, q)
 	case d.LatestFindings != nil:
 		from = d.LatestFindings(a, tenant, " OFFSET 0")
+		// The loop reads the latest scans' findings only. Their condition
+		// repeated made the planner join latest_scans twice and read
+		// each scan once per latest scan.
+		q.Latest = false
 	case d.IndexedBy != nil:
 		from = "findings" + d.IndexedBy(naturalKeyIndex)
 	default:
