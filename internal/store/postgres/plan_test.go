@@ -2,12 +2,14 @@ package postgres
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/store/internal/engine"
 	"github.com/posture-dev/posture/internal/store/storetest"
 )
@@ -36,11 +38,6 @@ func TestQueryPlans(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	// The planner's number of distinct scan ids comes from a sample; at a
-	// million findings in 200 scans it counted 16. Here it is set as low.
-	if _, err := conn.Exec(ctx, "ALTER TABLE findings ALTER COLUMN scan_id SET (n_distinct = 16)"); err != nil {
-		t.Fatal(err)
-	}
 	allVisible(t, conn)
 	for _, q := range []string{"SET enable_seqscan = off", "SET enable_bitmapscan = off"} {
 		if _, err := conn.Exec(ctx, q); err != nil {
@@ -124,4 +121,72 @@ func allVisible(t *testing.T, conn *pgxpool.Conn) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("findings: %d of %d pages all-visible after repeated VACUUM; something holds an old snapshot", visible, pages)
+}
+
+// TestLatestCountsLoopOverTheLatestScans checks that a count of the latest
+// view reads the latest scans' findings scan by scan through findings_scan
+// even when the planner takes those scans for a large share of the table,
+// as it does when the latest scans are smaller than the average one (a
+// million findings in scans of 62,500, the latest four of 5,000: it read
+// the whole table to count 20,000). n_distinct makes each scan a
+// sixteenth of the table here; sequential scans stay allowed.
+func TestLatestCountsLoopOverTheLatestScans(t *testing.T) {
+	ctx := context.Background()
+	s := openFresh(t)
+	storetest.WritePlanFindings(t, s)
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "ALTER TABLE findings ALTER COLUMN scan_id SET (n_distinct = 16)"); err != nil {
+		t.Fatal(err)
+	}
+	allVisible(t, conn)
+	listCount := func(q store.FindingQuery) engine.Statement {
+		count, _, err := engine.FindingList(engine.Postgres, "tenant-a", q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return count
+	}
+	groups := func(q store.FindingQuery, by ...string) engine.Statement {
+		st, err := engine.FindingCounts(engine.Postgres, "tenant-a", q, by)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	loop := regexp.MustCompile(`(Index (Only )?Scan using findings_scan on findings|Bitmap Index Scan on findings_scan)\b.*\n\s+Index Cond: \(\(tenant = '[^']*'::text\) AND \(scan_id = l\.scan_id\)\)`)
+	for _, tc := range []struct {
+		name string
+		st   engine.Statement
+	}{
+		{"counts by severity", groups(store.FindingQuery{Latest: true}, "severity")},
+		{"counts by check, failing", groups(store.FindingQuery{Latest: true, StatusCode: []string{"FAIL"}}, "check_id")},
+		{"counts by check, search", groups(store.FindingQuery{Latest: true, Search: "bucket", CountLimit: 1000}, "check_id")},
+		{"the listing's count, a severity", listCount(store.FindingQuery{Latest: true, Severity: []string{"critical"}, CountLimit: 10100})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rows, err := conn.Query(ctx, "EXPLAIN "+tc.st.SQL, tc.st.Args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var plan []string
+			for rows.Next() {
+				var line string
+				if err := rows.Scan(&line); err != nil {
+					t.Fatal(err)
+				}
+				plan = append(plan, line)
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+			text := strings.Join(plan, "\n")
+			if !loop.MatchString(text) || strings.Contains(text, "Seq Scan on findings") || strings.Contains(text, "findings_search") {
+				t.Errorf("does not read the latest scans' findings scan by scan through findings_scan:\n%s\nplan:\n  %s", tc.st.SQL, strings.Join(plan, "\n  "))
+			}
+		})
+	}
 }

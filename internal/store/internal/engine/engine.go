@@ -691,12 +691,8 @@ func FindingList(d Dialect, tenant string, q store.FindingQuery) (count, page St
 		return count, latestPage(d, tenant, q, parts, limit, offset), nil
 	}
 	a := NewArgs(d)
-	from, where := "findings"+latestIndex(d, q), ""
-	if q.Latest && d.LatestFindings != nil {
-		from, where = countedFrom(d, a, tenant, q)
-	} else {
-		where = FindingWhere(a, tenant, q)
-	}
+	where := FindingWhere(a, tenant, q)
+	from := "findings" + latestIndex(d, q)
 	if q.After != nil {
 		where += " AND (" + a.keyset(parts, *q.After) + ")"
 		offset = 0
