@@ -157,7 +157,7 @@ func TestLatestCountsLoopOverTheLatestScans(t *testing.T) {
 		}
 		return st
 	}
-	loop := regexp.MustCompile(`(Index (Only )?Scan using findings_scan on findings|Bitmap Index Scan on findings_scan)\b.*\n\s+Index Cond: \(\(tenant = '[^']*'::text\) AND \(scan_id = l\.scan_id\)\)`)
+	loop := regexp.MustCompile(`(Index (Only )?Scan using findings_scan on findings|Bitmap Index Scan on findings_scan)\b.*\n\s+Index Cond: \(\(tenant = '[^']*'::text\) AND \(scan_id = (l|latest_scans)\.scan_id\)\)`)
 	for _, tc := range []struct {
 		name string
 		st   engine.Statement

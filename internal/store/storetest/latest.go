@@ -140,4 +140,26 @@ func testLatest(t *testing.T, s store.Store) {
 		truth[strings.Join(w.Values, "|")] = w.Count
 	}
 	checkBoundedGroups(t, "FindingCounts latest, limited to 2", groups, truth, 2)
+
+	// A scan reported again under another account is the latest of both
+	// providers: its findings are listed and counted once, in every order.
+	ingest(tenantA, "ing-7", store.RunSucceeded, of("a4", "aws", "333", 1, "critical")...)
+	for _, sort := range [][]string{{"uid"}, {"-inserted_at"}, {"inserted_at"}, {"-severity_id"}} {
+		got, total, err := s.ListFindings(ctx, tenantA, store.FindingQuery{Latest: true, Sort: sort, Page: store.Page{Size: 100}})
+		must(t, err, "ListFindings latest")
+		u := slices.Sorted(slices.Values(uids(got)))
+		want := []string{"a1-0", "a1-1", "a1-2", "a4-0", "g1-0", "g1-1"}
+		if !slices.Equal(u, want) || total != len(want) {
+			t.Errorf("one scan the latest of two providers, sort %v: findings %v, count %d, want %v, count %d", sort, u, total, want, len(want))
+		}
+	}
+	groups, err = s.FindingCounts(ctx, tenantA, store.FindingQuery{Latest: true}, []string{"severity"})
+	must(t, err, "FindingCounts latest")
+	n := 0
+	for _, g := range groups {
+		n += g.Count
+	}
+	if n != 6 {
+		t.Errorf("one scan the latest of two providers: counts total %d, want 6 (%v)", n, groups)
+	}
 }

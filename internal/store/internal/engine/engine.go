@@ -231,11 +231,13 @@ var (
 // can pick another index for it, and the filters then test the rows it
 // reads, whose number is the current state's, whatever the history behind
 // it; a page in insertion order passes its conditions, its order and its
-// end instead, which findings_scan gives scan by scan (latestPage).
+// end instead, which findings_scan gives scan by scan (latestPage). A scan
+// reported again under another account is the latest of two providers:
+// DISTINCT reads it once.
 func latestFindings(a *Args, tenant, perScan string) string {
 	t := a.Add(tenant)
-	return "(SELECT f.* FROM latest_scans AS l CROSS JOIN LATERAL (SELECT * FROM findings WHERE tenant = " + t +
-		" AND scan_id = l.scan_id" + perScan + ") AS f WHERE l.tenant = " + t + ") AS findings"
+	return "(SELECT f.* FROM (SELECT DISTINCT scan_id FROM latest_scans WHERE tenant = " + t + ") AS l CROSS JOIN LATERAL (SELECT * FROM findings WHERE tenant = " + t +
+		" AND scan_id = l.scan_id" + perScan + ") AS f) AS findings"
 }
 
 // sqliteSearchCandidates drives a statement from findings_search: each
