@@ -126,9 +126,9 @@ func (s *Server) listFindingsOf(w http.ResponseWriter, r *http.Request, latest b
 		}
 		more = q.page < pg.Pages
 	}
-	// A count the summary cannot give stops past fq.CountLimit: it is then
-	// a lower bound, and pages counts the pages known to exist.
-	pg.CountEstimated = !fq.Summarized() && count > fq.CountLimit
+	// A count the summaries cannot give stops past fq.CountLimit: it is
+	// then a lower bound, and pages counts the pages known to exist.
+	pg.CountEstimated = !fq.Summarized() && !fq.ScanSummarized() && count > fq.CountLimit
 	// page[number] stops at the depth limit; a link must never lead there,
 	// nor to a last page that is only the last one counted.
 	if pg.CountEstimated || (pg.Pages-1)*q.size > MaxPageOffset {

@@ -32,8 +32,9 @@ const (
 const MaxPageOffset = 10000
 
 // CountLimit is where a findings listing stops counting matches that the
-// finding summary cannot count (filter[scan], filter[ingestion], the
-// latest view; a search stops earlier, at searchCountLimit): enough to
+// finding summaries cannot count (filter[ingestion], and with
+// filter[scan] or the latest view any filter the summary by scan lacks; a
+// search stops earlier, at searchCountLimit): enough to
 // tell whether any page page[number] may reach exists, so that the count
 // never costs more than reading that many matches. Past it
 // meta.pagination.count is CountLimit+1, a lower bound, and

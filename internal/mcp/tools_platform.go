@@ -73,8 +73,8 @@ func listFrom(doc *restapi.Document) (listOutput, error) {
 type findingsPage struct {
 	listOutput
 	// CountIsLowerBound says count is where the API stopped counting: a
-	// text search counts to the end of the next page, a scan or ingestion
-	// filter to 10,100 (docs/api.md). At least count findings match.
+	// text search counts to the end of the next page, an ingestion filter
+	// to 10,100 (docs/api.md). At least count findings match.
 	CountIsLowerBound bool `json:"count_is_lower_bound"`
 }
 

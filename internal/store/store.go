@@ -302,6 +302,15 @@ func (q FindingQuery) Summarized() bool {
 	return q.ScanID == "" && q.IngestionID == "" && q.Search == "" && !q.Latest
 }
 
+// ScanSummarized reports whether q's counts come from the finding summary
+// by scan: q names a scan or asks for the latest scans, and otherwise
+// filters on summary dimensions alone. That summary is kept as the other
+// is, per scan, so counts of a scan or of the current state cost their
+// groups rather than their findings.
+func (q FindingQuery) ScanSummarized() bool {
+	return (q.ScanID != "" || q.Latest) && q.IngestionID == "" && q.Search == ""
+}
+
 // MinSearchLength is the shortest FindingQuery.Search, in characters
 // (Unicode code points), that a trigram index can answer: an index of
 // three-character sequences holds nothing that locates a shorter text.

@@ -134,6 +134,20 @@ INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, check_id, severity
 	}
 }
 
+// TestUpgradeSummarizesFindingsByScan opens a database from before the
+// finding summary by scan (version 13): counts of a scan and of the
+// latest view then come from the summary the migration built.
+func TestUpgradeSummarizesFindingsByScan(t *testing.T) {
+	s := upgradedFrom(t, 13, `
+INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, severity, event_time, raw, inserted_at, updated_at) VALUES
+    ('00000000-0000-0000-0000-000000000001', 't', 's-1', 'u-1', 'ing', 'high', '2026-01-01', '\x7b7d', now(), now()),
+    ('00000000-0000-0000-0000-000000000002', 't', 's-1', 'u-2', 'ing', 'high', '2026-01-01', '\x7b7d', now(), now()),
+    ('00000000-0000-0000-0000-000000000003', 't', 's-1', 'u-3', 'ing', 'low', '2026-01-01', '\x7b7d', now(), now()),
+    ('00000000-0000-0000-0000-000000000004', 't', 's-2', 'u-1', 'ing', 'critical', '2026-01-01', '\x7b7d', now(), now());
+INSERT INTO latest_scans (tenant, provider_type, provider_uid, scan_id, ingestion_id, completed_at) VALUES ('t', 'aws', '1', 's-2', 'ing', now());`)
+	storetest.CheckScanSummary(t, s, "t")
+}
+
 // upgradedFrom opens the store on a database migrated up to version, as
 // a store of that release left it, with the rows oldRows (SQL) wrote then.
 func upgradedFrom(t *testing.T, version int64, oldRows string) *Store {

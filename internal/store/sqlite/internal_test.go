@@ -202,6 +202,20 @@ INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, check_id, severity
 	}
 }
 
+// TestUpgradeSummarizesFindingsByScan opens a database from before the
+// finding summary by scan (version 11): counts of a scan and of the
+// latest view then come from the summary the migration built.
+func TestUpgradeSummarizesFindingsByScan(t *testing.T) {
+	s := upgradedFrom(t, 11, `
+INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, severity, event_time, raw, inserted_at, updated_at) VALUES
+    ('f1', 't', 's-1', 'u-1', 'ing', 'high', 10, X'7b7d', 100, 100),
+    ('f2', 't', 's-1', 'u-2', 'ing', 'high', 10, X'7b7d', 100, 100),
+    ('f3', 't', 's-1', 'u-3', 'ing', 'low', 10, X'7b7d', 100, 100),
+    ('f4', 't', 's-2', 'u-1', 'ing', 'critical', 10, X'7b7d', 100, 100);
+INSERT INTO latest_scans (tenant, provider_type, provider_uid, scan_id, ingestion_id, completed_at) VALUES ('t', 'aws', '1', 's-2', 'ing', 100);`)
+	storetest.CheckScanSummary(t, s, "t")
+}
+
 // upgradedFrom opens the store on a database file migrated up to
 // version, as a store of that release left it, with the rows oldRows
 // (SQL) wrote then.

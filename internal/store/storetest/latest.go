@@ -132,14 +132,21 @@ func testLatest(t *testing.T, s store.Store) {
 	if !slices.EqualFunc(groups, want, func(a, b store.FindingGroup) bool { return a.Count == b.Count && slices.Equal(a.Values, b.Values) }) {
 		t.Errorf("FindingCounts latest by provider_type, severity: got %v, want %v", groups, want)
 	}
-	// A count limit stops there too: 3 of the 6, each group within its own.
-	groups, err = s.FindingCounts(ctx, tenantA, store.FindingQuery{Latest: true, CountLimit: 2}, []string{"provider_type", "severity"})
+	// The summary by scan counts them all, exactly, under a count limit.
+	exact, err := s.FindingCounts(ctx, tenantA, store.FindingQuery{Latest: true, CountLimit: 2}, []string{"provider_type", "severity"})
 	must(t, err, "FindingCounts latest, limited")
+	if !slices.EqualFunc(exact, want, func(a, b store.FindingGroup) bool { return a.Count == b.Count && slices.Equal(a.Values, b.Values) }) {
+		t.Errorf("FindingCounts latest by provider_type, severity, count limit 2: got %v, want %v", exact, want)
+	}
+	// With a search, which no summary holds, the limit stops the count: 3
+	// of the 6, each group within its own.
+	groups, err = s.FindingCounts(ctx, tenantA, store.FindingQuery{Latest: true, Search: "title of", CountLimit: 2}, []string{"provider_type", "severity"})
+	must(t, err, "FindingCounts latest, a search, limited")
 	truth := map[string]int{}
 	for _, w := range want {
 		truth[strings.Join(w.Values, "|")] = w.Count
 	}
-	checkBoundedGroups(t, "FindingCounts latest, limited to 2", groups, truth, 2)
+	checkBoundedGroups(t, "FindingCounts latest with a search, limited to 2", groups, truth, 2)
 
 	// A scan reported again under another account is the latest of both
 	// providers: its findings are listed and counted once, in every order.

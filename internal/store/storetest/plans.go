@@ -137,12 +137,19 @@ func PlanProblems(s QueryShape, page bool, plan []string) []string {
 	readsFindings := regexp.MustCompile(`(?m)(\bfindings USING|\bon findings\b|\bSCAN findings\b)`).MatchString(text)
 	// Through its key, which starts with the tenant: the tenant's groups, not every tenant's.
 	readsSummary := regexp.MustCompile(`(?m)(SEARCH finding_counts USING PRIMARY KEY \(tenant=\?|Index (Only )?Scan using \w+ on finding_counts)`).MatchString(text)
+	// The summary by scan, through its key: the tenant's and the scans' groups.
+	readsScanSummary := regexp.MustCompile(`(?m)(SEARCH scan_finding_counts USING PRIMARY KEY \(tenant=\? AND scan_id=\?|Index (Only )?Scan using \w+ on scan_finding_counts\b.*\n\s+Index Cond: \(\(tenant = '[^']*'::text( COLLATE "C")?\) AND \(scan_id = )`).MatchString(text)
+	scanSummarized := counting && s.Query.ScanSummarized()
 	switch {
 	case counting && s.Query.Summarized():
 		if readsFindings || !readsSummary {
 			problems = append(problems, "counts from the findings, not from the finding summary (finding_counts)")
 		}
-	case s.By != nil && s.Query.Search == "" && !s.Query.Latest &&
+	case scanSummarized:
+		if readsFindings || !readsScanSummary {
+			problems = append(problems, "counts from the findings, not from the finding summary by scan (scan_finding_counts)")
+		}
+	case s.By != nil && s.Query.Search == "" && !s.Query.Latest && s.Query.ScanID == "" &&
 		!regexp.MustCompile(`(?m)(SEARCH findings USING COVERING INDEX|Index Only Scan using \w+ on findings)`).MatchString(text):
 		problems = append(problems, "counts from the rows, not from an index covering the grouped columns")
 	}
@@ -172,7 +179,7 @@ func PlanProblems(s QueryShape, page bool, plan []string) []string {
 	if s.Query.Latest && counting && searchIndex {
 		problems = append(problems, "counts the search's matches in findings_search, every scan's, instead of testing the latest scans' findings")
 	}
-	if s.Query.Latest && !(!counting && indexedSearch(s.Query) && searchIndex) &&
+	if s.Query.Latest && !scanSummarized && !(!counting && indexedSearch(s.Query) && searchIndex) &&
 		!regexp.MustCompile(`(SEARCH findings USING (COVERING )?INDEX sqlite_autoindex_findings_2 \(tenant=\? AND scan_id=\?|Index Cond: \(\(tenant = [^)]*\) AND \(scan_id = )`).MatchString(text) {
 		problems = append(problems, "does not read the latest scans' findings by (tenant, scan_id)")
 	}

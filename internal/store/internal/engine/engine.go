@@ -201,7 +201,7 @@ type Dialect struct {
 	// (tenant, scan_id) key, under the name findings; the dialect has no
 	// hint to name that index with (IndexedBy). perScan ends each scan's
 	// statement (see latestFindings).
-	LatestFindings func(a *Args, tenant, perScan string) string
+	LatestFindings func(a *Args, table, tenant, perScan string) string
 }
 
 // Postgres and SQLite are the two dialects. SQLite's "?NNN" numbered
@@ -234,10 +234,13 @@ var (
 // end instead, which findings_scan gives scan by scan (latestPage). A scan
 // reported again under another account is the latest of two providers:
 // DISTINCT reads it once.
-func latestFindings(a *Args, tenant, perScan string) string {
+//
+// table is findings, or ScanSummaryTable, which is keyed by (tenant,
+// scan_id) too and read the same way for counts.
+func latestFindings(a *Args, table, tenant, perScan string) string {
 	t := a.Add(tenant)
-	return "(SELECT f.* FROM (SELECT DISTINCT scan_id FROM latest_scans WHERE tenant = " + t + ") AS l CROSS JOIN LATERAL (SELECT * FROM findings WHERE tenant = " + t +
-		" AND scan_id = l.scan_id" + perScan + ") AS f) AS findings"
+	return "(SELECT f.* FROM (SELECT DISTINCT scan_id FROM latest_scans WHERE tenant = " + t + ") AS l CROSS JOIN LATERAL (SELECT * FROM " + table + " WHERE tenant = " + t +
+		" AND scan_id = l.scan_id" + perScan + ") AS f) AS " + table
 }
 
 // sqliteSearchCandidates drives a statement from findings_search: each
@@ -636,7 +639,7 @@ func countedFrom(d Dialect, a *Args, tenant string, q store.FindingQuery) (from,
 	case !q.Latest:
 		return "findings", FindingWhere(a, tenant, q)
 	case d.LatestFindings != nil:
-		from = d.LatestFindings(a, tenant, " OFFSET 0")
+		from = d.LatestFindings(a, "findings", tenant, " OFFSET 0")
 		// The loop reads the latest scans' findings only. Their condition
 		// repeated made the planner join latest_scans twice and read
 		// each scan once per latest scan.
@@ -753,7 +756,7 @@ func latestPage(d Dialect, tenant string, q store.FindingQuery, parts []orderPar
 		return col
 	})
 	order := orderBy(parts, nil)
-	from := d.LatestFindings(a, tenant, " AND "+where+" ORDER BY "+perScan+" LIMIT "+a.Add(offset+limit))
+	from := d.LatestFindings(a, "findings", tenant, " AND "+where+" ORDER BY "+perScan+" LIMIT "+a.Add(offset+limit))
 	sql := `SELECT ` + FindingColumns + ` FROM ` + from + ` ORDER BY ` + order + ` LIMIT ` + a.Add(limit)
 	if offset > 0 {
 		sql += ` OFFSET ` + a.Add(offset)
@@ -894,8 +897,34 @@ func columns(parts []orderPart) string {
 // transaction's view. Groups whose findings all moved away stay at 0.
 const SummaryTable = "finding_counts"
 
+// ScanSummaryTable keeps, per tenant and scan, the number of findings of
+// each combination of CountDimensions' values, kept by triggers as
+// SummaryTable is. Counts of one scan or of the latest scans read it
+// (store.FindingQuery.ScanSummarized).
+const ScanSummaryTable = "scan_finding_counts"
+
+// scanSummaryFrom renders the FROM source and the condition of q's counts
+// over ScanSummaryTable: the summary dimensions' filters, and the scan or
+// the tenant's latest scans, whose groups are read scan by scan as their
+// findings are (countedFrom): planned from the estimates, PostgreSQL read
+// every scan's groups of the tenant, testing each for the latest scans.
+func scanSummaryFrom(d Dialect, a *Args, tenant string, q store.FindingQuery) (from, where string) {
+	rest := q
+	rest.Latest = false
+	from = ScanSummaryTable
+	if q.Latest && d.LatestFindings != nil {
+		from = d.LatestFindings(a, ScanSummaryTable, tenant, " OFFSET 0")
+		return from, FindingWhere(a, tenant, rest)
+	}
+	where = FindingWhere(a, tenant, rest)
+	if q.Latest {
+		where += " AND scan_id IN (SELECT scan_id FROM latest_scans WHERE tenant = " + a.Add(tenant) + ")"
+	}
+	return from, where
+}
+
 // findingCount renders the count of ListFindings: a sum over the summary
-// when q.Summarized(), otherwise a count of the matching findings that
+// when q.Summarized() (by scan when q.ScanSummarized()), otherwise a count of the matching findings that
 // stops at q.CountLimit+1 of them when a limit is set, so that a filter
 // matching millions costs what one matching ten thousand does.
 func findingCount(d Dialect, tenant string, q store.FindingQuery) Statement {
@@ -903,6 +932,10 @@ func findingCount(d Dialect, tenant string, q store.FindingQuery) Statement {
 	if q.Summarized() {
 		where := FindingWhere(a, tenant, q)
 		return Statement{SQL: `SELECT coalesce(sum(n), 0) FROM ` + SummaryTable + ` WHERE ` + where, Args: a.Vals}
+	}
+	if q.ScanSummarized() {
+		from, where := scanSummaryFrom(d, a, tenant, q)
+		return Statement{SQL: `SELECT coalesce(sum(n), 0) FROM ` + from + ` WHERE ` + where, Args: a.Vals}
 	}
 	from, where := countedFrom(d, a, tenant, q)
 	if q.CountLimit > 0 {
@@ -913,19 +946,24 @@ func findingCount(d Dialect, tenant string, q store.FindingQuery) Statement {
 }
 
 // FindingCounts renders FindingCounts' statement: from the summary when
-// q.Summarized() (one row per group, whatever the number of findings),
-// else FindingCountsScan.
+// q.Summarized() or the summary by scan when q.ScanSummarized() (one row
+// per group, whatever the number of findings), else FindingCountsScan.
 func FindingCounts(d Dialect, tenant string, q store.FindingQuery, by []string) (Statement, error) {
 	if err := checkDimensions(by); err != nil {
 		return Statement{}, err
 	}
-	if !q.Summarized() {
+	a := NewArgs(d)
+	var table, where string
+	switch {
+	case q.Summarized():
+		table, where = SummaryTable, FindingWhere(a, tenant, q)
+	case q.ScanSummarized():
+		table, where = scanSummaryFrom(d, a, tenant, q)
+	default:
 		return FindingCountsScan(d, tenant, q, by)
 	}
-	a := NewArgs(d)
-	where := FindingWhere(a, tenant, q)
 	cols := strings.Join(by, ", ")
-	return Statement{SQL: `SELECT ` + cols + `, sum(n) FROM ` + SummaryTable + ` WHERE ` + where + ` GROUP BY ` + cols +
+	return Statement{SQL: `SELECT ` + cols + `, sum(n) FROM ` + table + ` WHERE ` + where + ` GROUP BY ` + cols +
 		` HAVING sum(n) > 0 ORDER BY ` + cols, Args: a.Vals}, nil
 }
 
