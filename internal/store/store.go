@@ -105,8 +105,9 @@ type Store interface {
 
 	// ListFindings returns one page and the number of matching findings; an
 	// unknown sort key is ErrInvalidArgument. The number is exact, read from
-	// the finding summary when q.Summarized(), else counted from the
-	// findings, at most q.CountLimit+1 of them when CountLimit is set. With q.After set, the page is
+	// the finding summary when q.Summarized() or from the summary by scan
+	// when q.ScanSummarized(), else counted from the findings, at most
+	// q.CountLimit+1 of them when CountLimit is set. With q.After set, the page is
 	// the q.Page.Size findings that follow that key in the sort order
 	// (keyset pagination: no row before it is read) and q.Page.Number is
 	// ignored.
@@ -117,8 +118,9 @@ type Store interface {
 	// FindingCounts counts the findings matching q (its filters; sort and
 	// page are ignored) grouped by one or more of the CountDimensions, and
 	// returns the groups ordered by their values. When q.Summarized() it
-	// reads the finding summary, whose size is the number of groups, not of
-	// findings; otherwise it groups the matching findings, the first
+	// reads the finding summary, and when q.ScanSummarized() the summary by
+	// scan, whose sizes are numbers of groups, not of findings; otherwise it
+	// groups the matching findings, the first
 	// q.CountLimit+1 found when q.CountLimit is set. An unknown or repeated
 	// dimension, or none, is ErrInvalidArgument.
 	FindingCounts(ctx context.Context, tenant string, q FindingQuery, by []string) ([]FindingGroup, error)
@@ -285,7 +287,8 @@ type FindingQuery struct {
 	// After continues a listing after this position (see ListFindings).
 	After *FindingKey
 	// CountLimit, when above 0, bounds the counting that ListFindings and
-	// FindingCounts do when the summary cannot answer (see Summarized):
+	// FindingCounts do when no summary can answer (see Summarized and
+	// ScanSummarized):
 	// they stop at CountLimit+1 matching findings, so a count above
 	// CountLimit is a lower bound, and so is each group of counts whose
 	// sum is. 0 counts every match.

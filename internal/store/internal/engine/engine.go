@@ -196,11 +196,11 @@ type Dialect struct {
 	// a join stops with the limit.
 	SearchCandidatesFrom func(a *Args, probe string) string
 	// LatestFindings, when set, renders the FROM source of the latest
-	// scans' findings (store.FindingQuery.Latest) as a loop over the
-	// tenant's latest_scans that reads each scan's findings through the
-	// (tenant, scan_id) key, under the name findings; the dialect has no
-	// hint to name that index with (IndexedBy). perScan ends each scan's
-	// statement (see latestFindings).
+	// scans' rows of table (findings, or the summary by scan) as a loop
+	// over the tenant's latest_scans that reads each scan's rows through
+	// the table's (tenant, scan_id) key, under the table's name; the
+	// dialect has no hint to name that index with (IndexedBy). perScan
+	// ends each scan's statement (see latestFindings).
 	LatestFindings func(a *Args, table, tenant, perScan string) string
 }
 
@@ -219,14 +219,14 @@ var (
 		Unaffined: func(col string) string { return "+" + col }}
 )
 
-// latestFindings is PostgreSQL's source of the latest scans' findings: for
-// each of the tenant's latest scans, its findings through findings_scan
-// (tenant, scan_id, …). A condition "scan_id IN (SELECT … latest_scans)"
-// leaves the plan to the planner, which estimates a scan's findings from
-// the distinct scan ids its sample saw: at a million findings it took the
-// four latest scans for a quarter of the tenant and read every finding of
-// it (a parallel sequential scan, 450 ms for counts by severity where the
-// latest scans held 20,000). perScan ends each scan's statement: " OFFSET
+// latestFindings is PostgreSQL's source of the latest scans' rows: for
+// each of the tenant's latest scans, its rows through the table's key led
+// by (tenant, scan_id) (findings_scan for findings). A condition "scan_id
+// IN (SELECT … latest_scans)" leaves the plan to the planner, which takes
+// each scan for the average one: at a million findings in scans of 62,500
+// it took four latest scans of 5,000 for a quarter of the tenant and read
+// every finding (a parallel sequential scan, 450 ms for counts by
+// severity). perScan ends each scan's statement: " OFFSET
 // 0" keeps it from being merged into the statement, so no other condition
 // can pick another index for it, and the filters then test the rows it
 // reads, whose number is the current state's, whatever the history behind
@@ -234,9 +234,6 @@ var (
 // end instead, which findings_scan gives scan by scan (latestPage). A scan
 // reported again under another account is the latest of two providers:
 // DISTINCT reads it once.
-//
-// table is findings, or ScanSummaryTable, which is keyed by (tenant,
-// scan_id) too and read the same way for counts.
 func latestFindings(a *Args, table, tenant, perScan string) string {
 	t := a.Add(tenant)
 	return "(SELECT f.* FROM (SELECT DISTINCT scan_id FROM latest_scans WHERE tenant = " + t + ") AS l CROSS JOIN LATERAL (SELECT * FROM " + table + " WHERE tenant = " + t +
@@ -624,15 +621,14 @@ func latestIndex(d Dialect, q store.FindingQuery) string {
 }
 
 // countedFrom is the FROM source and the WHERE condition of a count of q's
-// findings. The latest findings are counted scan by scan through an index
-// led by (tenant, scan_id), and every other condition, a search's too, tests
-// the rows read: they are the current state, whose size does not grow with
-// the history of scans behind it, where the facets index and the trigram
-// index hold that history whole. A page can stop early in an order's
-// index, where the latest findings come soon; a count cannot, and counts
-// of the latest view by severity read every finding of a million (450 ms)
-// where its four latest scans held 20,000. SQLite is named its natural key;
-// PostgreSQL is given a loop over the latest scans
+// findings that no summary answers (a search, an ingestion). The latest
+// findings are counted scan by scan through an index led by (tenant,
+// scan_id), and every other condition, a search's too, tests the rows
+// read: they are the current state, whose size does not grow with the
+// history of scans behind it, where the facets index and the trigram index
+// hold that history whole. A page can stop early in an order's index,
+// where the latest findings come soon; a count cannot. SQLite is named its
+// natural key; PostgreSQL is given a loop over the latest scans
 // (Dialect.LatestFindings).
 func countedFrom(d Dialect, a *Args, tenant string, q store.FindingQuery) (from, where string) {
 	switch {
@@ -924,9 +920,10 @@ func scanSummaryFrom(d Dialect, a *Args, tenant string, q store.FindingQuery) (f
 }
 
 // findingCount renders the count of ListFindings: a sum over the summary
-// when q.Summarized() (by scan when q.ScanSummarized()), otherwise a count of the matching findings that
-// stops at q.CountLimit+1 of them when a limit is set, so that a filter
-// matching millions costs what one matching ten thousand does.
+// when q.Summarized() (by scan when q.ScanSummarized()), otherwise a count
+// of the matching findings that stops at q.CountLimit+1 of them when a
+// limit is set, so that a filter matching millions costs what one matching
+// ten thousand does.
 func findingCount(d Dialect, tenant string, q store.FindingQuery) Statement {
 	a := NewArgs(d)
 	if q.Summarized() {
