@@ -179,7 +179,11 @@ func PlanProblems(s QueryShape, page bool, plan []string) []string {
 	if s.Query.Latest && counting && searchIndex {
 		problems = append(problems, "counts the search's matches in findings_search, every scan's, instead of testing the latest scans' findings")
 	}
-	if s.Query.Latest && !scanSummarized && !(!counting && indexedSearch(s.Query) && searchIndex) &&
+	// SQLite may find a page of them by walking the page's order index,
+	// testing each finding's scan (engine.latestWalk): the latest scans'
+	// findings are the newest of their providers and come soon.
+	walksOrder := page && regexp.MustCompile(`SEARCH findings USING (COVERING )?INDEX `+engine.SortIndex(s.FirstSortColumn())+` \(tenant=\?`).MatchString(text)
+	if s.Query.Latest && !scanSummarized && !walksOrder && !(!counting && indexedSearch(s.Query) && searchIndex) &&
 		!regexp.MustCompile(`(SEARCH findings USING (COVERING )?INDEX sqlite_autoindex_findings_2 \(tenant=\? AND scan_id=\?|Index Cond: \(\(tenant = [^)]*\) AND \(scan_id = )`).MatchString(text) {
 		problems = append(problems, "does not read the latest scans' findings by (tenant, scan_id)")
 	}

@@ -614,10 +614,23 @@ const naturalKeyIndex = "sqlite_autoindex_findings_2"
 // finding of the tenant through another index, testing each one's scan. A
 // search the trigram index can answer is left to that index.
 func latestIndex(d Dialect, q store.FindingQuery) string {
-	if d.IndexedBy == nil || !q.Latest || (q.Search != "" && indexedSearch(q)) {
+	if d.IndexedBy == nil || !q.Latest || (q.Search != "" && indexedSearch(q)) || latestWalk(q) {
 		return ""
 	}
 	return d.IndexedBy(naturalKeyIndex)
+}
+
+// latestWalk reports whether SQLite finds a page of the latest findings
+// by walking the order's index, testing each finding's scan, rather than
+// reading every finding of the latest scans and sorting them: the latest
+// scans are the newest of their providers, so in most orders their
+// findings come soon, where the sort costs the whole current state (1.5 s
+// for 250,000 findings at a million). A filter on a provider, a scan, an
+// ingestion or a check, or a search the trigram index answers, bounds the
+// rows its own index reads, and a provider's latest scan may be old.
+func latestWalk(q store.FindingQuery) bool {
+	return q.Latest && q.ScanID == "" && q.IngestionID == "" && q.CheckID == "" && q.ProviderUID == "" &&
+		len(q.ProviderType) == 0 && !(q.Search != "" && indexedSearch(q))
 }
 
 // countedFrom is the FROM source and the WHERE condition of a count of q's
@@ -698,7 +711,7 @@ func FindingList(d Dialect, tenant string, q store.FindingQuery) (count, page St
 		where += " AND (" + a.keyset(parts, *q.After) + ")"
 		offset = 0
 	}
-	if d.IndexedBy != nil && !bounded(q) {
+	if d.IndexedBy != nil && (!bounded(q) || latestWalk(q)) {
 		// Without statistics on how selective a value is, SQLite sorts
 		// every finding of the tenant; reading in order stops at the
 		// page. A rare value makes that walk long, but never longer than
