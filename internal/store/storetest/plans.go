@@ -172,18 +172,19 @@ func PlanProblems(s QueryShape, page bool, plan []string) []string {
 	if s.Query.Latest && !regexp.MustCompile(`(?m)^\s*(->\s*)?(SEARCH|Index Scan using \w+ on|Index Only Scan using \w+ on|Bitmap Heap Scan on) latest_scans\b`).MatchString(text) {
 		problems = append(problems, "does not read latest_scans by its key")
 	}
-	// The latest findings are found scan by scan, or, for a page of a
-	// search, may be the matches the search index found. A count reads
-	// them all, and tests a search on them: the current state is bounded,
-	// a common word's matches in the whole history are not.
-	if s.Query.Latest && counting && searchIndex {
+	// The latest findings are found scan by scan, or, for a search, may be
+	// the matches the search index found; but a count on PostgreSQL, whose
+	// index hands over every scan's matches at once, reads the latest
+	// scans' findings and tests the search on them: the current state is
+	// bounded, a common word's matches in the whole history are not.
+	if s.Query.Latest && counting && regexp.MustCompile(`Bitmap Index Scan on findings_search\b`).MatchString(text) {
 		problems = append(problems, "counts the search's matches in findings_search, every scan's, instead of testing the latest scans' findings")
 	}
 	// SQLite may find a page of them by walking the page's order index,
 	// testing each finding's scan (engine.latestWalk): the latest scans'
 	// findings are the newest of their providers and come soon.
 	walksOrder := page && regexp.MustCompile(`SEARCH findings USING (COVERING )?INDEX `+engine.SortIndex(s.FirstSortColumn())+` \(tenant=\?`).MatchString(text)
-	if s.Query.Latest && !scanSummarized && !walksOrder && !(!counting && indexedSearch(s.Query) && searchIndex) &&
+	if s.Query.Latest && !scanSummarized && !walksOrder && !(indexedSearch(s.Query) && searchIndex && !(counting && regexp.MustCompile(`Bitmap Index Scan on findings_search\b`).MatchString(text))) &&
 		!regexp.MustCompile(`(SEARCH findings USING (COVERING )?INDEX sqlite_autoindex_findings_2 \(tenant=\? AND scan_id=\?|Index Cond: \(\(tenant = [^)]*\) AND \(scan_id = )`).MatchString(text) {
 		problems = append(problems, "does not read the latest scans' findings by (tenant, scan_id)")
 	}

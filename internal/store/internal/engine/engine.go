@@ -653,6 +653,13 @@ func countedFrom(d Dialect, a *Args, tenant string, q store.FindingQuery) (from,
 		// repeated made the planner join latest_scans twice and read
 		// each scan once per latest scan.
 		q.Latest = false
+	case q.Search != "" && indexedSearch(q):
+		// SQLite's trigram index hands its candidates over one by one,
+		// and the count stops at its limit: in the natural key's order
+		// (by uid, within a scan) the matches of a common word come in
+		// runs far apart, and testing the rows took 460 ms for a page's
+		// count at a million findings, against 330 ms for the lookup.
+		return "findings", FindingWhere(a, tenant, q)
 	case d.IndexedBy != nil:
 		from = "findings" + d.IndexedBy(naturalKeyIndex)
 	default:
@@ -1006,7 +1013,7 @@ func FindingCountsScan(d Dialect, tenant string, q store.FindingQuery, by []stri
 	cols := strings.Join(by, ", ")
 	bounded := q.CountLimit > 0 && !q.Summarized()
 	var from, where string
-	if bounded && d.SearchCandidatesFrom != nil && indexedSearch(q) && !q.Latest {
+	if bounded && d.SearchCandidatesFrom != nil && indexedSearch(q) {
 		from = d.SearchCandidatesFrom(a, SearchProbe(q.Search))
 		where = rowTestedWhere(a, tenant, q)
 	} else {
