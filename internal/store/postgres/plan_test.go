@@ -71,25 +71,31 @@ func TestQueryPlans(t *testing.T) {
 				defer set(t, conn, name, "DEFAULT")
 			}
 		}
-		rows, err := conn.Query(ctx, "EXPLAIN "+st.SQL, st.Args...)
-		if err != nil {
-			t.Fatalf("explain %s: %v", st.SQL, err)
-		}
-		defer rows.Close()
-		var plan []string
-		for rows.Next() {
-			var line string
-			if err := rows.Scan(&line); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, line)
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
-		return plan
+		return explainLines(t, conn, st)
 	}
 	storetest.CheckPlans(t, s, engine.Postgres, explain)
+}
+
+// explainLines is PostgreSQL's plan of st, a line each.
+func explainLines(t *testing.T, conn *pgxpool.Conn, st engine.Statement) []string {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), "EXPLAIN "+st.SQL, st.Args...)
+	if err != nil {
+		t.Fatalf("explain %s: %v", st.SQL, err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, line)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return plan
 }
 
 func set(t *testing.T, conn *pgxpool.Conn, name, v string) {
@@ -174,21 +180,7 @@ func TestLatestCountsLoopOverTheLatestScans(t *testing.T) {
 		{"the listing's count, a search", listCount(store.FindingQuery{Latest: true, Search: "bucket", CountLimit: 20}), findings},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rows, err := conn.Query(ctx, "EXPLAIN "+tc.st.SQL, tc.st.Args...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var plan []string
-			for rows.Next() {
-				var line string
-				if err := rows.Scan(&line); err != nil {
-					t.Fatal(err)
-				}
-				plan = append(plan, line)
-			}
-			if err := rows.Err(); err != nil {
-				t.Fatal(err)
-			}
+			plan := explainLines(t, conn, tc.st)
 			text := strings.Join(plan, "\n")
 			if !tc.want.MatchString(text) || strings.Contains(text, "Seq Scan on") || strings.Contains(text, "findings_search") {
 				t.Errorf("does not read the latest scans one by one through (tenant, scan_id):\n%s\nplan:\n  %s", tc.st.SQL, strings.Join(plan, "\n  "))

@@ -76,67 +76,53 @@ func RunSummary(t *testing.T, s store.Store, db SummaryDB) {
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("%s, %s: summary counts differ from a GROUP BY over findings:\n%s", step, tenant, groupDiff(got, want))
 			}
-			// A filtered count and a listing's count read the summary too.
-			for _, q := range []store.FindingQuery{
-				{},
-				{Severity: []string{"critical", "LOW"}},
-				{StatusCode: []string{"fail"}, Region: "eu-west-1"},
-				{ProviderType: []string{"gcp"}, ProviderUID: "222222222222", CheckID: "check_b"},
+			// A filtered count and a listing's count read the summary too;
+			// counts of a scan and of the latest scans, which change as
+			// ingestions complete, read the summary by scan.
+			for _, c := range []struct {
+				what    string
+				answers func(store.FindingQuery) bool
+				by      []string
+				qs      []store.FindingQuery
+			}{
+				{"summary counts by severity", store.FindingQuery.Summarized, []string{"severity"}, []store.FindingQuery{
+					{},
+					{Severity: []string{"critical", "LOW"}},
+					{StatusCode: []string{"fail"}, Region: "eu-west-1"},
+					{ProviderType: []string{"gcp"}, ProviderUID: "222222222222", CheckID: "check_b"},
+				}},
+				{"counts of the summary by scan", store.FindingQuery.ScanSummarized, store.CountDimensions, []store.FindingQuery{
+					{Latest: true},
+					{Latest: true, Severity: []string{"critical"}, Region: "eu-west-1"},
+					{ScanID: "scan-1"},
+					{ScanID: "scan-2", StatusCode: []string{"fail"}},
+					{Latest: true, ScanID: "scan-0"},
+				}},
 			} {
-				if !q.Summarized() {
-					t.Fatalf("query %+v is not one the summary answers", q)
-				}
-				scan, err := engine.FindingCountsScan(db.Dialect, tenant, q, []string{"severity"})
-				must(t, err, "FindingCountsScan")
-				want, err := db.Groups(ctx, scan, 1)
-				must(t, err, step+": GROUP BY over findings")
-				got, err := s.FindingCounts(ctx, tenant, q, []string{"severity"})
-				must(t, err, step+": FindingCounts")
-				if !reflect.DeepEqual(got, want) {
-					t.Fatalf("%s, %s, %+v: summary counts by severity differ from a GROUP BY over findings:\n%s", step, tenant, q, groupDiff(got, want))
-				}
-				total := 0
-				for _, g := range want {
-					total += g.Count
-				}
-				_, n, err := s.ListFindings(ctx, tenant, store.FindingQuery{Severity: q.Severity, StatusCode: q.StatusCode,
-					ProviderType: q.ProviderType, ProviderUID: q.ProviderUID, CheckID: q.CheckID, Region: q.Region, Page: store.Page{Size: 1}})
-				must(t, err, step+": ListFindings")
-				if n != total {
-					t.Fatalf("%s, %s, %+v: ListFindings counts %d, GROUP BY over findings %d", step, tenant, q, n, total)
-				}
-			}
-			// The summary by scan answers counts of a scan and of the
-			// latest scans, which change as ingestions complete.
-			for _, q := range []store.FindingQuery{
-				{Latest: true},
-				{Latest: true, Severity: []string{"critical"}, Region: "eu-west-1"},
-				{ScanID: "scan-1"},
-				{ScanID: "scan-2", StatusCode: []string{"fail"}},
-				{Latest: true, ScanID: "scan-0"},
-			} {
-				if !q.ScanSummarized() {
-					t.Fatalf("query %+v is not one the summary by scan answers", q)
-				}
-				scan, err := engine.FindingCountsScan(db.Dialect, tenant, q, store.CountDimensions)
-				must(t, err, "FindingCountsScan")
-				want, err := db.Groups(ctx, scan, len(store.CountDimensions))
-				must(t, err, step+": GROUP BY over findings")
-				got, err := s.FindingCounts(ctx, tenant, q, store.CountDimensions)
-				must(t, err, step+": FindingCounts")
-				if !reflect.DeepEqual(got, want) {
-					t.Fatalf("%s, %s, %+v: counts of the summary by scan differ from a GROUP BY over findings:\n%s", step, tenant, q, groupDiff(got, want))
-				}
-				total := 0
-				for _, g := range want {
-					total += g.Count
-				}
-				list := q
-				list.Page = store.Page{Size: 1}
-				_, n, err := s.ListFindings(ctx, tenant, list)
-				must(t, err, step+": ListFindings")
-				if n != total {
-					t.Fatalf("%s, %s, %+v: ListFindings counts %d, GROUP BY over findings %d", step, tenant, q, n, total)
+				for _, q := range c.qs {
+					if !c.answers(q) {
+						t.Fatalf("query %+v is not one of the %s", q, c.what)
+					}
+					scan, err := engine.FindingCountsScan(db.Dialect, tenant, q, c.by)
+					must(t, err, "FindingCountsScan")
+					want, err := db.Groups(ctx, scan, len(c.by))
+					must(t, err, step+": GROUP BY over findings")
+					got, err := s.FindingCounts(ctx, tenant, q, c.by)
+					must(t, err, step+": FindingCounts")
+					if !reflect.DeepEqual(got, want) {
+						t.Fatalf("%s, %s, %+v: %s differ from a GROUP BY over findings:\n%s", step, tenant, q, c.what, groupDiff(got, want))
+					}
+					total := 0
+					for _, g := range want {
+						total += g.Count
+					}
+					list := q
+					list.Page = store.Page{Size: 1}
+					_, n, err := s.ListFindings(ctx, tenant, list)
+					must(t, err, step+": ListFindings")
+					if n != total {
+						t.Fatalf("%s, %s, %+v: ListFindings counts %d, GROUP BY over findings %d", step, tenant, q, n, total)
+					}
 				}
 			}
 		}
