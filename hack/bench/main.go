@@ -98,7 +98,16 @@ func main() {
 	flag.StringVar(&o.readDSN, "read-dsn", "", "Time the read shapes, with this binary's code, against the database a run with -read-hold keeps (the DSN it prints for PostgreSQL, the file for SQLite; -engines names the one engine), and do nothing else: a change to the reads is measured at 10M findings without loading them again.")
 	flag.IntVar(&o.readProbes, "read-probes", 3, "Pairs of probe ingestions (into the read database and into an empty one) at each read size, and with -read-dsn; the ratio printed is their median.")
 	flag.StringVar(&o.probeInto, "probe-into", probeIntoNew, "Tenant the probe ingestions write to: \"new\", a new tenant for each pair (what the table's size costs), or \"loaded\", the tenant the read phase loaded (what a tenant's own findings cost).")
+	readShapes := flag.String("read-shapes", "", "A regular expression: time only the read shapes whose names it matches (e.g. '^latest: sort').")
 	flag.Parse()
+	if *readShapes != "" {
+		re, err := regexp.Compile(*readShapes)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "-read-shapes:", err)
+			os.Exit(2)
+		}
+		shapeFilter = re
+	}
 	if o.probeInto != probeIntoNew && o.probeInto != probeIntoLoaded {
 		fmt.Fprintf(os.Stderr, "bench: -probe-into is %q; want %q or %q\n", o.probeInto, probeIntoNew, probeIntoLoaded)
 		os.Exit(2)

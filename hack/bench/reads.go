@@ -34,6 +34,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -233,6 +234,11 @@ func timeHeld(ctx context.Context, engine, dsn string, probes int, probeInto str
 	}
 	return nil
 }
+
+// shapeFilter, when set (-read-shapes), keeps the shapes whose names it
+// matches: a change measured against a held database times what it
+// changes.
+var shapeFilter *regexp.Regexp
 
 // timeShapes times each shape at the size loaded, saying each figure as
 // it comes.
@@ -522,6 +528,9 @@ func (rb *readBench) shapes(ctx context.Context) ([]readShape, error) {
 		readShape{name: "latest: default list", path: l},
 		readShape{name: "latest: filter severity", path: l, query: q("filter[severity]", "critical")},
 		readShape{name: "latest: sort check_id", path: l, query: q("sort", "check_id")},
+		readShape{name: "latest: sort severity_id", path: l, query: q("sort", "severity_id")},
+		readShape{name: "latest: sort check_id, page 50", path: l, query: q("sort", "check_id", "page[number]", "50")},
+		readShape{name: "latest: sort time", path: l, query: q("sort", "time")},
 		readShape{name: "latest: search, common", path: l, query: q("filter[search]", "bucket")},
 		readShape{name: "latest: counts by check, search", path: l + "/counts",
 			query: q("group_by", "check_id,severity,status_code", "filter[search]", "bucket")},
@@ -529,6 +538,9 @@ func (rb *readBench) shapes(ctx context.Context) ([]readShape, error) {
 			query: q("group_by", "severity,status_code,provider_type,provider_uid"),
 			then:  []readShape{{path: l + "/counts", query: q("group_by", "check_id,severity,status_code")}}},
 	)
+	if shapeFilter != nil {
+		shapes = slices.DeleteFunc(shapes, func(s readShape) bool { return !shapeFilter.MatchString(s.name) })
+	}
 	for i := range shapes {
 		if shapes[i].cursorAt > 0 {
 			c, err := rb.cursor(ctx, shapes[i])

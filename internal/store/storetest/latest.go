@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/posture-dev/posture/internal/store"
 )
@@ -168,5 +169,126 @@ func testLatest(t *testing.T, s store.Store) {
 	}
 	if n != 6 {
 		t.Errorf("one scan the latest of two providers: counts total %d, want 6 (%v)", n, groups)
+	}
+}
+
+// testLatestOrders pins the latest findings in every order, page by page,
+// against the whole history's listing in the same order with only the
+// latest scans' findings kept. The scans are written so that the latest
+// ones' insertion spans hold findings of scans that are not the latest
+// (written by another ingestion at the same time, then replaced) and
+// apart from each other (an old scan still the latest of its account),
+// and a check holds more latest findings than a page's end.
+func testLatestOrders(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	severities := []struct {
+		name string
+		id   int
+	}{{"critical", 5}, {"high", 4}, {"medium", 3}, {"low", 2}}
+	n := 0
+	of := func(scan, ptype, puid string, count int) []store.Finding {
+		var out []store.Finding
+		for range count {
+			n++
+			f := finding(scan, fmt.Sprintf("%s-%02d", scan, n))
+			f.ProviderType, f.ProviderUID = ptype, puid
+			f.CheckID = fmt.Sprintf("check_%d", n%3) // check_0 and check_1 hold more than a page's end
+			if n%7 == 0 {
+				f.CheckID = "check_3"
+			}
+			sev := severities[n%len(severities)]
+			f.Severity, f.SeverityID = sev.name, sev.id
+			f.Time = baseTime.Add(time.Duration(n%5) * time.Minute)
+			out = append(out, f)
+		}
+		return out
+	}
+	write := func(ing string, fs []store.Finding) {
+		t.Helper()
+		b := batchOf(fs...)
+		b.Scans = []store.Scan{{ID: fs[0].ScanID, ProviderType: fs[0].ProviderType, ProviderUID: fs[0].ProviderUID, Trigger: "imported"}}
+		must(t, s.WriteBatch(ctx, tenantA, ing, 1, b), "WriteBatch "+ing)
+	}
+	start := func(ing string) { t.Helper(); must(t, s.StartRun(ctx, tenantA, ing, 1, 0), "StartRun "+ing) }
+	finish := func(ing string) {
+		t.Helper()
+		must(t, s.FinishRun(ctx, tenantA, ing, 1, store.Outcome{Status: store.RunSucceeded}), "FinishRun "+ing)
+	}
+	start("ing-0") // an old scan, still the latest of account 333
+	write("ing-0", of("c1", "aws", "333", 7))
+	finish("ing-0")
+	start("ing-1") // a1 in two batches, with g1 written between them
+	start("ing-2")
+	write("ing-1", of("a1", "aws", "111", 8))
+	write("ing-2", of("g1", "gcp", "proj", 9))
+	write("ing-1", of("a1", "aws", "111", 10))
+	finish("ing-2")
+	finish("ing-1")
+	start("ing-3") // g2 replaces g1, whose findings stay inside a1's span
+	write("ing-3", of("g2", "gcp", "proj", 6))
+	finish("ing-3")
+	start("ing-4")
+	write("ing-4", of("b1", "aws", "222", 5))
+	finish("ing-4")
+	latestScans := map[string]bool{"c1": true, "a1": true, "g2": true, "b1": true}
+
+	for _, filter := range []struct {
+		name string
+		q    store.FindingQuery
+	}{
+		{"no filter", store.FindingQuery{}},
+		{"severity", store.FindingQuery{Severity: []string{"high"}}},
+		{"check", store.FindingQuery{CheckID: "check_1"}},
+		{"provider type", store.FindingQuery{ProviderType: []string{"aws"}}},
+		{"a check without latest findings", store.FindingQuery{CheckID: "check_9"}},
+	} {
+		for _, key := range []string{"check_id", "severity_id", "time", "inserted_at", "uid"} {
+			for _, sort := range []string{key, "-" + key} {
+				what := fmt.Sprintf("latest, %s, sort %s", filter.name, sort)
+				q := filter.q
+				q.Sort = []string{sort}
+				q.Page = store.Page{Size: 1000}
+				history, _, err := s.ListFindings(ctx, tenantA, q)
+				must(t, err, what+": the whole history")
+				var want []string
+				for _, f := range history {
+					if latestScans[f.ScanID] {
+						want = append(want, f.ID)
+					}
+				}
+				q.Latest = true
+				var numbered []string
+				for number := 1; number <= 20; number++ {
+					q.Page = store.Page{Number: number, Size: 4}
+					page, total, err := s.ListFindings(ctx, tenantA, q)
+					must(t, err, what)
+					if total != len(want) {
+						t.Errorf("%s, page %d: count %d, want %d", what, number, total, len(want))
+					}
+					numbered = append(numbered, ids(page)...)
+					if len(page) < 4 {
+						break
+					}
+				}
+				if !slices.Equal(numbered, want) {
+					t.Errorf("%s: numbered pages of 4 gave %v, want %v", what, numbered, want)
+				}
+				var cursor []string
+				q.Page = store.Page{Size: 3}
+				for range 20 {
+					page, _, err := s.ListFindings(ctx, tenantA, q)
+					must(t, err, what+", cursor")
+					cursor = append(cursor, ids(page)...)
+					if len(page) < 3 {
+						break
+					}
+					k := store.KeyOf(&page[len(page)-1])
+					q.After = &k
+				}
+				if !slices.Equal(cursor, want) {
+					t.Errorf("%s: cursor pages of 3 gave %v, want %v", what, cursor, want)
+				}
+			}
+		}
 	}
 }

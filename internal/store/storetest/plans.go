@@ -188,6 +188,19 @@ func PlanProblems(s QueryShape, page bool, plan []string) []string {
 		!regexp.MustCompile(`(SEARCH findings USING (COVERING )?INDEX sqlite_autoindex_findings_2 \(tenant=\? AND scan_id=\?|Index Cond: \(\(tenant = [^)]*\) AND \(scan_id = )`).MatchString(text) {
 		problems = append(problems, "does not read the latest scans' findings by (tenant, scan_id)")
 	}
+	// A page of the latest findings by check or severity: those indexes
+	// hold each value's findings in insertion order, the latest ones after
+	// the whole history of the value, so PostgreSQL reads each value's
+	// latest findings within the latest scans' insertion spans
+	// (engine.latestKeyedPage), from the order's index or a filter's.
+	// SQLite walks the order's index or reads the latest scans by its
+	// natural key (engine.latestWalk).
+	sqlitePlan := regexp.MustCompile(`(?m)^\s*(SEARCH|SCAN) `).MatchString(text)
+	if col := s.FirstSortColumn(); page && s.Query.Latest && (col == "check_id" || col == "severity_id") && s.Query.ScanID == "" &&
+		s.Query.IngestionID == "" && !indexedSearch(s.Query) && !sqlitePlan &&
+		!regexp.MustCompile(`(?m)Index Scan (Backward )?using \w+ on findings\b.*\n\s+Index Cond: \(.*\(inserted_at >= \w+\.lo\) AND \(inserted_at <= \w+\.hi\)\)$`).MatchString(text) {
+		problems = append(problems, "does not read each "+col+" value's latest findings within the latest scans' insertion spans")
+	}
 	// A cursor page, and a numbered page past the first once it has found
 	// its first finding's key, read rows from an index seek to that key:
 	// the first sort column and its tie-breakers up to uid, which its sort

@@ -113,6 +113,11 @@ func QueryShapes() []QueryShape {
 			latest = append(latest, QueryShape{Name: "sort " + k, Query: store.FindingQuery{Sort: []string{k}}})
 		}
 	}
+	latest = append(latest,
+		QueryShape{Name: "sort check_id, middle page", Query: store.FindingQuery{Sort: []string{"check_id"}, Page: store.Page{Number: 5, Size: 10}}},
+		QueryShape{Name: "sort -severity_id, cursor page", Query: store.FindingQuery{Sort: []string{"-severity_id"}, After: after}},
+		QueryShape{Name: "sort severity_id, filter check", Query: store.FindingQuery{Sort: []string{"severity_id"}, CheckID: "check_3"}},
+	)
 	for _, l := range latest {
 		l.Name = "latest " + l.Name
 		l.Query.Latest = true

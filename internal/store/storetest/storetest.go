@@ -68,6 +68,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"FindingCounts", testFindingCounts},
 		{"SearchSemantics", testSearchSemantics},
 		{"Latest", testLatest},
+		{"LatestOrders", testLatestOrders},
 		{"ConcurrentReadsAndWrites", testConcurrent},
 		{"DeleteRunKeepsFindings", testDeleteRun},
 		{"DeleteTenantData", testDeleteTenantData},

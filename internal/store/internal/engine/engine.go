@@ -711,6 +711,9 @@ func FindingList(d Dialect, tenant string, q store.FindingQuery) (count, page St
 	if q.Latest && d.LatestFindings != nil && parts[0].col == "inserted_at" {
 		return count, latestPage(d, tenant, q, parts, limit, offset), nil
 	}
+	if spanKeyed(d, q, parts) {
+		return count, latestKeyedPage(d, tenant, q, parts, limit, offset), nil
+	}
 	a := NewArgs(d)
 	where := FindingWhere(a, tenant, q)
 	from := "findings" + latestIndex(d, q)
