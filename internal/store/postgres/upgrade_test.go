@@ -148,6 +148,39 @@ INSERT INTO latest_scans (tenant, provider_type, provider_uid, scan_id, ingestio
 	storetest.CheckScanSummary(t, s, "t")
 }
 
+// The latest view in event-time order reads the latest scans' event-time
+// bounds (migration 00015): the upgrade bounds every scan's findings
+// already written.
+func TestUpgradeBoundsScansEventTimes(t *testing.T) {
+	s := upgradedFrom(t, 14, `
+INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, severity, event_time, raw, inserted_at, updated_at) VALUES
+    ('00000000-0000-0000-0000-000000000001', 't', 's-1', 'u-1', 'ing', 'high', '2026-01-03', '\x7b7d', now(), now()),
+    ('00000000-0000-0000-0000-000000000002', 't', 's-1', 'u-2', 'ing', 'high', '2026-01-01', '\x7b7d', now(), now()),
+    ('00000000-0000-0000-0000-000000000003', 't', 's-2', 'u-1', 'ing', 'low', '2026-01-02', '\x7b7d', now(), now()),
+    ('00000000-0000-0000-0000-000000000004', 't', 's-3', 'u-4', 'ing', 'critical', '2025-06-01', '\x7b7d', now(), now());
+INSERT INTO latest_scans (tenant, provider_type, provider_uid, scan_id, ingestion_id, completed_at) VALUES
+    ('t', 'aws', '1', 's-1', 'ing', now()), ('t', 'aws', '2', 's-3', 'ing', now());`)
+	for _, tc := range []struct {
+		sort string
+		want []string
+	}{
+		{"time", oldFindingIDs(4, 2, 1)},
+		{"-time", oldFindingIDs(1, 2, 4)},
+	} {
+		got, _, err := s.ListFindings(context.Background(), "t", store.FindingQuery{Latest: true, Sort: []string{tc.sort}, Page: store.Page{Size: 10}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, f := range got {
+			ids = append(ids, f.ID)
+		}
+		if !slices.Equal(ids, tc.want) {
+			t.Errorf("latest findings by %s after the upgrade: %v, want %v", tc.sort, ids, tc.want)
+		}
+	}
+}
+
 // upgradedFrom opens the store on a database migrated up to version, as
 // a store of that release left it, with the rows oldRows (SQL) wrote then.
 func upgradedFrom(t *testing.T, version int64, oldRows string) *Store {

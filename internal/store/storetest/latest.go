@@ -185,6 +185,9 @@ func testLatestOrders(t *testing.T, s store.Store) {
 		name string
 		id   int
 	}{{"critical", 5}, {"high", 4}, {"medium", 3}, {"low", 2}}
+	// The scans' event times: c1's apart, g1's (not the latest) among
+	// a1's, g2's and b1's overlapping.
+	eventOffsets := map[string]time.Duration{"c1": -48 * time.Hour, "a1": 0, "g1": 2 * time.Minute, "g2": 3 * time.Hour, "b1": 3*time.Hour + 2*time.Minute}
 	n := 0
 	of := func(scan, ptype, puid string, count int) []store.Finding {
 		var out []store.Finding
@@ -198,7 +201,7 @@ func testLatestOrders(t *testing.T, s store.Store) {
 			}
 			sev := severities[n%len(severities)]
 			f.Severity, f.SeverityID = sev.name, sev.id
-			f.Time = baseTime.Add(time.Duration(n%5) * time.Minute)
+			f.Time = baseTime.Add(eventOffsets[scan] + time.Duration(n%5)*time.Minute)
 			out = append(out, f)
 		}
 		return out
@@ -230,7 +233,20 @@ func testLatestOrders(t *testing.T, s store.Store) {
 	start("ing-4")
 	write("ing-4", of("b1", "aws", "222", 5))
 	finish("ing-4")
+	// A finding of a latest scan written again with an event time past
+	// every other is listed first, newest first.
+	start("ing-5")
+	moved := of("a1", "aws", "111", 1)[0]
+	moved.UID = "a1-08"
+	moved.Time = baseTime.Add(24 * time.Hour)
+	write("ing-5", []store.Finding{moved})
+	finish("ing-5")
 	latestScans := map[string]bool{"c1": true, "a1": true, "g2": true, "b1": true}
+	newest, _, err := s.ListFindings(ctx, tenantA, store.FindingQuery{Latest: true, Sort: []string{"-time"}, Page: store.Page{Size: 1}})
+	must(t, err, "ListFindings latest, newest first")
+	if len(newest) != 1 || newest[0].UID != moved.UID {
+		t.Errorf("latest, newest event first: got %v, want %s, written again with a later event time", uids(newest), moved.UID)
+	}
 
 	for _, filter := range []struct {
 		name string

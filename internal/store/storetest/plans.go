@@ -201,6 +201,14 @@ func PlanProblems(s QueryShape, page bool, plan []string) []string {
 		!regexp.MustCompile(`(?m)Index Scan (Backward )?using \w+ on findings\b.*\n\s+Index Cond: \(.*\(inserted_at >= \w+\.lo\) AND \(inserted_at <= \w+\.hi\)\)$`).MatchString(text) {
 		problems = append(problems, "does not read each "+col+" value's latest findings within the latest scans' insertion spans")
 	}
+	// In event-time order, within the latest scans' event-time bounds
+	// (scan_event_times): an event time is the scanner's, so the latest
+	// findings may lie anywhere in findings_time.
+	if col := s.FirstSortColumn(); page && s.Query.Latest && col == "event_time" && s.Query.ScanID == "" &&
+		s.Query.IngestionID == "" && !indexedSearch(s.Query) && !sqlitePlan &&
+		!regexp.MustCompile(`(?m)Index Scan (Backward )?using findings_time on findings\b.*\n\s+Index Cond: \(.*\(event_time >= \w+\.lo\) AND \(event_time <= \w+\.hi\)\)$`).MatchString(text) {
+		problems = append(problems, "does not read the latest findings from findings_time within the latest scans' event-time bounds")
+	}
 	// A cursor page, and a numbered page past the first once it has found
 	// its first finding's key, read rows from an index seek to that key:
 	// the first sort column and its tie-breakers up to uid, which its sort

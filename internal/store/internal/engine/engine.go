@@ -714,6 +714,9 @@ func FindingList(d Dialect, tenant string, q store.FindingQuery) (count, page St
 	if spanKeyed(d, q, parts) {
 		return count, latestKeyedPage(d, tenant, q, parts, limit, offset), nil
 	}
+	if spanTimed(d, q, parts) {
+		return count, latestTimedPage(d, tenant, q, parts, limit, offset), nil
+	}
 	a := NewArgs(d)
 	where := FindingWhere(a, tenant, q)
 	from := "findings" + latestIndex(d, q)
