@@ -711,11 +711,8 @@ func FindingList(d Dialect, tenant string, q store.FindingQuery) (count, page St
 	if q.Latest && d.LatestFindings != nil && parts[0].col == "inserted_at" {
 		return count, latestPage(d, tenant, q, parts, limit, offset), nil
 	}
-	if spanKeyed(d, q, parts) {
-		return count, latestKeyedPage(d, tenant, q, parts, limit, offset), nil
-	}
-	if spanTimed(d, q, parts) {
-		return count, latestTimedPage(d, tenant, q, parts, limit, offset), nil
+	if page, ok := latestSpanPage(d, tenant, q, parts, limit, offset); ok {
+		return count, page, nil
 	}
 	a := NewArgs(d)
 	where := FindingWhere(a, tenant, q)

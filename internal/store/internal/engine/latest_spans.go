@@ -50,36 +50,51 @@ const mergedSpans = `spans AS MATERIALIZED (
   GROUP BY span
 )`
 
-// spanKeyed reports whether a page of q in order parts is read value by
-// value over the latest scans' insertion spans (latestKeyedPage): the
-// latest findings in an order whose index holds insertion time right after
-// the sort column, either way, with no filter whose own index bounds the
-// rows better (a scan, an ingestion) and no search the trigram index
-// answers.
-func spanKeyed(d Dialect, q store.FindingQuery, parts []orderPart) bool {
+// latestSpanPage renders a page of the latest findings read within the
+// latest scans' spans, when q is one: in an order whose sort index holds
+// it up to id, by check, severity or event time, either way, with no
+// filter whose own index bounds the rows better (a scan, an ingestion)
+// and no search the trigram index answers.
+func latestSpanPage(d Dialect, tenant string, q store.FindingQuery, parts []orderPart, limit, offset int) (Statement, bool) {
 	if !q.Latest || d.LatestFindings == nil || q.ScanID != "" || q.IngestionID != "" || (q.Search != "" && indexedSearch(q)) {
-		return false
+		return Statement{}, false
 	}
-	if col := parts[0].col; col != "check_id" && col != "severity_id" {
-		return false
+	if _, ok := indexKey(parts); !ok {
+		return Statement{}, false
 	}
-	_, ok := indexKey(parts)
-	return ok
+	switch parts[0].col {
+	case "check_id", "severity_id":
+		return latestKeyedPage(d, tenant, q, parts, limit, offset), true
+	case "event_time":
+		return latestTimedPage(d, tenant, q, parts, limit, offset), true
+	}
+	return Statement{}, false
 }
 
-// latestKeyedPage renders the page of spanKeyed q (see above). need is
-// the page's end: the findings a value may contribute.
-func latestKeyedPage(d Dialect, tenant string, q store.FindingQuery, parts []orderPart, limit, offset int) Statement {
-	a := NewArgs(d)
-	t := a.Add(tenant)
+// spanConditions starts a span page's statement: its arguments, the
+// tenant's placeholder, the condition every finding read must meet (q's
+// filters and cursor, not the latest scans'), the offset (none after a
+// cursor) and the page's end.
+func spanConditions(d Dialect, tenant string, q store.FindingQuery, parts []orderPart, limit, offset int) (a *Args, t, cond string, skip, end int) {
+	a = NewArgs(d)
+	t = a.Add(tenant)
 	rest := q
 	rest.Latest = false
-	cond := FindingWhere(a, tenant, rest)
-	col, desc := parts[0].col, parts[0].desc
-	var start string
+	cond = FindingWhere(a, tenant, rest)
 	if q.After != nil {
 		cond += " AND (" + a.keyset(parts, *q.After) + ")"
 		offset = 0
+	}
+	return a, t, cond, offset, offset + limit
+}
+
+// latestKeyedPage renders a page by check or severity (see above). need
+// is the page's end: the findings a value may contribute.
+func latestKeyedPage(d Dialect, tenant string, q store.FindingQuery, parts []orderPart, limit, offset int) Statement {
+	a, t, cond, offset, end := spanConditions(d, tenant, q, parts, limit, offset)
+	col, desc := parts[0].col, parts[0].desc
+	var start string
+	if q.After != nil {
 		var v any = q.After.CheckID
 		if col == "severity_id" {
 			v = q.After.SeverityID
@@ -90,7 +105,7 @@ func latestKeyedPage(d Dialect, tenant string, q store.FindingQuery, parts []ord
 		// One value: the others would each be counted in vain.
 		start += " AND check_id = " + a.Add(q.CheckID)
 	}
-	need := strconv.Itoa(offset + limit)
+	need := strconv.Itoa(end)
 	first := "min"
 	if desc {
 		first = "max"
@@ -132,23 +147,7 @@ SELECT ` + FindingColumns + ` FROM keys CROSS JOIN LATERAL (` + rows("keys.k", "
 	return Statement{SQL: sql, Args: a.Vals}
 }
 
-// spanTimed reports whether a page of q in order parts is read over the
-// latest scans' event-time bounds (latestTimedPage): the latest findings
-// in event-time order, either way, with no filter whose own index bounds
-// the rows better (a scan, an ingestion) and no search the trigram index
-// answers.
-func spanTimed(d Dialect, q store.FindingQuery, parts []orderPart) bool {
-	if !q.Latest || d.LatestFindings == nil || q.ScanID != "" || q.IngestionID != "" || (q.Search != "" && indexedSearch(q)) {
-		return false
-	}
-	if parts[0].col != "event_time" {
-		return false
-	}
-	_, ok := indexKey(parts)
-	return ok
-}
-
-// latestTimedPage renders the page of spanTimed q. A finding's event time
+// latestTimedPage renders a page by event time. A finding's event time
 // is its scanner's, not the store's, so the latest findings' place in
 // findings_time (tenant, event_time, uid) is bounded by what
 // scan_event_times keeps of each scan: the earliest and the latest event
@@ -156,16 +155,8 @@ func spanTimed(d Dialect, q store.FindingQuery, parts []orderPart) bool {
 // page's end of its findings in the order, and the page is sorted from
 // them.
 func latestTimedPage(d Dialect, tenant string, q store.FindingQuery, parts []orderPart, limit, offset int) Statement {
-	a := NewArgs(d)
-	t := a.Add(tenant)
-	rest := q
-	rest.Latest = false
-	cond := FindingWhere(a, tenant, rest)
-	if q.After != nil {
-		cond += " AND (" + a.keyset(parts, *q.After) + ")"
-		offset = 0
-	}
-	need := strconv.Itoa(offset + limit)
+	a, t, cond, offset, end := spanConditions(d, tenant, q, parts, limit, offset)
+	need := strconv.Itoa(end)
 	sql := `WITH latest AS MATERIALIZED (
   SELECT l.scan_id, b.first_event AS lo, b.last_event AS hi
   FROM (SELECT DISTINCT scan_id FROM latest_scans WHERE tenant = ` + t + `) AS l
