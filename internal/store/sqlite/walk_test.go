@@ -37,7 +37,10 @@ func TestSearchWalkAnswersAsTheLookup(t *testing.T) {
 			for _, severity := range [][]string{nil, {"critical"}} {
 				for _, page := range []store.Page{{Number: 1, Size: 10}, {Number: 2, Size: 10}, {Number: 7, Size: 3}, {Number: 1, Size: 100}} {
 					for _, bound := range []int{page.Number*page.Size + page.Size, 10_100} {
-						q := store.FindingQuery{Search: term, Sort: []string{sort}, Severity: severity, Page: page, CountLimit: bound}
+						q := store.FindingQuery{Search: term, Sort: []string{sort}, Severity: severity, Page: page, CountLimit: bound,
+							// The latest scans' findings, a few percent of
+							// these, on two of the pages.
+							Latest: page.Size != 10}
 						want, _ := lookup(t, s, q)
 						if page.Number == 1 && len(want) > 0 {
 							// The cursor page after the first page's last finding.
@@ -116,7 +119,8 @@ func TestCommonSearchChoice(t *testing.T) {
 		{"in uid order, where matches bunch", store.FindingQuery{Search: "bucket", Sort: []string{"uid"}}, false},
 		{"by severity", store.FindingQuery{Search: "bucket", Sort: []string{"-severity_id"}}, false},
 		{"of one scan, which its index bounds", store.FindingQuery{Search: "bucket", Sort: []string{"-inserted_at"}, ScanID: "scan-1"}, false},
-		{"of the latest scans", store.FindingQuery{Search: "bucket", Sort: []string{"-inserted_at"}, Latest: true}, false},
+		{"of the latest scans", store.FindingQuery{Search: "bucket", Sort: []string{"-inserted_at"}, Latest: true}, true},
+		{"of the latest scans, one finding's text", store.FindingQuery{Search: "bucket-2999", Sort: []string{"-inserted_at"}, Latest: true}, false},
 		{"too short to look up", store.FindingQuery{Search: "bu", Sort: []string{"-inserted_at"}}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -147,8 +151,12 @@ func TestSearchWalkPlans(t *testing.T) {
 	if text := strings.Join(candidates, "\n"); !strings.Contains(text, "SCAN findings_search VIRTUAL TABLE") || strings.Contains(text, "findings USING") {
 		t.Errorf("counting candidates does not read the trigram index alone:\n  %s", strings.Join(candidates, "\n  "))
 	}
-	for _, sort := range []string{"-inserted_at", "inserted_at", "time", "-time"} {
-		q := store.FindingQuery{Search: "bucket", Sort: []string{sort}, CountLimit: 20}
+	for _, c := range []struct {
+		sort   string
+		latest bool
+	}{{"-inserted_at", false}, {"inserted_at", false}, {"time", false}, {"-time", false}, {"-inserted_at", true}, {"time", true}} {
+		sort := c.sort
+		q := store.FindingQuery{Search: "bucket", Sort: []string{sort}, CountLimit: 20, Latest: c.latest}
 		first, _ := lookup(t, s, q)
 		k := store.KeyOf(&first[len(first)-1])
 		for _, after := range []*store.FindingKey{nil, &k} {
@@ -163,7 +171,7 @@ func TestSearchWalkPlans(t *testing.T) {
 				text := strings.Join(plan, "\n")
 				if !regexp.MustCompile(`SEARCH findings USING (COVERING )?INDEX `+index+` \(tenant=\?`).MatchString(text) ||
 					strings.Contains(text, "findings_search") || regexp.MustCompile(`(?m)^\s*SCAN findings\b`).MatchString(text) {
-					t.Errorf("sort %s, cursor %v, %s: does not walk %s alone:\n%s\n  %s", sort, after != nil, name, index, st.SQL, strings.Join(plan, "\n  "))
+					t.Errorf("sort %s, latest %v, cursor %v, %s: does not walk %s alone:\n%s\n  %s", sort, c.latest, after != nil, name, index, st.SQL, strings.Join(plan, "\n  "))
 				}
 			}
 		}
