@@ -531,6 +531,7 @@ func (rb *readBench) shapes(ctx context.Context) ([]readShape, error) {
 		readShape{name: "latest: sort severity_id", path: l, query: q("sort", "severity_id")},
 		readShape{name: "latest: sort check_id, page 50", path: l, query: q("sort", "check_id", "page[number]", "50")},
 		readShape{name: "latest: sort time", path: l, query: q("sort", "time")},
+		readShape{name: "latest: sort uid", path: l, query: q("sort", "uid")},
 		readShape{name: "latest: search, common", path: l, query: q("filter[search]", "bucket")},
 		readShape{name: "latest: counts by check, search", path: l + "/counts",
 			query: q("group_by", "check_id,severity,status_code", "filter[search]", "bucket")},
