@@ -17,6 +17,7 @@ import (
 
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/store/pgtest"
+	"github.com/posture-dev/posture/internal/store/storetest"
 )
 
 // openFresh opens the store on a new, empty database, closed when the test
@@ -386,31 +387,12 @@ func TestJITOffUnlessTheDSNSetsIt(t *testing.T) {
 	}
 }
 
-// scan_event_times is not emptied by the findings' delete (its bounds only
-// widen): DeleteTenantData removes the tenant's rows by name, and no
-// other tenant's.
-func TestDeleteTenantDataRemovesEventTimeBounds(t *testing.T) {
-	ctx := context.Background()
+// scan_bounds is not emptied by the findings' delete (its bounds only
+// widen): DeleteTenantData removes the tenant's rows by name.
+func TestDeleteTenantDataRemovesScanBounds(t *testing.T) {
 	s := openFresh(t)
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, tenant := range []string{"a", "b"} {
-		must(s.StartRun(ctx, tenant, "ing", 1, 1))
-		f := store.Finding{UID: "u", ScanID: "scan", CheckID: "c", Severity: "high", SeverityID: 4, StatusCode: "FAIL",
-			ProviderType: "aws", ProviderUID: "1", Time: time.Now(), Raw: []byte(`{}`)}
-		must(s.WriteBatch(ctx, tenant, "ing", 1, store.Batch{Findings: []store.Finding{f},
-			Scans: []store.Scan{{ID: "scan", ProviderType: "aws", ProviderUID: "1", Trigger: "imported"}}}))
-	}
-	must(s.DeleteTenantData(ctx, "a"))
-	for tenant, want := range map[string]int{"a": 0, "b": 1} {
-		var n int
-		must(s.pool.QueryRow(ctx, `SELECT count(*) FROM scan_event_times WHERE tenant = $1`, tenant).Scan(&n))
-		if n != want {
-			t.Errorf("tenant %s after deleting tenant a: %d scan_event_times rows, want %d", tenant, n, want)
-		}
-	}
+	storetest.CheckDeleteTenantDataRemovesScanBounds(t, s, func(tenant string) (n int, err error) {
+		err = s.pool.QueryRow(context.Background(), `SELECT count(*) FROM scan_bounds WHERE tenant = $1`, tenant).Scan(&n)
+		return n, err
+	})
 }

@@ -26,9 +26,9 @@ func (s *Store) DeleteRun(ctx context.Context, tenant, ingestionID string) error
 
 // tenantTables are the tables DeleteTenantData empties of a tenant's rows,
 // children before parents; blob chunks go with their blobs (ON DELETE
-// CASCADE). The findings' delete leaves scan_event_times as it is (its
+// CASCADE). The findings' delete leaves scan_bounds as it is (its
 // bounds only widen), so its rows go by name.
-var tenantTables = []string{"findings", engine.ScanEventTimesTable, "scans", "ingestion_errors", "runs", "blobs"}
+var tenantTables = []string{"findings", engine.ScanBoundsTable, "scans", "ingestion_errors", "runs", "blobs"}
 
 // DeleteTenantData implements store.Store.
 func (s *Store) DeleteTenantData(ctx context.Context, tenant string) error {

@@ -148,37 +148,19 @@ INSERT INTO latest_scans (tenant, provider_type, provider_uid, scan_id, ingestio
 	storetest.CheckScanSummary(t, s, "t")
 }
 
-// The latest view in event-time order reads the latest scans' event-time
-// bounds (migration 00015): the upgrade bounds every scan's findings
-// already written.
-func TestUpgradeBoundsScansEventTimes(t *testing.T) {
+// The latest view by event time or check reads the latest scans' bounds
+// (migration 00015): the upgrade bounds every scan's findings already
+// written.
+func TestUpgradeBoundsTheScans(t *testing.T) {
 	s := upgradedFrom(t, 14, `
-INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, severity, event_time, raw, inserted_at, updated_at) VALUES
-    ('00000000-0000-0000-0000-000000000001', 't', 's-1', 'u-1', 'ing', 'high', '2026-01-03', '\x7b7d', now(), now()),
-    ('00000000-0000-0000-0000-000000000002', 't', 's-1', 'u-2', 'ing', 'high', '2026-01-01', '\x7b7d', now(), now()),
-    ('00000000-0000-0000-0000-000000000003', 't', 's-2', 'u-1', 'ing', 'low', '2026-01-02', '\x7b7d', now(), now()),
-    ('00000000-0000-0000-0000-000000000004', 't', 's-3', 'u-4', 'ing', 'critical', '2025-06-01', '\x7b7d', now(), now());
+INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, check_id, severity, event_time, raw, inserted_at, updated_at) VALUES
+    ('00000000-0000-0000-0000-000000000001', 't', 's-1', 'u-1', 'ing', 'c-2', 'high', '2026-01-03', '\x7b7d', now(), now()),
+    ('00000000-0000-0000-0000-000000000002', 't', 's-1', 'u-2', 'ing', 'c-1', 'high', '2026-01-01', '\x7b7d', now(), now()),
+    ('00000000-0000-0000-0000-000000000003', 't', 's-2', 'u-3', 'ing', 'c-1', 'low', '2026-01-02', '\x7b7d', now(), now()),
+    ('00000000-0000-0000-0000-000000000004', 't', 's-3', 'u-4', 'ing', 'c-3', 'critical', '2025-06-01', '\x7b7d', now() - interval '1 day', now());
 INSERT INTO latest_scans (tenant, provider_type, provider_uid, scan_id, ingestion_id, completed_at) VALUES
     ('t', 'aws', '1', 's-1', 'ing', now()), ('t', 'aws', '2', 's-3', 'ing', now());`)
-	for _, tc := range []struct {
-		sort string
-		want []string
-	}{
-		{"time", oldFindingIDs(4, 2, 1)},
-		{"-time", oldFindingIDs(1, 2, 4)},
-	} {
-		got, _, err := s.ListFindings(context.Background(), "t", store.FindingQuery{Latest: true, Sort: []string{tc.sort}, Page: store.Page{Size: 10}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ids []string
-		for _, f := range got {
-			ids = append(ids, f.ID)
-		}
-		if !slices.Equal(ids, tc.want) {
-			t.Errorf("latest findings by %s after the upgrade: %v, want %v", tc.sort, ids, tc.want)
-		}
-	}
+	storetest.CheckLatestSpans(t, s, "t")
 }
 
 // upgradedFrom opens the store on a database migrated up to version, as

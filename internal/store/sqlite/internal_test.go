@@ -216,6 +216,21 @@ INSERT INTO latest_scans (tenant, provider_type, provider_uid, scan_id, ingestio
 	storetest.CheckScanSummary(t, s, "t")
 }
 
+// TestUpgradeBoundsTheScans opens a database from before the scans'
+// bounds (version 12): the latest view by event time or check reads the
+// bounds the migration built.
+func TestUpgradeBoundsTheScans(t *testing.T) {
+	s := upgradedFrom(t, 12, `
+INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, check_id, severity, event_time, raw, inserted_at, updated_at) VALUES
+    ('f1', 't', 's-1', 'u-1', 'ing', 'c-2', 'high', 300, X'7b7d', 100, 100),
+    ('f2', 't', 's-1', 'u-2', 'ing', 'c-1', 'high', 100, X'7b7d', 100, 100),
+    ('f3', 't', 's-2', 'u-3', 'ing', 'c-1', 'low', 200, X'7b7d', 100, 100),
+    ('f4', 't', 's-3', 'u-4', 'ing', 'c-3', 'critical', 50, X'7b7d', 50, 100);
+INSERT INTO latest_scans (tenant, provider_type, provider_uid, scan_id, ingestion_id, completed_at) VALUES
+    ('t', 'aws', '1', 's-1', 'ing', 100), ('t', 'aws', '2', 's-3', 'ing', 100);`)
+	storetest.CheckLatestSpans(t, s, "t")
+}
+
 // upgradedFrom opens the store on a database file migrated up to
 // version, as a store of that release left it, with the rows oldRows
 // (SQL) wrote then.
@@ -260,4 +275,18 @@ func migratedTo(t *testing.T, version int64) (string, *sql.DB) {
 		t.Fatal(err)
 	}
 	return path, db
+}
+
+// scan_bounds is not emptied by the findings' delete (its bounds only
+// widen): DeleteTenantData removes the tenant's rows by name.
+func TestDeleteTenantDataRemovesScanBounds(t *testing.T) {
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "d.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	storetest.CheckDeleteTenantDataRemovesScanBounds(t, s, func(tenant string) (n int, err error) {
+		err = s.r.QueryRowContext(context.Background(), `SELECT count(*) FROM scan_bounds WHERE tenant = ?1`, tenant).Scan(&n)
+		return n, err
+	})
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+
+	"github.com/posture-dev/posture/internal/store/internal/engine"
 )
 
 // DeleteRun implements store.Store.
@@ -21,8 +23,9 @@ func (s *Store) DeleteRun(ctx context.Context, tenant, ingestionID string) error
 
 // tenantTables are the tables DeleteTenantData empties of a tenant's rows,
 // children before parents; blob chunks go with their blobs (ON DELETE
-// CASCADE).
-var tenantTables = []string{"findings", "scans", "ingestion_errors", "runs", "blobs"}
+// CASCADE). The findings' delete leaves scan_bounds as it is (its bounds
+// only widen), so its rows go by name.
+var tenantTables = []string{"findings", engine.ScanBoundsTable, "scans", "ingestion_errors", "runs", "blobs"}
 
 // DeleteTenantData implements store.Store.
 func (s *Store) DeleteTenantData(ctx context.Context, tenant string) error {

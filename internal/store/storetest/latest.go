@@ -308,3 +308,31 @@ func testLatestOrders(t *testing.T, s store.Store) {
 		}
 	}
 }
+
+// CheckLatestSpans checks the latest view of tenant by event time and by
+// check, either way, on a store upgraded from before ScanBoundsTable (the
+// upgrade must bound the findings already written). The old rows are:
+//
+//	uid  scan  latest  check  event time
+//	u-1  s-1   yes     c-2    third
+//	u-2  s-1   yes     c-1    first of s-1
+//	u-3  s-2   no      c-1    second
+//	u-4  s-3   yes     c-3    earliest
+func CheckLatestSpans(t *testing.T, s store.Store, tenant string) {
+	t.Helper()
+	for _, c := range []struct {
+		sort string
+		want []string
+	}{
+		{"time", []string{"u-4", "u-2", "u-1"}},
+		{"-time", []string{"u-1", "u-2", "u-4"}},
+		{"check_id", []string{"u-2", "u-1", "u-4"}},
+		{"-check_id", []string{"u-4", "u-1", "u-2"}},
+	} {
+		got, _, err := s.ListFindings(ctxT(t), tenant, store.FindingQuery{Latest: true, Sort: []string{c.sort}, Page: store.Page{Size: 10}})
+		must(t, err, "ListFindings latest, sort "+c.sort)
+		if !slices.Equal(uids(got), c.want) {
+			t.Errorf("latest findings by %s after the upgrade: %v, want %v", c.sort, uids(got), c.want)
+		}
+	}
+}

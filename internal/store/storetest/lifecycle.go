@@ -116,3 +116,22 @@ func testDeleteTenantData(t *testing.T, s store.Store) {
 
 	must(t, s.DeleteTenantData(ctx, tenantA), "DeleteTenantData of a tenant without rows")
 }
+
+// CheckDeleteTenantDataRemovesScanBounds writes a finding in two tenants,
+// deletes the first's data and checks, with count (the rows of
+// engine.ScanBoundsTable a tenant has), that its bounds went with it and
+// the other's stayed: the findings' delete leaves the bounds as they are.
+func CheckDeleteTenantDataRemovesScanBounds(t *testing.T, s store.Store, count func(tenant string) (int, error)) {
+	t.Helper()
+	for _, tenant := range []string{tenantA, tenantB} {
+		seedIngestion(t, s, tenant, "ing-1", "scan-1")
+	}
+	must(t, s.DeleteTenantData(ctxT(t), tenantA), "DeleteTenantData")
+	for tenant, want := range map[string]int{tenantA: 0, tenantB: 1} {
+		n, err := count(tenant)
+		must(t, err, "count scan_bounds")
+		if n != want {
+			t.Errorf("tenant %s after deleting %s: %d scan_bounds rows, want %d", tenant, tenantA, n, want)
+		}
+	}
+}

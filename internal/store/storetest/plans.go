@@ -25,6 +25,10 @@ var sortColumns = map[string]string{"time": "event_time", "severity_id": "severi
 
 // FirstSortColumn is the column a cursor page of s seeks on: its first
 // sort key's (the store's default order starts with severity_id).
+// spanColumns are, for each order a page of the latest findings reads
+// within the latest scans' spans, the time the spans are of.
+var spanColumns = map[string]string{"check_id": "inserted_at", "severity_id": "inserted_at", "event_time": "event_time"}
+
 func (s QueryShape) FirstSortColumn() string {
 	if len(s.Query.Sort) == 0 {
 		return "severity_id"
@@ -80,10 +84,15 @@ func PlanProblems(s QueryShape, page bool, plan []string) []string {
 		problems = append(problems, "reads every row of findings (full scan)")
 	}
 	sorts := sortsRows(plan)
+	// Read within the latest scans' spans of insertion or event time
+	// (engine.latestSpanPage): the rows of the spans, not the tenant's.
+	spanCol := spanColumns[s.FirstSortColumn()]
+	spanRead := spanCol != "" && (regexp.MustCompile(`(?m)Index Scan (Backward )?using \w+ on findings\b.*\n\s+Index Cond: \(.*\(`+spanCol+` >= \w+\.lo\) AND \(`+spanCol+` <= \w+\.hi\)\)$`).MatchString(text) ||
+		regexp.MustCompile(`SEARCH inspan USING INDEX \w+ \(tenant=\?( AND \w+=\?)* AND `+spanCol+`>\? AND `+spanCol+`<\?\)`).MatchString(text))
 	// Found by the tenant alone: an index condition on the tenant only, or
 	// a bitmap of the tenant's rows not ANDed with a selective one.
 	tenantOnly := regexp.MustCompile(`(?m)(SEARCH findings USING (COVERING )?INDEX \w+ \(tenant=\?\)$|(Index|Index Only|Bitmap Heap) Scan .*on findings\b.*\n\s+(Index|Recheck) Cond: \(tenant = '[^']*'::text\)$)`).MatchString(text)
-	if page && sorts && (s.Ordered || tenantOnly) {
+	if page && sorts && (s.Ordered || (tenantOnly && !spanRead)) {
 		problems = append(problems, "sorts every finding of the tenant instead of reading an index in order")
 	}
 	// An ingestion or a check can hold a large share of a tenant: its
@@ -184,30 +193,19 @@ func PlanProblems(s QueryShape, page bool, plan []string) []string {
 	// testing each finding's scan (engine.latestWalk): the latest scans'
 	// findings are the newest of their providers and come soon.
 	walksOrder := page && regexp.MustCompile(`SEARCH findings USING (COVERING )?INDEX `+engine.SortIndex(s.FirstSortColumn())+` \(tenant=\?`).MatchString(text)
-	if s.Query.Latest && !scanSummarized && !walksOrder && !(indexedSearch(s.Query) && searchIndex && !(counting && regexp.MustCompile(`Bitmap Index Scan on findings_search\b`).MatchString(text))) &&
+	if s.Query.Latest && !scanSummarized && !walksOrder && !spanRead && !(indexedSearch(s.Query) && searchIndex && !(counting && regexp.MustCompile(`Bitmap Index Scan on findings_search\b`).MatchString(text))) &&
 		!regexp.MustCompile(`(SEARCH findings USING (COVERING )?INDEX sqlite_autoindex_findings_2 \(tenant=\? AND scan_id=\?|Index Cond: \(\(tenant = [^)]*\) AND \(scan_id = )`).MatchString(text) {
 		problems = append(problems, "does not read the latest scans' findings by (tenant, scan_id)")
 	}
-	// A page of the latest findings by check or severity: those indexes
-	// hold each value's findings in insertion order, the latest ones after
-	// the whole history of the value, so PostgreSQL reads each value's
-	// latest findings within the latest scans' insertion spans
-	// (engine.latestKeyedPage), from the order's index or a filter's.
-	// SQLite walks the order's index or reads the latest scans by its
-	// natural key (engine.latestWalk).
-	sqlitePlan := regexp.MustCompile(`(?m)^\s*(SEARCH|SCAN) `).MatchString(text)
-	if col := s.FirstSortColumn(); page && s.Query.Latest && (col == "check_id" || col == "severity_id") && s.Query.ScanID == "" &&
-		s.Query.IngestionID == "" && !indexedSearch(s.Query) && !sqlitePlan &&
-		!regexp.MustCompile(`(?m)Index Scan (Backward )?using \w+ on findings\b.*\n\s+Index Cond: \(.*\(inserted_at >= \w+\.lo\) AND \(inserted_at <= \w+\.hi\)\)$`).MatchString(text) {
-		problems = append(problems, "does not read each "+col+" value's latest findings within the latest scans' insertion spans")
-	}
-	// In event-time order, within the latest scans' event-time bounds
-	// (scan_event_times): an event time is the scanner's, so the latest
-	// findings may lie anywhere in findings_time.
-	if col := s.FirstSortColumn(); page && s.Query.Latest && col == "event_time" && s.Query.ScanID == "" &&
-		s.Query.IngestionID == "" && !indexedSearch(s.Query) && !sqlitePlan &&
-		!regexp.MustCompile(`(?m)Index Scan (Backward )?using findings_time on findings\b.*\n\s+Index Cond: \(.*\(event_time >= \w+\.lo\) AND \(event_time <= \w+\.hi\)\)$`).MatchString(text) {
-		problems = append(problems, "does not read the latest findings from findings_time within the latest scans' event-time bounds")
+	// A page of the latest findings by check, severity or event time reads
+	// the order's index (or a filter's) within the latest scans' spans
+	// (engine.latestSpanPage): by check or severity each value's findings
+	// come in insertion order, the latest ones after the value's whole
+	// history, and an event time is the scanner's, so the latest findings
+	// may lie anywhere in findings_time.
+	if col := s.FirstSortColumn(); page && s.Query.Latest && spanColumns[col] != "" && s.Query.ScanID == "" &&
+		s.Query.IngestionID == "" && !indexedSearch(s.Query) && !spanRead {
+		problems = append(problems, "does not read the latest findings within the latest scans' "+spanColumns[col]+" spans")
 	}
 	// A cursor page, and a numbered page past the first once it has found
 	// its first finding's key, read rows from an index seek to that key:

@@ -7,48 +7,43 @@ import (
 )
 
 // Pages of the latest findings in an order other than insertion time
-// (PostgreSQL; docs/decisions/0019-latest-pages-by-span.md).
+// (docs/decisions/0019-latest-pages-by-span.md).
 //
 // The sort indexes hold the whole history. Walking one testing each
 // finding's scan reads, in an ascending order, the history before the
 // first latest finding: a check's earlier findings (282 ms a page at ten
-// million findings), every earlier event time (690 ms at a million).
-// Reading every latest finding and sorting them is flat in the history
-// but costs the whole current state (380 ms for 250,000). Instead, each
-// latest scan's findings are bounded in the order's index, and only
-// those ranges are read.
+// million findings on PostgreSQL), every earlier event time (690 ms at a
+// million, 3 s on SQLite). Reading every latest finding and sorting them
+// is flat in the history but costs the whole current state (380 ms for
+// 250,000). Instead, each latest scan's findings are bounded in the
+// order's index, and only those ranges are read.
+//
+// ScanBoundsTable keeps, per scan, the first and last insertion time and
+// event time of its findings.
 //
 // By check or severity: the index, (tenant, check_id, inserted_at, uid)
 // or (tenant, severity_id, inserted_at, uid), holds each value's findings
-// in insertion order, and every finding of a scan was inserted between
-// the first and the last of them, two reads of findings_scan (tenant,
-// scan_id, inserted_at). Within one value, the latest findings therefore
-// lie in the ranges (value, the scans' insertion spans), which hold
-// besides them only what other scans of the tenant wrote at the same
+// in insertion order. Within one value, the latest findings therefore
+// lie in the ranges (value, the latest scans' insertion spans), which
+// hold besides them only what other scans of the tenant wrote at the same
 // time. The values are found one after the other, each from the previous
 // one by one index descent (a skip scan), and only as many as the page
 // needs: each value's latest findings are counted, up to the page's end,
 // until the page is full. The page is then sorted from at most that many
-// findings per value, so it does not depend on the order in which the
-// statement's loops happen to return rows.
+// findings per value and span, so it does not depend on the order in
+// which the statement's loops happen to return rows.
 //
-// By event time: scan_event_times bounds each scan's event times, and
-// findings_time (tenant, event_time, uid) is read within the latest
-// scans' bounds.
+// By event time: a finding's event time is its scanner's, not the
+// store's, and findings_time (tenant, event_time, uid) is read within the
+// latest scans' event-time bounds.
 //
 // Either way, the ranges of scans written together, or reporting the same
 // hours, are merged, so that each finding is read once.
 
-// mergedSpans is the CTE "spans": the ranges (lo, hi) of the CTE
-// "latest" (one row per latest scan), merged where they overlap, so that
-// no finding is read twice.
-const mergedSpans = `spans AS MATERIALIZED (
-  SELECT min(lo) AS lo, max(hi) AS hi FROM (
-    SELECT lo, hi, count(*) FILTER (WHERE lo > reach) OVER (ORDER BY lo, hi ROWS UNBOUNDED PRECEDING) AS span FROM (
-      SELECT lo, hi, max(hi) OVER (ORDER BY lo, hi ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach
-      FROM latest WHERE lo IS NOT NULL) AS reaches) AS spans
-  GROUP BY span
-)`
+// ScanBoundsTable keeps, per tenant and scan, bounds of the insertion
+// times and event times of the scan's findings, which only ever widen
+// (migration 00015 on PostgreSQL, 00013 on SQLite).
+const ScanBoundsTable = "scan_bounds"
 
 // latestSpanPage renders a page of the latest findings read within the
 // latest scans' spans, when q is one: in an order whose sort index holds
@@ -56,7 +51,7 @@ const mergedSpans = `spans AS MATERIALIZED (
 // filter whose own index bounds the rows better (a scan, an ingestion)
 // and no search the trigram index answers.
 func latestSpanPage(d Dialect, tenant string, q store.FindingQuery, parts []orderPart, limit, offset int) (Statement, bool) {
-	if !q.Latest || d.LatestFindings == nil || q.ScanID != "" || q.IngestionID != "" || (q.Search != "" && indexedSearch(q)) {
+	if !q.Latest || q.ScanID != "" || q.IngestionID != "" || (q.Search != "" && indexedSearch(q)) {
 		return Statement{}, false
 	}
 	if _, ok := indexKey(parts); !ok {
@@ -71,107 +66,131 @@ func latestSpanPage(d Dialect, tenant string, q store.FindingQuery, parts []orde
 	return Statement{}, false
 }
 
-// spanConditions starts a span page's statement: its arguments, the
+// spanPage is what the two kinds of span page share: the arguments, the
 // tenant's placeholder, the condition every finding read must meet (q's
 // filters and cursor, not the latest scans'), the offset (none after a
-// cursor) and the page's end.
-func spanConditions(d Dialect, tenant string, q store.FindingQuery, parts []orderPart, limit, offset int) (a *Args, t, cond string, skip, end int) {
-	a = NewArgs(d)
-	t = a.Add(tenant)
-	rest := q
-	rest.Latest = false
-	cond = FindingWhere(a, tenant, rest)
-	if q.After != nil {
-		cond += " AND (" + a.keyset(parts, *q.After) + ")"
-		offset = 0
-	}
-	return a, t, cond, offset, offset + limit
+// cursor), the page's end, and the order.
+type spanPage struct {
+	d                   Dialect
+	a                   *Args
+	t, cond             string
+	limit, offset, need int
+	parts               []orderPart
 }
 
-// latestKeyedPage renders a page by check or severity (see above). need
-// is the page's end: the findings a value may contribute.
+func newSpanPage(d Dialect, tenant string, q store.FindingQuery, parts []orderPart, limit, offset int) *spanPage {
+	p := &spanPage{d: d, a: NewArgs(d), limit: limit, parts: parts}
+	p.t = p.a.Add(tenant)
+	rest := q
+	rest.Latest = false
+	p.cond = FindingWhere(p.a, tenant, rest)
+	if q.After != nil {
+		p.cond += " AND (" + p.a.keyset(parts, *q.After) + ")"
+		offset = 0
+	}
+	p.offset, p.need = offset, offset+limit
+	return p
+}
+
+// spans renders the CTEs "latest", the tenant's latest scans with the
+// bounds (lo, hi) of ScanBoundsTable's columns first and last, and
+// "spans", those ranges merged where they overlap.
+func (p *spanPage) spans(first, last string) string {
+	return `latest AS MATERIALIZED (
+  SELECT b.scan_id, b.` + first + ` AS lo, b.` + last + ` AS hi
+  FROM (SELECT DISTINCT scan_id FROM latest_scans WHERE tenant = ` + p.t + `) AS l
+  JOIN ` + ScanBoundsTable + ` AS b ON b.tenant = ` + p.t + ` AND b.scan_id = l.scan_id
+), spans AS MATERIALIZED (
+  SELECT min(lo) AS lo, max(hi) AS hi FROM (
+    SELECT lo, hi, sum(CASE WHEN lo > reach THEN 1 ELSE 0 END) OVER (ORDER BY lo, hi ROWS UNBOUNDED PRECEDING) AS span FROM (
+      SELECT lo, hi, max(hi) OVER (ORDER BY lo, hi ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach
+      FROM latest) AS reaches) AS merged
+  GROUP BY span
+)`
+}
+
+// inSpan renders the findings of one span (the row "spans" of the
+// statement) that match: the condition match (which bounds them in the
+// span), a latest scan's and q's condition, at most need of them in the
+// order of index. PostgreSQL reads them in a lateral subquery; SQLite,
+// which has none, as the rowids of a correlated one, named the index.
+func (p *spanPage) inSpan(match, index, order, cols string) string {
+	where := "tenant = " + p.t + " AND " + match + " AND " + p.cond
+	if p.d.IndexedBy == nil {
+		// An IN list of the CTE may become a join, which would read the
+		// latest scans' findings through findings_scan, out of order.
+		return "CROSS JOIN LATERAL (SELECT " + cols + " FROM findings WHERE " + where + " AND scan_id = ANY (ARRAY(SELECT scan_id FROM latest))" +
+			" ORDER BY " + order + " LIMIT " + strconv.Itoa(p.need) + ") AS findings"
+	}
+	return "CROSS JOIN findings WHERE findings.rowid IN (SELECT rowid FROM findings AS inspan" + p.d.IndexedBy(index) + " WHERE " + where +
+		" AND scan_id IN (SELECT scan_id FROM latest) ORDER BY " + order + " LIMIT " + strconv.Itoa(p.need) + ")"
+}
+
+// end renders the page's order, limit and offset.
+func (p *spanPage) end() string {
+	sql := ` ORDER BY ` + orderBy(p.parts, nil) + ` LIMIT ` + strconv.Itoa(p.limit)
+	if p.offset > 0 {
+		sql += ` OFFSET ` + strconv.Itoa(p.offset)
+	}
+	return sql
+}
+
+// latestKeyedPage renders a page by check or severity (see above).
 func latestKeyedPage(d Dialect, tenant string, q store.FindingQuery, parts []orderPart, limit, offset int) Statement {
-	a, t, cond, offset, end := spanConditions(d, tenant, q, parts, limit, offset)
-	col, desc := parts[0].col, parts[0].desc
+	p := newSpanPage(d, tenant, q, parts, limit, offset)
+	col := parts[0].col
 	var start string
 	if q.After != nil {
 		var v any = q.After.CheckID
 		if col == "severity_id" {
 			v = q.After.SeverityID
 		}
-		start = " AND " + col + " " + beyond(parts[0], false) + "= " + a.Add(v)
+		start = " AND " + col + " " + beyond(parts[0], false) + "= " + p.a.Add(v)
 	}
 	if q.CheckID != "" && col == "check_id" {
 		// One value: the others would each be counted in vain.
-		start += " AND check_id = " + a.Add(q.CheckID)
+		start += " AND check_id = " + p.a.Add(q.CheckID)
 	}
-	need := strconv.Itoa(end)
 	first := "min"
-	if desc {
+	if parts[0].desc {
 		first = "max"
 	}
 	// next is the value after prev in the order (the first when prev is
-	// empty), read from the order's index alone.
+	// empty), read from the order's index alone. The recursive step
+	// repeats it (one index descent each time): SQLite reads the
+	// recursive table only in the step's own FROM, so no subquery can
+	// name the value once.
 	next := func(prev string) string {
-		w := "tenant = " + t + start
+		w := "tenant = " + p.t + start
 		if prev != "" {
 			w += " AND " + col + " " + beyond(parts[0], false) + " " + prev
+		} else {
+			// A bound SQLite's plan shows; the column is NOT NULL.
+			w += " AND " + col + " IS NOT NULL"
 		}
 		return "(SELECT " + first + "(" + col + ") FROM findings WHERE " + w + ")"
 	}
-	// rows reads value v's latest findings matching q, at most need of
-	// them from each span, in the span's index order.
-	rows := func(v, cols string) string {
-		return "SELECT f.* FROM spans CROSS JOIN LATERAL (SELECT " + cols + " FROM findings WHERE tenant = " + t +
-			" AND " + col + " = " + v + " AND inserted_at BETWEEN spans.lo AND spans.hi AND scan_id = ANY (ARRAY(SELECT scan_id FROM latest)) AND " +
-			cond + " ORDER BY " + orderBy(parts[1:3], nil) + " LIMIT " + need + ") AS f"
-	}
+	need := strconv.Itoa(p.need)
+	index, order := SortIndex(col), orderBy(parts[1:3], nil)
+	match := func(v string) string { return col + " = " + v + " AND inserted_at BETWEEN spans.lo AND spans.hi" }
+	// counted counts value v's latest findings that match, up to need.
 	counted := func(v string) string {
-		return "(SELECT count(*) FROM (" + rows(v, "1 AS one") + " LIMIT " + need + ") AS counted)"
+		return "(SELECT count(*) FROM (SELECT 1 FROM spans " + p.inSpan(match(v), index, order, "1 AS one") + " LIMIT " + need + ") AS counted)"
 	}
-	sql := `WITH RECURSIVE latest AS MATERIALIZED (
-  SELECT l.scan_id,
-    (SELECT min(inserted_at) FROM findings WHERE tenant = ` + t + ` AND scan_id = l.scan_id) AS lo,
-    (SELECT max(inserted_at) FROM findings WHERE tenant = ` + t + ` AND scan_id = l.scan_id) AS hi
-  FROM (SELECT DISTINCT scan_id FROM latest_scans WHERE tenant = ` + t + `) AS l
-), ` + mergedSpans + `, keys(k, n) AS (
+	sql := `WITH RECURSIVE ` + p.spans("first_inserted", "last_inserted") + `, keys(k, n) AS (
   SELECT k, ` + counted("first.k") + ` FROM (SELECT ` + next("") + ` AS k) AS first WHERE k IS NOT NULL
   UNION ALL
-  SELECT k, n + ` + counted("following.k") + ` FROM (SELECT ` + next("keys.k") + ` AS k, n FROM keys WHERE n < ` + need + `) AS following WHERE k IS NOT NULL
+  SELECT ` + next("keys.k") + `, n + ` + counted(next("keys.k")) + ` FROM keys WHERE n < ` + need + ` AND ` + next("keys.k") + ` IS NOT NULL
 )
-SELECT ` + FindingColumns + ` FROM keys CROSS JOIN LATERAL (` + rows("keys.k", "findings.*") + ` ORDER BY ` + orderBy(parts[1:], nil) +
-		` LIMIT ` + need + `) AS findings ORDER BY ` + orderBy(parts, nil) + ` LIMIT ` + strconv.Itoa(limit)
-	if offset > 0 {
-		sql += ` OFFSET ` + strconv.Itoa(offset)
-	}
-	return Statement{SQL: sql, Args: a.Vals}
+SELECT ` + FindingColumns + ` FROM keys CROSS JOIN spans ` + p.inSpan(match("keys.k"), index, order, "*") + p.end()
+	return Statement{SQL: sql, Args: p.a.Vals}
 }
 
-// latestTimedPage renders a page by event time. A finding's event time
-// is its scanner's, not the store's, so the latest findings' place in
-// findings_time (tenant, event_time, uid) is bounded by what
-// scan_event_times keeps of each scan: the earliest and the latest event
-// time it has held. Each merged range of those bounds gives at most the
-// page's end of its findings in the order, and the page is sorted from
-// them.
+// latestTimedPage renders a page by event time (see above).
 func latestTimedPage(d Dialect, tenant string, q store.FindingQuery, parts []orderPart, limit, offset int) Statement {
-	a, t, cond, offset, end := spanConditions(d, tenant, q, parts, limit, offset)
-	need := strconv.Itoa(end)
-	sql := `WITH latest AS MATERIALIZED (
-  SELECT l.scan_id, b.first_event AS lo, b.last_event AS hi
-  FROM (SELECT DISTINCT scan_id FROM latest_scans WHERE tenant = ` + t + `) AS l
-  JOIN ` + ScanEventTimesTable + ` AS b ON b.tenant = ` + t + ` AND b.scan_id = l.scan_id
-), ` + mergedSpans + `
-SELECT ` + FindingColumns + ` FROM spans CROSS JOIN LATERAL (SELECT * FROM findings WHERE tenant = ` + t +
-		` AND event_time BETWEEN spans.lo AND spans.hi AND scan_id = ANY (ARRAY(SELECT scan_id FROM latest)) AND ` + cond +
-		` ORDER BY ` + orderBy(parts[:2], nil) + ` LIMIT ` + need + `) AS findings ORDER BY ` + orderBy(parts, nil) + ` LIMIT ` + strconv.Itoa(limit)
-	if offset > 0 {
-		sql += ` OFFSET ` + strconv.Itoa(offset)
-	}
-	return Statement{SQL: sql, Args: a.Vals}
+	p := newSpanPage(d, tenant, q, parts, limit, offset)
+	sql := `WITH ` + p.spans("first_event", "last_event") + `
+SELECT ` + FindingColumns + ` FROM spans ` +
+		p.inSpan("event_time BETWEEN spans.lo AND spans.hi", SortIndex("event_time"), orderBy(parts[:2], nil), "*") + p.end()
+	return Statement{SQL: sql, Args: p.a.Vals}
 }
-
-// ScanEventTimesTable keeps, per tenant and scan, bounds of the event
-// times of the scan's findings, which only ever widen (PostgreSQL; see
-// its migration 00015).
-const ScanEventTimesTable = "scan_event_times"
