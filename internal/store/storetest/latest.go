@@ -217,6 +217,16 @@ func testLatestOrders(t *testing.T, s store.Store) {
 		t.Helper()
 		must(t, s.FinishRun(ctx, tenantA, ing, 1, store.Outcome{Status: store.RunSucceeded}), "FinishRun "+ing)
 	}
+	// Findings but no latest scan: an ingestion still running.
+	start("ing-running")
+	write("ing-running", of("r1", "aws", "444", 4))
+	for _, sort := range []string{"check_id", "-severity_id", "time"} {
+		got, total, err := s.ListFindings(ctx, tenantA, store.FindingQuery{Latest: true, Sort: []string{sort}, Page: store.Page{Size: 10}})
+		must(t, err, "ListFindings latest, none yet, sort "+sort)
+		if len(got) != 0 || total != 0 {
+			t.Errorf("no latest scan yet, sort %s: %d findings, count %d", sort, len(got), total)
+		}
+	}
 	start("ing-0") // an old scan, still the latest of account 333
 	write("ing-0", of("c1", "aws", "333", 7))
 	finish("ing-0")

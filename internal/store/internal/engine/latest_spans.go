@@ -174,11 +174,12 @@ func latestKeyedPage(d Dialect, tenant string, q store.FindingQuery, parts []ord
 	index, order := SortIndex(col), orderBy(parts[1:3], nil)
 	match := func(v string) string { return col + " = " + v + " AND inserted_at BETWEEN spans.lo AND spans.hi" }
 	// counted counts value v's latest findings that match, up to need.
+	// Without latest findings, no value is counted at all.
 	counted := func(v string) string {
 		return "(SELECT count(*) FROM (SELECT 1 FROM spans " + p.inSpan(match(v), index, order, "1 AS one") + " LIMIT " + need + ") AS counted)"
 	}
 	sql := `WITH RECURSIVE ` + p.spans("first_inserted", "last_inserted") + `, keys(k, n) AS (
-  SELECT k, ` + counted("first.k") + ` FROM (SELECT ` + next("") + ` AS k) AS first WHERE k IS NOT NULL
+  SELECT k, ` + counted("first.k") + ` FROM (SELECT ` + next("") + ` AS k) AS first WHERE k IS NOT NULL AND EXISTS (SELECT 1 FROM spans)
   UNION ALL
   SELECT ` + next("keys.k") + `, n + ` + counted(next("keys.k")) + ` FROM keys WHERE n < ` + need + ` AND ` + next("keys.k") + ` IS NOT NULL
 )
