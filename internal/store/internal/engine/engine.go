@@ -194,7 +194,8 @@ type Dialect struct {
 	// collects every candidate of a "rowid IN (…)" list (SearchIndex)
 	// before it tests the first, a common word's tens of thousands, where
 	// a join stops with the limit.
-	SearchCandidatesFrom func(a *Args, probe string) string
+	// newest asks for the newest candidates first (the latest view's).
+	SearchCandidatesFrom func(a *Args, probe string, newest bool) string
 	// LatestFindings, when set, renders the FROM source of the latest
 	// scans' rows of table (findings, or the summary by scan) as a loop
 	// over the tenant's latest_scans that reads each scan's rows through
@@ -243,8 +244,14 @@ func latestFindings(a *Args, table, tenant, perScan string) string {
 // sqliteSearchCandidates drives a statement from findings_search: each
 // candidate row the MATCH yields is fetched by its rowid as it comes.
 // CROSS JOIN keeps that order of the loops.
-func sqliteSearchCandidates(a *Args, probe string) string {
-	return "(SELECT rowid AS candidate FROM " + sqliteMatch(a, probe) + ") AS candidates CROSS JOIN findings ON findings.rowid = candidates.candidate"
+func sqliteSearchCandidates(a *Args, probe string, newest bool) string {
+	order := ""
+	if newest {
+		// FTS5 hands its rows over in rowid order either way; rowids grow
+		// with insertion, so the latest scans' matches come first.
+		order = " ORDER BY rowid DESC LIMIT -1"
+	}
+	return "(SELECT rowid AS candidate FROM " + sqliteMatch(a, probe) + order + ") AS candidates CROSS JOIN findings ON findings.rowid = candidates.candidate"
 }
 
 // sqliteSearch looks probe up in findings_search, the FTS5 trigram index
@@ -1017,7 +1024,7 @@ func FindingCountsScan(d Dialect, tenant string, q store.FindingQuery, by []stri
 	bounded := q.CountLimit > 0 && !q.Summarized()
 	var from, where string
 	if bounded && d.SearchCandidatesFrom != nil && indexedSearch(q) {
-		from = d.SearchCandidatesFrom(a, SearchProbe(q.Search))
+		from = d.SearchCandidatesFrom(a, SearchProbe(q.Search), q.Latest)
 		where = rowTestedWhere(a, tenant, q)
 	} else {
 		from, where = countedFrom(d, a, tenant, q)
