@@ -164,9 +164,6 @@ func latestKeyedPage(d Dialect, tenant string, q store.FindingQuery, parts []ord
 		w := "tenant = " + p.t + start
 		if prev != "" {
 			w += " AND " + col + " " + beyond(parts[0], false) + " " + prev
-		} else {
-			// A bound SQLite's plan shows; the column is NOT NULL.
-			w += " AND " + col + " IS NOT NULL"
 		}
 		return "(SELECT " + first + "(" + col + ") FROM findings WHERE " + w + ")"
 	}
