@@ -252,6 +252,35 @@ func testLatestOrders(t *testing.T, s store.Store) {
 	write("ing-5", []store.Finding{moved})
 	finish("ing-5")
 	latestScans := map[string]bool{"c1": true, "a1": true, "g2": true, "b1": true}
+
+	// One scan's findings in insertion order, a1's with g1's written
+	// between its batches, against the whole history's.
+	for _, scan := range []string{"a1", "g1", "c1", "none"} {
+		for _, sort := range []string{"-inserted_at", "inserted_at"} {
+			history, _, err := s.ListFindings(ctx, tenantA, store.FindingQuery{Sort: []string{sort}, Page: store.Page{Size: 1000}})
+			must(t, err, "ListFindings, the whole history")
+			var want []string
+			for _, f := range history {
+				if f.ScanID == scan {
+					want = append(want, f.ID)
+				}
+			}
+			q := store.FindingQuery{ScanID: scan, Sort: []string{sort}}
+			var got []string
+			for number := 1; number <= 10; number++ {
+				q.Page = store.Page{Number: number, Size: 4}
+				page, _, err := s.ListFindings(ctx, tenantA, q)
+				must(t, err, "ListFindings of scan "+scan)
+				got = append(got, ids(page)...)
+				if len(page) < 4 {
+					break
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("scan %s, sort %s: pages of 4 gave %v, want %v", scan, sort, got, want)
+			}
+		}
+	}
 	newest, _, err := s.ListFindings(ctx, tenantA, store.FindingQuery{Latest: true, Sort: []string{"-time"}, Page: store.Page{Size: 1}})
 	must(t, err, "ListFindings latest, newest first")
 	if len(newest) != 1 || newest[0].UID != moved.UID {

@@ -114,12 +114,15 @@ func PlanProblems(s QueryShape, page bool, plan []string) []string {
 	// An old scan's findings lie at the far end of the tenant's insertion
 	// order: walking it newest first, testing each finding for the scan,
 	// reads every finding written since. They are read from an index led
-	// by (tenant, scan_id) instead (SQLite's natural key, which sorts them;
-	// PostgreSQL's findings_scan, which gives them in insertion order).
+	// by (tenant, scan_id) instead (PostgreSQL's findings_scan, which gives
+	// them in insertion order), or on SQLite, which has no such index, from
+	// findings_inserted within the scan's insertion span (engine.scanSpan).
 	if page && s.Query.ScanID != "" && slices.Equal(s.Query.Sort, apiDefaultSort) && !s.Query.Latest {
-		if !regexp.MustCompile(`(SEARCH findings USING (COVERING )?INDEX \w+ \(tenant=\? AND scan_id=\?|Index Cond: \(\(tenant = '[^']*'::text\) AND \(scan_id = )`).MatchString(text) ||
-			strings.Contains(text, "findings_inserted") {
-			problems = append(problems, "does not read the scan's findings from an index on (tenant, scan_id)")
+		byScan := regexp.MustCompile(`(SEARCH findings USING (COVERING )?INDEX \w+ \(tenant=\? AND scan_id=\?|Index Cond: \(\(tenant = '[^']*'::text\) AND \(scan_id = )`).MatchString(text) &&
+			!strings.Contains(text, "findings_inserted")
+		inSpan := regexp.MustCompile(`SEARCH findings USING INDEX findings_inserted \(tenant=\? AND inserted_at>\? AND inserted_at<\?\)`).MatchString(text)
+		if !byScan && !inSpan {
+			problems = append(problems, "does not read the scan's findings from an index on (tenant, scan_id) or within the scan's insertion span")
 		}
 	}
 	// Every sort index holds its column's tie-breakers up to uid, so an

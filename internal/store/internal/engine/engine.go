@@ -728,12 +728,21 @@ func FindingList(d Dialect, tenant string, q store.FindingQuery) (count, page St
 		where += " AND (" + a.keyset(parts, *q.After) + ")"
 		offset = 0
 	}
-	if d.IndexedBy != nil && (!bounded(q) || latestWalk(q)) {
+	switch {
+	case d.IndexedBy != nil && (!bounded(q) || latestWalk(q)):
 		// Without statistics on how selective a value is, SQLite sorts
 		// every finding of the tenant; reading in order stops at the
 		// page. A rare value makes that walk long, but never longer than
 		// the sort would have read.
 		from += d.IndexedBy(orderIndexes[parts[0].col])
+	case d.IndexedBy != nil && scanSpanned(q, parts):
+		// SQLite has no index of a scan's findings in insertion order
+		// (PostgreSQL's findings_scan): through its natural key it read
+		// and sorted every finding of the scan, 200 ms for one of 62,500.
+		// The scan's insertion span (ScanBoundsTable) bounds them in
+		// findings_inserted instead, beside what other scans wrote then.
+		from += d.IndexedBy(orderIndexes["inserted_at"])
+		where += " AND " + scanSpan(a, tenant, q.ScanID)
 	}
 	var render func(string) string
 	if d.Unindexed != nil && ownInsertionOrder(q, parts) {

@@ -192,3 +192,21 @@ SELECT ` + FindingColumns + ` FROM spans ` +
 		p.inSpan("event_time BETWEEN spans.lo AND spans.hi", SortIndex("event_time"), orderBy(parts[:2], nil), "*") + p.end()
 	return Statement{SQL: sql, Args: p.a.Vals}
 }
+
+// scanSpanned reports whether a page of q in order parts is read within
+// its scan's insertion span (scanSpan): one scan's findings in insertion
+// order, with no search the trigram index answers and not of the latest
+// view, whose own reads take precedence.
+func scanSpanned(q store.FindingQuery, parts []orderPart) bool {
+	return q.ScanID != "" && !q.Latest && parts[0].col == "inserted_at" && !(q.Search != "" && indexedSearch(q))
+}
+
+// scanSpan renders "the finding was inserted within scan's insertion
+// span", its bounds in ScanBoundsTable (none when the scan has no
+// findings: the condition is then false).
+func scanSpan(a *Args, tenant, scan string) string {
+	bound := func(col string) string {
+		return "(SELECT " + col + " FROM " + ScanBoundsTable + " WHERE tenant = " + a.Add(tenant) + " AND scan_id = " + a.Add(scan) + ")"
+	}
+	return "inserted_at BETWEEN " + bound("first_inserted") + " AND " + bound("last_inserted")
+}
