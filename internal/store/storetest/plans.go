@@ -23,12 +23,12 @@ func indexedSearch(q store.FindingQuery) bool {
 var sortColumns = map[string]string{"time": "event_time", "severity_id": "severity_id", "inserted_at": "inserted_at",
 	"check_id": "check_id", "uid": "uid"}
 
-// FirstSortColumn is the column a cursor page of s seeks on: its first
-// sort key's (the store's default order starts with severity_id).
 // spanColumns are, for each order a page of the latest findings reads
 // within the latest scans' spans, the time the spans are of.
 var spanColumns = map[string]string{"check_id": "inserted_at", "severity_id": "inserted_at", "event_time": "event_time"}
 
+// FirstSortColumn is the column a cursor page of s seeks on: its first
+// sort key's (the store's default order starts with severity_id).
 func (s QueryShape) FirstSortColumn() string {
 	if len(s.Query.Sort) == 0 {
 		return "severity_id"
@@ -65,8 +65,9 @@ func (s QueryShape) FirstSortColumn() string {
 //     the first sort key (a severity, a batch's insertion time) by their
 //     tie-breakers: every sort index holds them, up to uid;
 //   - for a scan, an ingestion or a check in the default order, not
-//     reading its own findings from its index (and, for an ingestion or a
-//     check, sorting them all rather than reading them in insertion order);
+//     reading its own findings from its index, or for a scan on SQLite
+//     within its insertion span (and, for an ingestion or a check,
+//     sorting them all rather than reading them in insertion order);
 //   - for a search the trigram index can answer, testing the text on rows
 //     found otherwise rather than looking it up in findings_search;
 //   - looking up in the trigram index a text longer than a search's probe
@@ -76,7 +77,10 @@ func (s QueryShape) FirstSortColumn() string {
 //     TestSearchLooksUpTheProbe holds its MATCH);
 //   - for the latest findings, not reading them from latest_scans and the
 //     (tenant, scan_id) key, or, for a count, looking a search up in the
-//     trigram index, which holds the whole history's matches.
+//     trigram index, which holds the whole history's matches;
+//   - for a page of the latest findings by check, severity or event time,
+//     not reading them within the latest scans' spans of insertion or
+//     event time (the history before them otherwise comes first).
 func PlanProblems(s QueryShape, page bool, plan []string) []string {
 	var problems []string
 	text := strings.Join(plan, "\n")
