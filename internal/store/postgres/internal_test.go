@@ -387,12 +387,29 @@ func TestJITOffUnlessTheDSNSetsIt(t *testing.T) {
 	}
 }
 
-// scan_bounds is not emptied by the findings' delete (its bounds only
-// widen): DeleteTenantData removes the tenant's rows by name.
-func TestDeleteTenantDataRemovesScanBounds(t *testing.T) {
+// DeleteTenantData leaves no row of the tenant in any table, the derived
+// ones (summaries, latest scans, scan bounds) included.
+func TestDeleteTenantDataLeavesNoRows(t *testing.T) {
 	s := openFresh(t)
-	storetest.CheckDeleteTenantDataRemovesScanBounds(t, s, func(tenant string) (n int, err error) {
-		err = s.pool.QueryRow(context.Background(), `SELECT count(*) FROM scan_bounds WHERE tenant = $1`, tenant).Scan(&n)
-		return n, err
+	storetest.CheckDeleteTenantDataLeavesNoRows(t, s, func(tenant string) (map[string]int, error) {
+		ctx := context.Background()
+		rows, err := s.pool.Query(ctx, `SELECT table_name FROM information_schema.columns
+WHERE table_schema = current_schema() AND column_name = 'tenant'`)
+		if err != nil {
+			return nil, err
+		}
+		tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return nil, err
+		}
+		counts := map[string]int{}
+		for _, table := range tables {
+			var n int
+			if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{table}.Sanitize()+` WHERE tenant = $1`, tenant).Scan(&n); err != nil {
+				return nil, err
+			}
+			counts[table] = n
+		}
+		return counts, nil
 	})
 }

@@ -24,16 +24,10 @@ func (s *Store) DeleteRun(ctx context.Context, tenant, ingestionID string) error
 	})
 }
 
-// tenantTables are the tables DeleteTenantData empties of a tenant's rows,
-// children before parents; blob chunks go with their blobs (ON DELETE
-// CASCADE). The findings' delete leaves scan_bounds as it is (its
-// bounds only widen), so its rows go by name.
-var tenantTables = []string{"findings", engine.ScanBoundsTable, "scans", "ingestion_errors", "runs", "blobs"}
-
 // DeleteTenantData implements store.Store.
 func (s *Store) DeleteTenantData(ctx context.Context, tenant string) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		for _, table := range tenantTables {
+		for _, table := range engine.TenantTables {
 			if _, err := tx.Exec(ctx, `DELETE FROM `+table+` WHERE tenant = $1`, tenant); err != nil {
 				return fmt.Errorf("postgres: delete tenant %s's rows of %s: %w", tenant, table, err)
 			}

@@ -277,16 +277,42 @@ func migratedTo(t *testing.T, version int64) (string, *sql.DB) {
 	return path, db
 }
 
-// scan_bounds is not emptied by the findings' delete (its bounds only
-// widen): DeleteTenantData removes the tenant's rows by name.
-func TestDeleteTenantDataRemovesScanBounds(t *testing.T) {
+// DeleteTenantData leaves no row of the tenant in any table, the derived
+// ones (summaries, latest scans, scan bounds) included.
+func TestDeleteTenantDataLeavesNoRows(t *testing.T) {
 	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "d.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	storetest.CheckDeleteTenantDataRemovesScanBounds(t, s, func(tenant string) (n int, err error) {
-		err = s.r.QueryRowContext(context.Background(), `SELECT count(*) FROM scan_bounds WHERE tenant = ?1`, tenant).Scan(&n)
-		return n, err
+	storetest.CheckDeleteTenantDataLeavesNoRows(t, s, func(tenant string) (map[string]int, error) {
+		ctx := context.Background()
+		rows, err := s.r.QueryContext(ctx, `SELECT m.name FROM sqlite_master AS m, pragma_table_info(m.name) AS c
+WHERE m.type = 'table' AND c.name = 'tenant'`)
+		if err != nil {
+			return nil, err
+		}
+		var tables []string
+		for rows.Next() {
+			var name string
+			if err := rows.Scan(&name); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			tables = append(tables, name)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		counts := map[string]int{}
+		for _, table := range tables {
+			var n int
+			if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM "`+table+`" WHERE tenant = ?1`, tenant).Scan(&n); err != nil {
+				return nil, err
+			}
+			counts[table] = n
+		}
+		return counts, nil
 	})
 }

@@ -117,21 +117,34 @@ func testDeleteTenantData(t *testing.T, s store.Store) {
 	must(t, s.DeleteTenantData(ctx, tenantA), "DeleteTenantData of a tenant without rows")
 }
 
-// CheckDeleteTenantDataRemovesScanBounds writes a finding in two tenants,
-// deletes the first's data and checks, with count (the rows of
-// engine.ScanBoundsTable a tenant has), that its bounds went with it and
-// the other's stayed: the findings' delete leaves the bounds as they are.
-func CheckDeleteTenantDataRemovesScanBounds(t *testing.T, s store.Store, count func(tenant string) (int, error)) {
+// CheckDeleteTenantDataLeavesNoRows seeds a completed ingestion in two
+// tenants, deletes the first's data and checks, with rows (the tenant's
+// rows in each of the engine's tables that have a tenant column), that
+// none is left of it in any table, the summaries and the latest scans
+// included, and that the other tenant's are all still there.
+func CheckDeleteTenantDataLeavesNoRows(t *testing.T, s store.Store, rows func(tenant string) (map[string]int, error)) {
 	t.Helper()
 	for _, tenant := range []string{tenantA, tenantB} {
 		seedIngestion(t, s, tenant, "ing-1", "scan-1")
 	}
+	before, err := rows(tenantB)
+	must(t, err, "count the rows of "+tenantB)
 	must(t, s.DeleteTenantData(ctxT(t), tenantA), "DeleteTenantData")
-	for tenant, want := range map[string]int{tenantA: 0, tenantB: 1} {
-		n, err := count(tenant)
-		must(t, err, "count scan_bounds")
-		if n != want {
-			t.Errorf("tenant %s after deleting %s: %d scan_bounds rows, want %d", tenant, tenantA, n, want)
+	left, err := rows(tenantA)
+	must(t, err, "count the rows of "+tenantA)
+	for table, n := range left {
+		if n != 0 {
+			t.Errorf("%s keeps %d rows of %s after DeleteTenantData", table, n, tenantA)
 		}
+	}
+	after, err := rows(tenantB)
+	must(t, err, "count the rows of "+tenantB)
+	for table, n := range before {
+		if after[table] != n {
+			t.Errorf("%s: %d rows of %s after deleting %s, %d before", table, after[table], tenantB, tenantA, n)
+		}
+	}
+	if len(left) == 0 || before["findings"] == 0 {
+		t.Fatalf("no table counted (%v, %v)", left, before)
 	}
 }

@@ -1131,3 +1131,11 @@ WHERE s.tenant = ` + p(1) + ` AND s.ingestion_id = ` + p(2) + ` AND NOT EXISTS (
 ON CONFLICT (tenant, provider_type, provider_uid) DO UPDATE SET
     scan_id = excluded.scan_id, ingestion_id = excluded.ingestion_id, completed_at = excluded.completed_at`
 }
+
+// TenantTables are the tables DeleteTenantData empties of a tenant's
+// rows, children before parents; blob chunks go with their blobs (ON
+// DELETE CASCADE). The findings' delete leaves rows of their own to the
+// tables derived from them (the summaries, counting zero; the scans'
+// bounds, which only widen) and to latest_scans, which names accounts
+// and scans: they go by name, after the findings.
+var TenantTables = []string{"findings", SummaryTable, ScanSummaryTable, ScanBoundsTable, "latest_scans", "scans", "ingestion_errors", "runs", "blobs"}
