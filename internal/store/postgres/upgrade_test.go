@@ -144,6 +144,7 @@ INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, severity, event_ti
     ('00000000-0000-0000-0000-000000000002', 't', 's-1', 'u-2', 'ing', 'high', '2026-01-01', '\x7b7d', now(), now()),
     ('00000000-0000-0000-0000-000000000003', 't', 's-1', 'u-3', 'ing', 'low', '2026-01-01', '\x7b7d', now(), now()),
     ('00000000-0000-0000-0000-000000000004', 't', 's-2', 'u-1', 'ing', 'critical', '2026-01-01', '\x7b7d', now(), now());
+INSERT INTO scans (tenant, id, provider_type, provider_uid, inserted_at, updated_at) VALUES ('t', 's-2', 'aws', '1', now(), now());
 INSERT INTO latest_scans (tenant, provider_type, provider_uid, scan_id, ingestion_id, completed_at) VALUES ('t', 'aws', '1', 's-2', 'ing', now());`)
 	storetest.CheckScanSummary(t, s, "t")
 }
@@ -158,9 +159,36 @@ INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, check_id, severity
     ('00000000-0000-0000-0000-000000000002', 't', 's-1', 'u-2', 'ing', 'c-1', 'high', '2026-01-01', '\x7b7d', now(), now()),
     ('00000000-0000-0000-0000-000000000003', 't', 's-2', 'u-3', 'ing', 'c-1', 'low', '2026-01-02', '\x7b7d', now(), now()),
     ('00000000-0000-0000-0000-000000000004', 't', 's-3', 'u-4', 'ing', 'c-3', 'critical', '2025-06-01', '\x7b7d', now() - interval '1 day', now());
+INSERT INTO scans (tenant, id, provider_type, provider_uid, inserted_at, updated_at) VALUES
+    ('t', 's-1', 'aws', '1', now(), now()), ('t', 's-3', 'aws', '2', now(), now());
 INSERT INTO latest_scans (tenant, provider_type, provider_uid, scan_id, ingestion_id, completed_at) VALUES
     ('t', 'aws', '1', 's-1', 'ing', now()), ('t', 'aws', '2', 's-3', 'ing', now());`)
 	storetest.CheckLatestSpans(t, s, "t")
+}
+
+// Migration 00016 removes what earlier deletions of a tenant's data left:
+// groups counting zero and latest scans whose scan is gone, and keeps the
+// rest.
+func TestUpgradeRemovesDeletedTenantsResidue(t *testing.T) {
+	s := upgradedFrom(t, 15, `
+INSERT INTO finding_counts (tenant, status_code, provider_type, provider_uid, severity, region, check_id, n) VALUES
+    ('gone', 'FAIL', 'aws', '1', 'high', 'eu-west-1', 'c', 0), ('t', 'FAIL', 'aws', '2', 'high', 'eu-west-1', 'c', 1);
+INSERT INTO scan_finding_counts (tenant, scan_id, status_code, provider_type, provider_uid, severity, region, check_id, n) VALUES
+    ('gone', 's-1', 'FAIL', 'aws', '1', 'high', 'eu-west-1', 'c', 0), ('t', 's-2', 'FAIL', 'aws', '2', 'high', 'eu-west-1', 'c', 1);
+INSERT INTO scans (tenant, id, provider_type, provider_uid, inserted_at, updated_at) VALUES ('t', 's-2', 'aws', '2', now(), now());
+INSERT INTO latest_scans (tenant, provider_type, provider_uid, scan_id, ingestion_id, completed_at) VALUES
+    ('gone', 'aws', '1', 's-1', 'ing', now()), ('t', 'aws', '2', 's-2', 'ing', now());`)
+	for _, table := range []string{"finding_counts", "scan_finding_counts", "latest_scans"} {
+		for tenant, want := range map[string]int{"gone": 0, "t": 1} {
+			var n int
+			if err := s.pool.QueryRow(context.Background(), `SELECT count(*) FROM `+table+` WHERE tenant = $1`, tenant).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n != want {
+				t.Errorf("%s: %d rows of tenant %s after the upgrade, want %d", table, n, tenant, want)
+			}
+		}
+	}
 }
 
 // upgradedFrom opens the store on a database migrated up to version, as

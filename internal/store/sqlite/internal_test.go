@@ -212,6 +212,7 @@ INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, severity, event_ti
     ('f2', 't', 's-1', 'u-2', 'ing', 'high', 10, X'7b7d', 100, 100),
     ('f3', 't', 's-1', 'u-3', 'ing', 'low', 10, X'7b7d', 100, 100),
     ('f4', 't', 's-2', 'u-1', 'ing', 'critical', 10, X'7b7d', 100, 100);
+INSERT INTO scans (tenant, id, provider_type, provider_uid, inserted_at, updated_at) VALUES ('t', 's-2', 'aws', '1', 100, 100);
 INSERT INTO latest_scans (tenant, provider_type, provider_uid, scan_id, ingestion_id, completed_at) VALUES ('t', 'aws', '1', 's-2', 'ing', 100);`)
 	storetest.CheckScanSummary(t, s, "t")
 }
@@ -226,9 +227,37 @@ INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, check_id, severity
     ('f2', 't', 's-1', 'u-2', 'ing', 'c-1', 'high', 100, X'7b7d', 100, 100),
     ('f3', 't', 's-2', 'u-3', 'ing', 'c-1', 'low', 200, X'7b7d', 100, 100),
     ('f4', 't', 's-3', 'u-4', 'ing', 'c-3', 'critical', 50, X'7b7d', 50, 100);
+INSERT INTO scans (tenant, id, provider_type, provider_uid, inserted_at, updated_at) VALUES
+    ('t', 's-1', 'aws', '1', 100, 100), ('t', 's-3', 'aws', '2', 50, 100);
 INSERT INTO latest_scans (tenant, provider_type, provider_uid, scan_id, ingestion_id, completed_at) VALUES
     ('t', 'aws', '1', 's-1', 'ing', 100), ('t', 'aws', '2', 's-3', 'ing', 100);`)
 	storetest.CheckLatestSpans(t, s, "t")
+}
+
+// TestUpgradeRemovesDeletedTenantsResidue opens a database from before
+// migration 00014, which removes what earlier deletions of a tenant's
+// data left (groups counting zero, latest scans whose scan is gone) and
+// keeps the rest.
+func TestUpgradeRemovesDeletedTenantsResidue(t *testing.T) {
+	s := upgradedFrom(t, 13, `
+INSERT INTO finding_counts (tenant, status_code, provider_type, provider_uid, severity, region, check_id, n) VALUES
+    ('gone', 'FAIL', 'aws', '1', 'high', 'eu-west-1', 'c', 0), ('t', 'FAIL', 'aws', '2', 'high', 'eu-west-1', 'c', 1);
+INSERT INTO scan_finding_counts (tenant, scan_id, status_code, provider_type, provider_uid, severity, region, check_id, n) VALUES
+    ('gone', 's-1', 'FAIL', 'aws', '1', 'high', 'eu-west-1', 'c', 0), ('t', 's-2', 'FAIL', 'aws', '2', 'high', 'eu-west-1', 'c', 1);
+INSERT INTO scans (tenant, id, provider_type, provider_uid, inserted_at, updated_at) VALUES ('t', 's-2', 'aws', '2', 100, 100);
+INSERT INTO latest_scans (tenant, provider_type, provider_uid, scan_id, ingestion_id, completed_at) VALUES
+    ('gone', 'aws', '1', 's-1', 'ing', 100), ('t', 'aws', '2', 's-2', 'ing', 100);`)
+	for _, table := range []string{"finding_counts", "scan_finding_counts", "latest_scans"} {
+		for tenant, want := range map[string]int{"gone": 0, "t": 1} {
+			var n int
+			if err := s.r.QueryRowContext(context.Background(), `SELECT count(*) FROM `+table+` WHERE tenant = ?1`, tenant).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n != want {
+				t.Errorf("%s: %d rows of tenant %s after the upgrade, want %d", table, n, tenant, want)
+			}
+		}
+	}
 }
 
 // upgradedFrom opens the store on a database file migrated up to
