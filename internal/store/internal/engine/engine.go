@@ -248,7 +248,9 @@ func sqliteSearchCandidates(a *Args, probe string, newest bool) string {
 	order := ""
 	if newest {
 		// FTS5 hands its rows over in rowid order either way; rowids grow
-		// with insertion, so the latest scans' matches come first.
+		// with insertion, so the latest scans' matches come first. SQLite
+		// drops the ORDER BY of a subquery in FROM that has no LIMIT; -1
+		// is none.
 		order = " ORDER BY rowid DESC LIMIT -1"
 	}
 	return "(SELECT rowid AS candidate FROM " + sqliteMatch(a, probe) + order + ") AS candidates CROSS JOIN findings ON findings.rowid = candidates.candidate"
