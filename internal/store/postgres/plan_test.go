@@ -31,13 +31,7 @@ import (
 // the trigram index can only be read through one.
 func TestQueryPlans(t *testing.T) {
 	ctx := context.Background()
-	s := openFresh(t)
-	storetest.WritePlanFindings(t, s)
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
+	s, conn := planStore(t)
 	allVisible(t, conn)
 	for _, q := range []string{"SET enable_seqscan = off", "SET enable_bitmapscan = off"} {
 		if _, err := conn.Exec(ctx, q); err != nil {
@@ -74,6 +68,20 @@ func TestQueryPlans(t *testing.T) {
 		return explainLines(t, conn, st)
 	}
 	storetest.CheckPlans(t, s, engine.Postgres, explain)
+}
+
+// planStore opens a fresh store holding storetest.WritePlanFindings and a
+// connection of its own, whose session settings the test may change.
+func planStore(t *testing.T) (*Store, *pgxpool.Conn) {
+	t.Helper()
+	s := openFresh(t)
+	storetest.WritePlanFindings(t, s)
+	conn, err := s.pool.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Release)
+	return s, conn
 }
 
 // explainLines is PostgreSQL's plan of st, a line each.
@@ -139,13 +147,7 @@ func allVisible(t *testing.T, conn *pgxpool.Conn) {
 // sequential scans stay allowed.
 func TestLatestCountsLoopOverTheLatestScans(t *testing.T) {
 	ctx := context.Background()
-	s := openFresh(t)
-	storetest.WritePlanFindings(t, s)
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
+	_, conn := planStore(t)
 	if _, err := conn.Exec(ctx, "ALTER TABLE findings ALTER COLUMN scan_id SET (n_distinct = 16)"); err != nil {
 		t.Fatal(err)
 	}

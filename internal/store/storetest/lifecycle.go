@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/store/internal/engine"
 )
 
 // seedIngestion gives ingestion ing of tenant a run, a job-level and a
@@ -146,5 +147,24 @@ func CheckDeleteTenantDataLeavesNoRows(t *testing.T, s store.Store, rows func(te
 	}
 	if len(left) == 0 || before["findings"] == 0 {
 		t.Fatalf("no table counted (%v, %v)", left, before)
+	}
+}
+
+// CheckDeletedTenantsResidueRemoved checks, with count (a table's rows of
+// a tenant), what the upgrade that removes earlier tenant deletions'
+// residue left, on old rows of two tenants in each derived table: tenant
+// "gone", deleted (a summary group counting zero, a latest scan without
+// its scan row), none; tenant "t", live (a group counting one, a latest
+// scan with its scan row), all.
+func CheckDeletedTenantsResidueRemoved(t *testing.T, count func(table, tenant string) (int, error)) {
+	t.Helper()
+	for _, table := range []string{engine.SummaryTable, engine.ScanSummaryTable, "latest_scans"} {
+		for tenant, want := range map[string]int{"gone": 0, "t": 1} {
+			n, err := count(table, tenant)
+			must(t, err, "count the rows of "+table)
+			if n != want {
+				t.Errorf("%s: %d rows of tenant %s after the upgrade, want %d", table, n, tenant, want)
+			}
+		}
 	}
 }
