@@ -86,9 +86,13 @@ func Wrap(api http.Handler, now func() time.Time) http.Handler {
 	mux.HandleFunc(SessionPath, u.serveSession)
 	mux.Handle("/assets/", pageHeaders(files))
 	// The application has one page; its views live in the URL fragment.
-	mux.Handle("/{$}", pageHeaders(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	page := pageHeaders(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.ServeFileFS(w, r, assets, "index.html")
-	})))
+	}))
+	mux.Handle("/{$}", page)
+	// {app_url}/scans is the link to the Scans page that postctl prints after
+	// a push (the spec's wording); the page's default view is that page.
+	mux.Handle("/scans", page)
 	// Any other path is the API's to answer (a JSON:API 404, counted in
 	// its metrics as unmatched), still with the page headers.
 	mux.Handle("/", pageHeaders(api))
