@@ -117,6 +117,11 @@ func pathID(kind, id string) (string, error) {
 	if id == "" {
 		return "", fmt.Errorf("%s id is required", kind)
 	}
+	// url.PathEscape keeps dots: "." or ".." would be a dot segment, which
+	// the API redirects to the parent endpoint (and the client follows).
+	if id == "." || id == ".." {
+		return "", fmt.Errorf("%s id %q is not an id; use the id that list or search tools return", kind, id)
+	}
 	return url.PathEscape(id), nil
 }
 
