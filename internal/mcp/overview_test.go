@@ -256,43 +256,71 @@ func TestOverviewAndCatalogueRequests(t *testing.T) {
 		}
 	})
 
+	// The catalogue counts what search_findings finds with the same
+	// history: the current state by default.
 	t.Run("check catalogue", func(t *testing.T) {
-		var got struct {
+		type catalogue struct {
 			Checks []struct {
 				CheckID  string `json:"check_id"`
 				Findings int    `json:"findings"`
 				Failing  int    `json:"failing"`
 			} `json:"checks"`
-			Matched  int  `json:"findings_matched"`
-			Complete bool `json:"complete"`
+			Matched  int    `json:"findings_matched"`
+			Complete bool   `json:"complete"`
+			Scans    string `json:"scans"`
 		}
-		n := call(t, "list_check_ids", map[string]any{"provider_type": "aws"}, &got)
-		if n > 1 {
-			t.Errorf("the catalogue made %d API requests; want 1", n)
-		}
-		want := map[string][2]int{}
-		total := 0
-		for _, f := range all {
-			if f.ProviderType != "aws" {
-				continue
+		for _, tc := range []struct {
+			args  map[string]any
+			from  []store.Finding
+			scans string
+		}{
+			{map[string]any{"provider_type": "aws"}, fs, "latest of each account"},
+			{map[string]any{"provider_type": "aws", "history": true}, all, "all"},
+			{map[string]any{"provider_type": "aws", "scan": "old-scan-111111111111"}, earlier, "all"},
+		} {
+			var got catalogue
+			if n := call(t, "list_check_ids", tc.args, &got); n > 1 {
+				t.Errorf("%v: the catalogue made %d API requests; want 1", tc.args, n)
 			}
-			c := want[f.CheckID]
-			c[0]++
-			if f.StatusCode == "FAIL" {
-				c[1]++
+			want := map[string][2]int{}
+			total := 0
+			for _, f := range tc.from {
+				if f.ProviderType != "aws" || (tc.args["scan"] != nil && f.ScanID != tc.args["scan"]) {
+					continue
+				}
+				c := want[f.CheckID]
+				c[0]++
+				if f.StatusCode == "FAIL" {
+					c[1]++
+				}
+				want[f.CheckID] = c
+				total++
 			}
-			want[f.CheckID] = c
-			total++
+			gotMap := map[string][2]int{}
+			for _, c := range got.Checks {
+				gotMap[c.CheckID] = [2]int{c.Findings, c.Failing}
+			}
+			if !reflect.DeepEqual(gotMap, want) || got.Matched != total || !got.Complete || got.Scans != tc.scans {
+				t.Errorf("%v: catalogue %+v; want %v of %d findings, complete, scans %q", tc.args, got, want, total, tc.scans)
+			}
 		}
-		gotMap := map[string][2]int{}
-		for _, c := range got.Checks {
-			gotMap[c.CheckID] = [2]int{c.Findings, c.Failing}
+		// search_findings agrees with it on a check of the current state,
+		// and finds nothing of a check only history holds.
+		var p struct{ Count int }
+		call(t, "search_findings", map[string]any{"check_id": "check_old"}, &p)
+		var cat struct {
+			Checks []struct {
+				CheckID string `json:"check_id"`
+			} `json:"checks"`
 		}
-		if !reflect.DeepEqual(gotMap, want) || got.Matched != total || !got.Complete {
-			t.Errorf("catalogue %+v; want %v of %d findings, complete", got, want, total)
+		call(t, "list_check_ids", map[string]any{}, &cat)
+		if p.Count != 0 {
+			t.Errorf("search_findings counts %d findings of check_old; only history holds it", p.Count)
 		}
-		if !strings.HasPrefix(got.Checks[0].CheckID, "check_") {
-			t.Errorf("first check %q", got.Checks[0].CheckID)
+		for _, c := range cat.Checks {
+			if c.CheckID == "check_old" {
+				t.Errorf("the catalogue of the current state lists %q; only history holds it", c.CheckID)
+			}
 		}
 	})
 
@@ -330,7 +358,7 @@ func TestOverviewAndCatalogueRequests(t *testing.T) {
 			{"bulk-10", 111, true}, // bulk-10, bulk-100..109, bulk-1000..1099
 		} {
 			var got catalogue
-			call(t, "list_check_ids", map[string]any{"search": tc.search}, &got)
+			call(t, "list_check_ids", map[string]any{"search": tc.search, "history": true}, &got)
 			sum := 0
 			for _, c := range got.Checks {
 				sum += c.Findings

@@ -256,6 +256,7 @@ type listCheckIDsIn struct {
 	ProviderType string `json:"provider_type,omitempty" jsonschema:"only checks seen for this provider type"`
 	Scan         string `json:"scan,omitempty" jsonschema:"only checks seen in this scan"`
 	Search       string `json:"search,omitempty" jsonschema:"substring of the check id, title, finding uid or resource uid"`
+	History      bool   `json:"history,omitempty" jsonschema:"count every scan ever ingested, not only each account's latest scan (the default; a scan filter counts every scan too)"`
 }
 
 func (s *Server) registerPlatformTools() {
@@ -346,7 +347,7 @@ func (s *Server) registerPlatformTools() {
 			"latest scan; history=true searches every scan. Each item has id, uid, check_id, title, severity, status_code, region, provider_type, " +
 			"provider_uid, resource_uid, scan_id and time; get_finding returns the full OCSF record. count is exact unless count_is_lower_bound " +
 			"is true: a text search counts only to the end of the next page (at least count match; list_check_ids with the same search " +
-			"counts them all).",
+			"and history counts up to 1,000 of them exactly).",
 		InputSchema: inputSchema[searchFindingsIn](func(p map[string]*jsonschema.Schema) {
 			enum(p["severity"].Items, restapi.Severities...)
 			pageProps(p)
@@ -447,9 +448,11 @@ func (s *Server) registerPlatformTools() {
 	addTool(s, &mcpsdk.Tool{
 		Name:  "list_check_ids",
 		Title: "Catalogue of checks seen",
-		Description: "Lists the check ids (metadata.event_code) seen in the tenant's findings, with severity and how many findings " +
-			"and failing findings each has, counted over all matching findings; with a search that matches more than 1,000 findings, over the first 1,001 found " +
-			"(complete is then false). search_findings with check_id gives a check's title and findings.",
+		Description: "Lists the check ids (metadata.event_code) of the tenant's findings, with severity and how many findings " +
+			"and failing findings each has: by default of the current state (each account's latest scan, as search_findings and " +
+			"get_findings_overview count), history=true over every scan ever ingested. Counted over all matching findings; with a search " +
+			"that matches more than 1,000 findings, over the first 1,001 found (complete is then false). search_findings with check_id " +
+			"(and the same history) gives a check's title and findings.",
 		InputSchema: inputSchema[listCheckIDsIn](nil),
 	}, true, func(ctx context.Context, c *caller, in listCheckIDsIn) (any, error) {
 		return c.checkCatalogue(ctx, in)
@@ -574,18 +577,12 @@ func findingsPath(history bool) string {
 	return restapi.PathLatestFindings
 }
 
-// findingCounts asks the API for the findings matching q grouped by the
-// dimensions by, in one request; each group is its values, in by's order,
-// and its count. lowerBounds is the API's meta.count_estimated: a search's
-// counts stop at the first 1,001 matches, and each count is then a lower
-// bound.
-func (c *caller) findingCounts(ctx context.Context, q url.Values, by ...string) (groups []findingGroup, lowerBounds bool, err error) {
-	return c.findingCountsOf(ctx, restapi.PathFindings, q, by...)
-}
-
-// findingCountsOf is findingCounts over the findings list at path (see
-// findingsPath).
-func (c *caller) findingCountsOf(ctx context.Context, path string, q url.Values, by ...string) ([]findingGroup, bool, error) {
+// findingCounts asks the API for the findings of the list at path (see
+// findingsPath) matching q, grouped by the dimensions by, in one request;
+// each group is its values, in by's order, and its count. lowerBounds is
+// the API's meta.count_estimated: a search's counts stop at the first 1,001
+// matches, and each count is then a lower bound.
+func (c *caller) findingCounts(ctx context.Context, path string, q url.Values, by ...string) (groups []findingGroup, lowerBounds bool, err error) {
 	q2 := url.Values{}
 	for k, v := range q {
 		q2[k] = v
@@ -644,7 +641,7 @@ func (c *caller) overview(ctx context.Context, in overviewIn) (any, error) {
 	history := in.History || in.Scan != ""
 	// No search: every count comes from the finding summary or a scan's
 	// findings, exact.
-	groups, _, err := c.findingCountsOf(ctx, findingsPath(history), url.Values(base), "severity", "status_code", "provider_type", "provider_uid")
+	groups, _, err := c.findingCounts(ctx, findingsPath(history), url.Values(base), "severity", "status_code", "provider_type", "provider_uid")
 	if err != nil {
 		return nil, err
 	}
@@ -743,7 +740,8 @@ func (c *caller) checkCatalogue(ctx context.Context, in listCheckIDsIn) (any, er
 	q.set("filter[provider_type]", strings.ToLower(in.ProviderType))
 	q.set("filter[scan]", in.Scan)
 	q.set("filter[search]", in.Search)
-	groups, partial, err := c.findingCounts(ctx, url.Values(q), "check_id", "severity", "status_code")
+	history := in.History || in.Scan != ""
+	groups, partial, err := c.findingCounts(ctx, findingsPath(history), url.Values(q), "check_id", "severity", "status_code")
 	if err != nil {
 		return nil, err
 	}
@@ -784,7 +782,8 @@ func (c *caller) checkCatalogue(ctx context.Context, in listCheckIDsIn) (any, er
 		"distinct_checks":  len(checks),
 		"findings_matched": total,
 		"complete":         !partial,
-		"next":             "search_findings with check_id gives a check's findings, title and resources",
+		"scans":            map[bool]string{false: "latest of each account", true: "all"}[history],
+		"next":             "search_findings with check_id (and the same history) gives a check's findings, title and resources",
 	}
 	if partial {
 		out["findings_matched_is_lower_bound"] = true
