@@ -259,8 +259,8 @@ func (r *run) process(ctx context.Context) store.Outcome {
 				problems = []ocsf.Problem{{
 					Code:    CodeProviderLimit,
 					Detail:  fmt.Sprintf("account %s would exceed the subscription's provider limit", account),
-					Pointer: accountPointer(finding),
-					Value:   finding.ProviderUID,
+					Pointer: finding.AccountPointer,
+					Value:   ocsf.ValueText(finding.ProviderUID),
 				}}
 			}
 		}
@@ -287,13 +287,6 @@ func (r *run) process(ctx context.Context) store.Outcome {
 		return r.fail(ctx, CodeNoRecords, fmt.Sprintf("none of the %d records is a valid Detection Finding; see the record errors", r.progress.Processed))
 	}
 	return store.Outcome{Status: store.RunSucceeded, Progress: r.progress}
-}
-
-func accountPointer(f ocsf.Finding) string {
-	if f.ProviderType == "kubernetes" {
-		return "/unmapped/provider_uid"
-	}
-	return "/cloud/account/uid"
 }
 
 func (r *run) addFinding(rec ocsf.Record, f ocsf.Finding) {
@@ -488,15 +481,16 @@ func (r *run) fail(ctx context.Context, code, detail string) store.Outcome {
 	return store.Outcome{Status: store.RunFailed, Progress: r.progress, Message: detail}
 }
 
+// truncate keeps at most n characters (runes) of s: the API promises values
+// of at most 100 characters, and the validator's values already end in "…"
+// when it cut them, which a cut by bytes would take off again.
 func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
+	count := 0
+	for i := range s {
+		if count == n {
+			return strings.Clone(s[:i])
+		}
+		count++
 	}
-	cut := n
-	for cut > 0 && !utf8Start(s[cut]) {
-		cut--
-	}
-	return strings.Clone(s[:cut])
+	return s
 }
-
-func utf8Start(b byte) bool { return b&0xC0 != 0x80 }

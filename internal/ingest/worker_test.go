@@ -304,3 +304,34 @@ func TestWorkerFlushesTheSearchIndex(t *testing.T) {
 		})
 	}
 }
+
+// A provider_limit_exceeded row points at the member the account was read
+// from and shows it as JSON text, like every other row.
+func TestWorkerProviderLimitRow(t *testing.T) {
+	const head = `{"class_uid":2004,"activity_id":1,"category_uid":2,"type_uid":200401,"time":1739000000,
+"severity_id":3,"metadata":{"version":"1.4.0","product":{"name":"scanner"}},"finding_info":{"uid":"over"},`
+	long := strings.Repeat("9", 150)
+	for _, tc := range []struct {
+		name, account, pointer, value string
+	}{
+		{"cloud aws", `"cloud":{"provider":"aws","account":{"uid":"222222222222"}}}`, "/cloud/account/uid", `"222222222222"`},
+		{"cloud kubernetes", `"cloud":{"provider":"kubernetes","account":{"uid":"ctx"}}}`, "/cloud/account/uid", `"ctx"`},
+		{"unmapped aws", `"unmapped":{"provider":"aws","provider_uid":"333333333333"}}`, "/unmapped/provider_uid", `"333333333333"`},
+		{"unmapped kubernetes", `"unmapped":{"provider":"kubernetes","provider_uid":"ctx"}}`, "/unmapped/provider_uid", `"ctx"`},
+		{"long uid", `"cloud":{"provider":"aws","account":{"uid":"` + long + `"}}}`, "/cloud/account/uid", `"` + long[:98] + "…"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newStore(t)
+			blob := put(t, st, report(record("a", "111111111111"), head+tc.account))
+			w := &ingest.Worker{Store: st, Log: logr.Discard()}
+			_, errs := run(t, w, ingest.Job{Tenant: "t1", IngestionID: "ing", BlobID: blob.ID, Attempt: 1,
+				AllowedAccounts: map[string]bool{"aws/111111111111": true}})
+			if len(errs) != 1 || errs[0].Code != ingest.CodeProviderLimit {
+				t.Fatalf("errors = %+v, want one %s row", errs, ingest.CodeProviderLimit)
+			}
+			if e := errs[0]; e.Pointer != tc.pointer || e.Value != tc.value || e.FindingUID != "over" {
+				t.Errorf("row = pointer %q value %q uid %q, want %q %q %q", e.Pointer, e.Value, e.FindingUID, tc.pointer, tc.value, "over")
+			}
+		})
+	}
+}

@@ -63,6 +63,7 @@ type Problem struct {
 //	Region        cloud.region, else the first non-empty resources[].region
 //	ProviderType  cloud.provider, else unmapped.provider; trimmed, lower-cased
 //	ProviderUID   cloud.account.uid, else unmapped.provider_uid; trimmed
+//	AccountPointer where the account was read: /cloud/account/uid or /unmapped/provider_uid
 //	AccountName   cloud.account.name
 //	ResourceUID   the first non-empty resources[].uid
 //	ScanID        unmapped.scan_id
@@ -71,6 +72,7 @@ type Problem struct {
 type Finding struct {
 	UID, CheckID, Title, Severity, StatusCode, Status, Region   string
 	ProviderType, ProviderUID, AccountName, ResourceUID, ScanID string
+	AccountPointer                                              string
 	SeverityID                                                  int
 	Time                                                        time.Time // UTC
 }
@@ -117,17 +119,23 @@ func (j jval) display() string {
 	case !j.set:
 		return ""
 	case j.kind == '"':
-		s := truncate(j.str, MaxValueLength+1)
-		q, err := jsontext.AppendQuote(nil, s)
-		if err != nil {
-			return truncate(strconv.Quote(s), MaxValueLength)
-		}
-		return truncate(string(q), MaxValueLength)
+		return ValueText(j.str)
 	case j.kind == '{' || j.kind == '[':
 		return j.show
 	default:
 		return truncate(j.str, MaxValueLength)
 	}
+}
+
+// ValueText shows a string as a Problem's Value does: as JSON text, quotes
+// included, cut to at most MaxValueLength characters.
+func ValueText(str string) string {
+	s := truncate(str, MaxValueLength+1)
+	q, err := jsontext.AppendQuote(nil, s)
+	if err != nil {
+		return truncate(strconv.Quote(s), MaxValueLength)
+	}
+	return truncate(string(q), MaxValueLength)
 }
 
 func kindName(k jsontext.Kind) string {
@@ -213,7 +221,14 @@ func (v *Validator) Check(rec Record) (Finding, []Problem) {
 		if name, known := className[cls]; known {
 			detail = fmt.Sprintf("class_uid %d (%s) is not supported; only Detection Finding (2004) is accepted", cls, name)
 		}
-		return Finding{}, []Problem{{Code: CodeUnsupportedClass, Detail: detail, Pointer: "/class_uid", Value: f.classUID.display()}}
+		// The error row still names the record by its uid, when it has a
+		// usable one; the uid is not claimed, since the record is not a
+		// Detection Finding.
+		var other Finding
+		if uid := f.fi.uid.text(); strings.TrimSpace(uid) != "" && strings.IndexByte(uid, 0) < 0 && len(uid) <= MaxUIDLength {
+			other.UID = uid
+		}
+		return other, []Problem{{Code: CodeUnsupportedClass, Detail: detail, Pointer: "/class_uid", Value: f.classUID.display()}}
 	}
 	c.integer(f.activityID, "activity_id", "/activity_id")
 	c.integer(f.categoryUID, "category_uid", "/category_uid")
@@ -286,9 +301,9 @@ func (v *Validator) Check(rec Record) (Finding, []Problem) {
 	}
 
 	if p, id, ok := account(f.cl.provider, f.cl.accountUID); ok {
-		out.ProviderType, out.ProviderUID = p, id
+		out.ProviderType, out.ProviderUID, out.AccountPointer = p, id, "/cloud/account/uid"
 	} else if p, id, ok := account(f.um.provider, f.um.providerUID); ok {
-		out.ProviderType, out.ProviderUID = p, id
+		out.ProviderType, out.ProviderUID, out.AccountPointer = p, id, "/unmapped/provider_uid"
 	} else {
 		c.add(CodeMissingAccount, "/cloud/account/uid", f.cl.accountUID.display(),
 			"no account to bill: the record needs cloud.provider and cloud.account.uid, or unmapped.provider and unmapped.provider_uid, as non-empty strings")

@@ -84,7 +84,7 @@ func TestValidRecord(t *testing.T) {
 	want := Finding{
 		UID: "f-1", CheckID: "s3_bucket_public_access", Title: "Bucket is public", Severity: "high",
 		StatusCode: "FAIL", Status: "New", Region: "eu-west-1", ProviderType: "aws", ProviderUID: "123456789012",
-		AccountName: "prod", ResourceUID: "arn:aws:s3:::b", ScanID: "0b5e-scan", SeverityID: 4,
+		AccountName: "prod", AccountPointer: "/cloud/account/uid", ResourceUID: "arn:aws:s3:::b", ScanID: "0b5e-scan", SeverityID: 4,
 		Time: time.Date(2024, 12, 30, 15, 0, 0, 0, time.UTC),
 	}
 	if f != want {
@@ -468,19 +468,20 @@ func TestFixture1500(t *testing.T) {
 		t.Fatalf("%d valid, problems %v", len(findings), problems)
 	}
 	want := Finding{
-		UID:          "prowler-aws-accessanalyzer_enabled-123456789012-us-east-1-27be94f1",
-		CheckID:      "accessanalyzer_enabled",
-		Title:        "ACCESSANALYZER Accessanalyzer Enabled",
-		Severity:     "critical", // the file's label; its severity_id says 1
-		SeverityID:   1,
-		StatusCode:   "PASS",
-		Status:       "New",
-		Region:       "us-east-1",
-		ProviderType: "aws",
-		ProviderUID:  "123456789012",
-		AccountName:  "Test AWS Account",
-		ResourceUID:  "arn:aws:accessanalyzer:us-east-1:123456789012:resource-0",
-		Time:         time.Unix(1767154669, 0).UTC(),
+		UID:            "prowler-aws-accessanalyzer_enabled-123456789012-us-east-1-27be94f1",
+		CheckID:        "accessanalyzer_enabled",
+		Title:          "ACCESSANALYZER Accessanalyzer Enabled",
+		Severity:       "critical", // the file's label; its severity_id says 1
+		SeverityID:     1,
+		StatusCode:     "PASS",
+		Status:         "New",
+		Region:         "us-east-1",
+		ProviderType:   "aws",
+		ProviderUID:    "123456789012",
+		AccountName:    "Test AWS Account",
+		AccountPointer: "/cloud/account/uid",
+		ResourceUID:    "arn:aws:accessanalyzer:us-east-1:123456789012:resource-0",
+		Time:           time.Unix(1767154669, 0).UTC(),
 	}
 	if findings[0] != want {
 		t.Fatalf("first finding\n got %+v\nwant %+v", findings[0], want)
@@ -531,5 +532,72 @@ func TestFixtureExamples(t *testing.T) {
 				t.Errorf("problems\n got %v\nwant %v", problems, tt.problems)
 			}
 		})
+	}
+}
+
+// A record of another class gets only unsupported_class, but its error row
+// still names the record by its finding uid when it has a usable one.
+func TestUnsupportedClassKeepsUID(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate []func(map[string]any)
+		want   string
+	}{
+		{"uid kept", []func(map[string]any){set("class_uid", 2003)}, "f-1"},
+		{"no finding_info", []func(map[string]any){set("class_uid", 2003), del("finding_info")}, ""},
+		{"no uid", []func(map[string]any){set("class_uid", 2003), del("finding_info.uid")}, ""},
+		{"uid not a string", []func(map[string]any){set("class_uid", 2003), set("finding_info.uid", 7)}, ""},
+		{"blank uid", []func(map[string]any){set("class_uid", 2003), set("finding_info.uid", "  ")}, ""},
+		{"uid with NUL", []func(map[string]any){set("class_uid", 2003), set("finding_info.uid", "a\x00b")}, ""},
+		{"uid too long", []func(map[string]any){set("class_uid", 2003), set("finding_info.uid", strings.Repeat("u", MaxUIDLength+1))}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, ps := NewValidator().Check(record(t, tt.mutate...))
+			if len(ps) != 1 || ps[0].Code != CodeUnsupportedClass {
+				t.Fatalf("problems: %s", dump(ps))
+			}
+			if f.UID != tt.want {
+				t.Errorf("UID = %q, want %q", f.UID, tt.want)
+			}
+		})
+	}
+}
+
+// AccountPointer says where the billed account was read, so that a
+// provider_limit_exceeded row points at a member the record has.
+func TestAccountPointer(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate []func(map[string]any)
+		want   string
+	}{
+		{"cloud account", nil, "/cloud/account/uid"},
+		{"cloud kubernetes", []func(map[string]any){set("cloud.provider", "kubernetes")}, "/cloud/account/uid"},
+		{"unmapped fallback", []func(map[string]any){del("cloud"), set("unmapped.provider", "aws"), set("unmapped.provider_uid", "p")}, "/unmapped/provider_uid"},
+		{"unmapped kubernetes", []func(map[string]any){del("cloud"), set("unmapped.provider", "kubernetes"), set("unmapped.provider_uid", "ctx")}, "/unmapped/provider_uid"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, ps := NewValidator().Check(record(t, tt.mutate...))
+			if len(ps) != 0 {
+				t.Fatalf("problems: %s", dump(ps))
+			}
+			if f.AccountPointer != tt.want {
+				t.Errorf("AccountPointer = %q, want %q", f.AccountPointer, tt.want)
+			}
+		})
+	}
+}
+
+func TestValueText(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"123456789012", `"123456789012"`},
+		{`a"b`, `"a\"b"`},
+		{strings.Repeat("x", 150), `"` + strings.Repeat("x", 98) + "…"},
+	} {
+		if got := ValueText(tt.in); got != tt.want {
+			t.Errorf("ValueText(%q) = %q, want %q", tt.in, got, tt.want)
+		}
 	}
 }
