@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,8 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
+	"strings"
 	"time"
 
 	"github.com/posture-dev/posture/internal/auth"
@@ -54,18 +57,27 @@ func readTokenRequest(w http.ResponseWriter, r *http.Request, wantType string) (
 	if mt != MediaType && mt != "application/json" {
 		return nil, errorf(415, CodeUnsupportedMedia, "send the body as %s; Content-Type was %q", MediaType, r.Header.Get("Content-Type")).headerSource("Content-Type")
 	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxTokenBody))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return nil, errorf(413, CodeFileTooLarge, "the request body is larger than %d bytes", maxTokenBody)
+	}
+	if err != nil {
+		return nil, errorf(400, CodeInvalid, "reading the request body failed after %d bytes: %v", len(body), err)
+	}
 	var req tokenRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxTokenBody))
+	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&req); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, errorf(413, CodeFileTooLarge, "the request body is larger than %d bytes", maxTokenBody)
-		}
 		if errors.Is(err, io.EOF) {
 			return nil, newError(400, CodeInvalid, "the request body is empty; expected a JSON:API document with data").pointer("/data")
 		}
-		// The decoder's message names a position or type, never the input.
-		return nil, errorf(400, CodeInvalid, "the body is not valid JSON: %v", err).pointer("")
+		return nil, tokenBodyError(err, len(body))
+	}
+	// One document and nothing after it: trailing data would be ignored
+	// otherwise, and an upload with data after its array is refused too.
+	end := int(dec.InputOffset())
+	if rest := bytes.TrimLeft(body[end:], " \t\r\n"); len(rest) > 0 {
+		return nil, errorf(400, CodeInvalid, "the body is not valid JSON: unexpected data at byte %d after the document", len(body)-len(rest))
 	}
 	if req.Data == nil {
 		return nil, newError(400, CodeInvalid, "the body must be a JSON:API document with a data member").pointer("/data")
@@ -74,6 +86,42 @@ func readTokenRequest(w http.ResponseWriter, r *http.Request, wantType string) (
 		return nil, errorf(400, CodeInvalid, "data.type must be %q, got %q", wantType, req.Data.Type).pointer("/data/type")
 	}
 	return &req, nil
+}
+
+// tokenBodyError explains a body the decoder refused: where it broke (a
+// byte offset) or which member has the wrong type (a pointer). The
+// decoder's own messages name Go types and structs, which mean nothing to a
+// client. Byte offsets count from 0, as an upload's do; size is the body's.
+func tokenBodyError(err error, size int) *apiError {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &te) && te.Field != "":
+		return errorf(400, CodeInvalid, "%s must be %s, found a JSON %s", te.Field, jsonKindOf(te.Type.Kind()), te.Value).
+			pointer("/" + strings.ReplaceAll(te.Field, ".", "/"))
+	case errors.As(err, &te):
+		return errorf(400, CodeInvalid, "the body must be a JSON object, found a JSON %s", te.Value)
+	case errors.As(err, &se):
+		return errorf(400, CodeInvalid, "the body is not valid JSON: %s at byte %d", strings.TrimPrefix(se.Error(), "json: "), se.Offset-1)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return errorf(400, CodeInvalid, "the body is not valid JSON: it ends at byte %d before the document is complete", size)
+	}
+	return errorf(400, CodeInvalid, "the body is not valid JSON: %v", err)
+}
+
+// jsonKindOf names the JSON kind a Go kind decodes from.
+func jsonKindOf(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "a string"
+	case reflect.Struct, reflect.Map, reflect.Pointer:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Bool:
+		return "a boolean"
+	}
+	return "a number"
 }
 
 // createToken is POST /api/v1/tokens: email and password for a token pair.
