@@ -83,6 +83,9 @@ func parseListValues(values url.Values, spec listSpec) (listQuery, *apiError) {
 		switch {
 		case strings.HasPrefix(name, "filter[") && strings.HasSuffix(name, "]"):
 			key := name[len("filter[") : len(name)-1]
+			if len(spec.filters) == 0 {
+				return q, errorf(400, CodeInvalid, "unknown filter %q; this list takes no filters", key).parameter(name)
+			}
 			if !spec.filters[key] {
 				return q, errorf(400, CodeInvalid, "unknown filter %q; supported: %s", key, joinKeys(spec.filters)).parameter(name)
 			}
@@ -94,6 +97,9 @@ func parseListValues(values url.Values, spec listSpec) (listQuery, *apiError) {
 			}
 			q.filters[key] = value
 		case name == "sort":
+			if len(spec.sortKeys) == 0 {
+				return q, errorf(400, CodeInvalid, "this list has a fixed order and takes no sort").parameter("sort")
+			}
 			q.sort = nil
 			for _, key := range strings.Split(value, ",") {
 				key = strings.TrimSpace(key)
