@@ -57,8 +57,9 @@ type Problem struct {
 //	UID           finding_info.uid, exactly
 //	CheckID       metadata.event_code
 //	Title         finding_info.title
-//	Severity      severity lower-cased, else the label of severity_id
-//	              (unknown, informational, low, medium, high, critical, fatal, other)
+//	Severity      severity lower-cased when it is one of OCSF's labels (unknown,
+//	              informational, low, medium, high, critical, fatal, other), else
+//	              the label of severity_id
 //	StatusCode    status_code;  Status: status
 //	Region        cloud.region, else the first non-empty resources[].region
 //	ProviderType  cloud.provider, else unmapped.provider; trimmed, lower-cased
@@ -258,8 +259,10 @@ func (v *Validator) Check(rec Record) (Finding, []Problem) {
 				"severity_id must be 0 to 6 or 99, found %d", sev)
 		}
 	}
-	if s := strings.TrimSpace(noNUL(f.severity.text())); s != "" && sevOK {
-		out.Severity = strings.ToLower(s)
+	// The record's own label counts when it is one of OCSF's: any other text
+	// would be a severity that filter[severity] cannot name.
+	if s := strings.ToLower(strings.TrimSpace(f.severity.text())); sevOK && knownSeverity[s] {
+		out.Severity = s
 	}
 
 	switch {
@@ -809,6 +812,15 @@ func truncate(s string, n int) string {
 var severityLabel = map[int64]string{
 	0: "unknown", 1: "informational", 2: "low", 3: "medium", 4: "high", 5: "critical", 6: "fatal", 99: "other",
 }
+
+// knownSeverity holds the labels of severityLabel.
+var knownSeverity = func() map[string]bool {
+	m := make(map[string]bool, len(severityLabel))
+	for _, l := range severityLabel {
+		m[l] = true
+	}
+	return m
+}()
 
 // className names common OCSF classes so a rejected upload says what it was.
 var className = map[int64]string{
