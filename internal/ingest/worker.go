@@ -33,6 +33,7 @@ const (
 // Error codes the worker adds to the parser's.
 const (
 	CodeProviderLimit = "provider_limit_exceeded"
+	CodeScanAccount   = "scan_account_conflict"
 	CodeNoRecords     = "no_records"
 	CodeUnreadable    = "source_unreadable"
 	CodeMalformed     = "malformed_file"
@@ -98,7 +99,7 @@ func (w *Worker) Run(ctx context.Context, job Job) error {
 		}
 		return fmt.Errorf("start run: %w", err)
 	}
-	r := &run{w: w, job: job, log: log, seenScans: map[string]bool{}, derivedScans: map[account]string{}, lastProgress: w.now()}
+	r := &run{w: w, job: job, log: log, seenScans: map[string]bool{}, scanOwners: map[string]scanOwner{}, derivedScans: map[account]string{}, lastProgress: w.now()}
 	outcome := r.process(ctx)
 	if ctx.Err() != nil {
 		// Stopped from outside (shutdown): leave the run open so the controller
@@ -191,6 +192,9 @@ type run struct {
 	errorRows int
 	truncated bool
 	seenScans map[string]bool
+	// scanOwners holds the account of each scan id the report names: a scan
+	// covers one account, the first record's or the stored scan's.
+	scanOwners map[string]scanOwner
 	// derivedScans caches the scan id of records without one, per account.
 	derivedScans map[account]string
 	// raw holds the raw records of the pending batch.
@@ -213,6 +217,15 @@ type inflightWrite struct {
 
 // account is a provider account: the key of derived scan ids.
 type account struct{ providerType, providerUID string }
+
+func (a account) String() string { return a.providerType + "/" + a.providerUID }
+
+// scanOwner is the account a scan id belongs to, and the record of the
+// report that made it so (-1: a scan stored before this run).
+type scanOwner struct {
+	account
+	record int
+}
 
 func (r *run) process(ctx context.Context) store.Outcome {
 	rc, err := r.w.Store.OpenBlob(ctx, r.job.Tenant, r.job.BlobID)
@@ -264,6 +277,11 @@ func (r *run) process(ctx context.Context) store.Outcome {
 				}}
 			}
 		}
+		if len(problems) == 0 && finding.ScanID != "" {
+			if problems, err = r.scanAccount(ctx, rec, finding); err != nil {
+				return r.storageFailure(ctx, err)
+			}
+		}
 		if len(problems) > 0 {
 			r.progress.Invalid++
 			r.addErrors(rec, finding.UID, problems)
@@ -287,6 +305,39 @@ func (r *run) process(ctx context.Context) store.Outcome {
 		return r.fail(ctx, CodeNoRecords, fmt.Sprintf("none of the %d records is a valid Detection Finding; see the record errors", r.progress.Processed))
 	}
 	return store.Outcome{Status: store.RunSucceeded, Progress: r.progress}
+}
+
+// scanAccount holds a record to the account of the scan it names: a record
+// of another account would otherwise be counted in that scan, and in that
+// account's latest findings.
+func (r *run) scanAccount(ctx context.Context, rec ocsf.Record, f ocsf.Finding) ([]ocsf.Problem, error) {
+	acct := account{f.ProviderType, f.ProviderUID}
+	owner, ok := r.scanOwners[f.ScanID]
+	if !ok {
+		owner = scanOwner{acct, rec.Index}
+		pt, pu, err := r.w.Store.ScanAccount(ctx, r.job.Tenant, f.ScanID)
+		switch {
+		case err == nil:
+			owner = scanOwner{account{pt, pu}, -1}
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, err
+		}
+		r.scanOwners[f.ScanID] = owner
+	}
+	if owner.account == acct {
+		return nil, nil
+	}
+	from := "a scan stored earlier"
+	if owner.record >= 0 {
+		from = fmt.Sprintf("record %d", owner.record)
+	}
+	return []ocsf.Problem{{
+		Code: CodeScanAccount,
+		Detail: fmt.Sprintf("unmapped.scan_id %s is the scan of account %s (%s), and this record is of account %s; a scan covers one account",
+			f.ScanID, owner.account, from, acct),
+		Pointer: "/unmapped/scan_id",
+		Value:   ocsf.ValueText(f.ScanID),
+	}}, nil
 }
 
 func (r *run) addFinding(rec ocsf.Record, f ocsf.Finding) {

@@ -335,3 +335,59 @@ func TestWorkerProviderLimitRow(t *testing.T) {
 		})
 	}
 }
+
+// A scan covers one account: a record naming the scan of another account,
+// earlier in the report or stored by an earlier ingestion, is refused with
+// a row that says whose scan it is, and the scan keeps its account.
+func TestWorkerScanCoversOneAccount(t *testing.T) {
+	const scanID = "0b1c6a2e-4a57-4e0f-9d6b-0f0e7f9c2a11"
+	scanned := func(uid, account string) string {
+		return strings.TrimSuffix(record(uid, account), "}") + `,"unmapped":{"scan_id":"` + scanID + `"}}`
+	}
+	for _, tc := range []struct {
+		name    string
+		earlier string // a report ingested first, or none
+		content string
+		invalid int
+		record  int    // the refused record's index
+		detail  string // of the one error row, if any
+	}{
+		{"one account", "", report(scanned("a", "111111111111"), scanned("b", "111111111111")), 0, 0, ""},
+		{"a second account in the report", "", report(scanned("a", "111111111111"), scanned("b", "222222222222"), scanned("c", "111111111111")), 1, 1,
+			"unmapped.scan_id " + scanID + " is the scan of account aws/111111111111 (record 0), and this record is of account aws/222222222222; a scan covers one account"},
+		{"a second account after an earlier ingestion", report(scanned("a", "111111111111")), report(scanned("b", "222222222222"), scanned("c", "111111111111")), 1, 0,
+			"unmapped.scan_id " + scanID + " is the scan of account aws/111111111111 (a scan stored earlier), and this record is of account aws/222222222222; a scan covers one account"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newStore(t)
+			w := &ingest.Worker{Store: st, Log: logr.Discard(), BatchSize: 1}
+			if tc.earlier != "" {
+				blob := put(t, st, tc.earlier)
+				if r, _ := run(t, w, ingest.Job{Tenant: "t1", IngestionID: "first", BlobID: blob.ID, Attempt: 1}); r.Status != store.RunSucceeded {
+					t.Fatalf("earlier ingestion %+v", r)
+				}
+			}
+			blob := put(t, st, tc.content)
+			r, errs := run(t, w, ingest.Job{Tenant: "t1", IngestionID: "ing", BlobID: blob.ID, Attempt: 1})
+			if r.Status != store.RunSucceeded || r.Invalid != tc.invalid {
+				t.Errorf("run = %+v, want succeeded with %d invalid", r, tc.invalid)
+			}
+			if tc.detail == "" && len(errs) != 0 {
+				t.Errorf("errors %+v, want none", errs)
+			}
+			if tc.detail != "" {
+				if len(errs) != 1 || errs[0].Code != ingest.CodeScanAccount || errs[0].Detail != tc.detail || errs[0].Pointer != "/unmapped/scan_id" ||
+					errs[0].Value != `"`+scanID+`"` || errs[0].FindingUID != "b" || errs[0].RecordIndex == nil || *errs[0].RecordIndex != tc.record {
+					t.Errorf("errors %+v, want one %s row for record b: %q", errs, ingest.CodeScanAccount, tc.detail)
+				}
+			}
+			pt, pu, err := st.ScanAccount(context.Background(), "t1", scanID)
+			if err != nil || pt != "aws" || pu != "111111111111" {
+				t.Errorf("scan account = %s/%s, %v; want aws/111111111111", pt, pu, err)
+			}
+			if _, _, err := st.ScanAccount(context.Background(), "t2", scanID); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("another tenant's scan account: %v, want ErrNotFound", err)
+			}
+		})
+	}
+}

@@ -115,6 +115,10 @@ type Store interface {
 	GetFinding(ctx context.Context, tenant, id string) (Finding, error)
 	// ListScans lists newest first (inserted_at descending).
 	ListScans(ctx context.Context, tenant string, q ScanQuery) ([]Scan, int, error)
+	// ScanAccount returns the provider type and account of the tenant's scan
+	// id, or ErrNotFound: a scan covers one account, which the worker holds
+	// a report's records to.
+	ScanAccount(ctx context.Context, tenant, id string) (providerType, providerUID string, err error)
 	// FindingCounts counts the findings matching q (its filters; sort and
 	// page are ignored) grouped by one or more of the CountDimensions, and
 	// returns the groups ordered by their values. When q.Summarized() it

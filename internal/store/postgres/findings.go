@@ -408,6 +408,20 @@ LIMIT `+a.Add(limit)+` OFFSET `+a.Add(offset), a.Vals...)
 	return out, total, nil
 }
 
+// ScanAccount implements store.Store.
+func (s *Store) ScanAccount(ctx context.Context, tenant, id string) (string, string, error) {
+	var providerType, providerUID string
+	err := s.pool.QueryRow(ctx, `SELECT provider_type, provider_uid FROM scans WHERE tenant = $1 AND id = $2`, tenant, id).
+		Scan(&providerType, &providerUID)
+	if isNoRows(err) {
+		return "", "", store.ErrNotFound
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("postgres: scan account: %w", err)
+	}
+	return providerType, providerUID, nil
+}
+
 // FindingCounts implements store.Store.
 func (s *Store) FindingCounts(ctx context.Context, tenant string, q store.FindingQuery, by []string) ([]store.FindingGroup, error) {
 	st, err := engine.FindingCounts(engine.Postgres, tenant, q, by)

@@ -381,6 +381,20 @@ LIMIT `+a.Add(limit)+` OFFSET `+a.Add(offset), a.Vals...)
 	return out, total, nil
 }
 
+// ScanAccount implements store.Store.
+func (s *Store) ScanAccount(ctx context.Context, tenant, id string) (string, string, error) {
+	var providerType, providerUID string
+	err := s.r.QueryRowContext(ctx, `SELECT provider_type, provider_uid FROM scans WHERE tenant = ?1 AND id = ?2`, tenant, id).
+		Scan(&providerType, &providerUID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", "", store.ErrNotFound
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("sqlite: scan account: %w", err)
+	}
+	return providerType, providerUID, nil
+}
+
 // FindingCounts implements store.Store.
 func (s *Store) FindingCounts(ctx context.Context, tenant string, q store.FindingQuery, by []string) ([]store.FindingGroup, error) {
 	st, err := engine.FindingCounts(engine.SQLite, tenant, q, by)

@@ -1420,6 +1420,23 @@ func testListScans(t *testing.T, s store.Store) {
 	if all[2].ID != "s-aws-1" {
 		t.Fatalf("order: %s, %s, %s", all[0].ID, all[1].ID, all[2].ID)
 	}
+	// A scan's account, as the worker checks records against it; another
+	// tenant's scan is not found.
+	for _, tc := range []struct {
+		tenant, id, providerType, providerUID string
+		err                                   error
+	}{
+		{tenantA, "s-aws-2", "aws", "222", nil},
+		{tenantA, "s-gcp", "gcp", "p", nil},
+		{tenantB, "s-aws-1", "aws", "111", nil},
+		{tenantB, "s-gcp", "", "", store.ErrNotFound},
+		{tenantA, "s-none", "", "", store.ErrNotFound},
+	} {
+		pt, pu, err := s.ScanAccount(ctx, tc.tenant, tc.id)
+		if pt != tc.providerType || pu != tc.providerUID || !errors.Is(err, tc.err) || (tc.err == nil && err != nil) {
+			t.Errorf("ScanAccount(%s, %s) = %q, %q, %v; want %q, %q, %v", tc.tenant, tc.id, pt, pu, err, tc.providerType, tc.providerUID, tc.err)
+		}
+	}
 
 	got, total, err := s.ListScans(ctx, tenantA, store.ScanQuery{ProviderType: "Aws"})
 	must(t, err, "ListScans aws")
