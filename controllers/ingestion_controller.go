@@ -86,6 +86,22 @@ func (r *IngestionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err := r.Get(ctx, req.NamespacedName, &ing); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	// The tenant label decides under which tenant the report, the run, the
+	// error rows and the findings are stored. Anyone who may create
+	// Ingestions in a namespace can write that label, so one naming another
+	// tenant than the namespace's is refused before the store is touched:
+	// it would write into, or delete from, that tenant's data.
+	foreign, err := r.foreignTenant(ctx, &ing)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if foreign != "" {
+		if !ing.DeletionTimestamp.IsZero() {
+			_, err := setFinalizer(ctx, r.Client, &ing, FinalizerIngestion, false)
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		return r.refuseForeign(ctx, &ing, foreign)
+	}
 	if !ing.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, &ing)
 	}
@@ -149,6 +165,70 @@ func (r *IngestionReconciler) now() metav1.Time {
 		return metav1.NewTime(r.Now().UTC())
 	}
 	return metav1.NewTime(time.Now().UTC())
+}
+
+// foreignTenant says why the tenant an Ingestion would be stored under
+// (TenantOf: its label, else its namespace's name) cannot be trusted: it is
+// not the tenant that owns the Ingestion's namespace. Empty when it is, when
+// no Tenant owns the namespace (then nothing else is claimed either), or for
+// a declared Ingestion not labelled yet (labelTenant labels it with the
+// owner).
+func (r *IngestionReconciler) foreignTenant(ctx context.Context, ing *posturev1.Ingestion) (string, error) {
+	label := ing.Labels[posturev1.LabelTenant]
+	if label == "" && declared(ing) {
+		return "", nil
+	}
+	claimed := TenantOf(ing)
+	var ns corev1.Namespace
+	if err := r.Get(ctx, types.NamespacedName{Name: ing.Namespace}, &ns); err != nil {
+		return "", client.IgnoreNotFound(err)
+	}
+	owner := ns.Labels[posturev1.LabelTenant]
+	if owner == "" {
+		t, err := auth.TenantForNamespace(ctx, r.Client, ing.Namespace)
+		var ae *auth.Error
+		switch {
+		case errors.As(err, &ae):
+			return "", nil
+		case err != nil:
+			return "", err
+		case t == nil:
+			return "", nil
+		}
+		owner = auth.LabelValue(t.Name)
+	}
+	if auth.LabelValue(claimed) == owner {
+		return "", nil
+	}
+	if label == "" {
+		return fmt.Sprintf("the Ingestion has no %s label, so it would be stored under tenant %s, which does not own namespace %s (%s); "+
+			"nothing was read or stored: label it %s=%s, or submit the report through the API", posturev1.LabelTenant, claimed, ing.Namespace, owner, posturev1.LabelTenant, owner), nil
+	}
+	return fmt.Sprintf("label %s=%s names another tenant than the one that owns namespace %s (%s); "+
+		"an Ingestion is stored only under the tenant of its namespace, so nothing was read or stored: "+
+		"remove the label and create the Ingestion again", posturev1.LabelTenant, label, ing.Namespace, owner), nil
+}
+
+// refuseForeign fails an Ingestion whose tenant label names another tenant,
+// in its status alone: no run, error row or report is written, read or
+// deleted under the tenant the label names.
+func (r *IngestionReconciler) refuseForeign(ctx context.Context, ing *posturev1.Ingestion, why string) (ctrl.Result, error) {
+	if ing.Status.Phase == posturev1.IngestionFailed && ing.Status.Message == why {
+		return ctrl.Result{}, nil
+	}
+	p := &ingestionPass{orig: ing.DeepCopy()}
+	done := r.now()
+	if ing.Status.RequestedAt == nil {
+		requested := ing.CreationTimestamp
+		ing.Status.RequestedAt = &requested
+	}
+	if ing.Status.CompletedAt == nil {
+		ing.Status.CompletedAt = &done
+	}
+	setIngestionPhase(ing, posturev1.IngestionFailed, ReasonFailed, why)
+	p.emit(r.Recorder, ing, corev1.EventTypeWarning, ReasonFailed, "Fail", "%s", why)
+	_, res, err := r.write(ctx, p, ing)
+	return res, err
 }
 
 // TenantOf names the tenant an Ingestion belongs to.

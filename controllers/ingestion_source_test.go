@@ -431,3 +431,69 @@ func TestIngestionSourceValidation(t *testing.T) {
 		})
 	}
 }
+
+// TestIngestionTenantLabelCannotNameAnotherTenant: the tenant label of an
+// Ingestion decides under which tenant its report, run, error rows and
+// findings are stored, and whoever may create Ingestions in a namespace can
+// write it. One naming another tenant than the namespace's must neither
+// import into that tenant nor touch that tenant's runs, also when deleted.
+func TestIngestionTenantLabelCannotNameAnotherTenant(t *testing.T) {
+	st := newStore(t)
+	report := smallReport(t)
+	runDeclared(t, st, 20*time.Second)
+	ctx := context.Background()
+
+	victim := tenantNamespace(t, "victim")
+	attacker := tenantNamespace(t, "attacker")
+
+	// The victim's own declared ingestion, named as a GitOps repository would.
+	create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "report", Namespace: victim}, Data: map[string]string{"r.ocsf.json": string(report)}})
+	own := declaredIngestion(victim, "nightly", posturev1.IngestionSource{ConfigMapRef: &posturev1.ReportKeyRef{Name: "report", Key: "r.ocsf.json"}})
+	create(t, own)
+	waitPhase(t, own, posturev1.IngestionCompleted)
+	if n := findingCount(t, st, victim); n != 3 {
+		t.Fatalf("victim findings = %d, want 3", n)
+	}
+
+	// The attacker's Ingestions, in its own namespace, from a ConfigMap it
+	// may read, labelled with the victim's tenant: one injecting findings of
+	// its own making, one named like the victim's.
+	forged := strings.ReplaceAll(string(report), "prowler-aws-", "forged-aws-")
+	create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "report", Namespace: attacker}, Data: map[string]string{"r.ocsf.json": forged}})
+	var refused []*posturev1.Ingestion
+	for _, name := range []string{"inject", "nightly"} {
+		ing := declaredIngestion(attacker, name, posturev1.IngestionSource{ConfigMapRef: &posturev1.ReportKeyRef{Name: "report", Key: "r.ocsf.json"}})
+		ing.Labels = map[string]string{posturev1.LabelTenant: victim}
+		create(t, ing)
+		got := waitPhase(t, ing, posturev1.IngestionFailed)
+		if !strings.Contains(got.Status.Message, "names another tenant") {
+			t.Errorf("%s: status message = %q, want it to say the label names another tenant", name, got.Status.Message)
+		}
+		refused = append(refused, got)
+	}
+	time.Sleep(time.Second) // several poll intervals
+	if n := findingCount(t, st, victim); n != 3 {
+		t.Errorf("victim findings = %d after the forged Ingestions, want still 3", n)
+	}
+	if _, err := st.GetRun(ctx, victim, "inject"); err == nil {
+		t.Errorf("a run of the forged Ingestion was stored under the victim's tenant")
+	}
+	run, err := st.GetRun(ctx, victim, "nightly")
+	if err != nil || run.Status != store.RunSucceeded || run.Processed != 3 || run.Attempt != 1 {
+		t.Errorf("the victim's run was touched: %+v (%v)", run, err)
+	}
+	if rows, _, err := st.ListIngestionErrors(ctx, victim, "nightly", store.Page{Number: 1, Size: 10}); err != nil || len(rows) != 0 {
+		t.Errorf("the victim's error rows = %v (%v), want none", rows, err)
+	}
+
+	// Deleting them leaves the victim's run.
+	for _, ing := range refused {
+		if err := k8s.Delete(ctx, ing); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(t, ing, 20*time.Second)
+	}
+	if _, err := st.GetRun(ctx, victim, "nightly"); err != nil {
+		t.Errorf("the victim's run after deleting the forged Ingestions: %v", err)
+	}
+}
