@@ -40,6 +40,9 @@ const (
 	// ReasonMCPNoAccess: the operator holds no rights in the namespace,
 	// which is not a tenant namespace.
 	ReasonMCPNoAccess = "NamespaceNotManaged"
+	// ReasonMCPNameConflict: a Deployment or Service of the MCPServer's name
+	// exists and is not this MCPServer's; the operator does not take it over.
+	ReasonMCPNameConflict = "NameConflict"
 )
 
 // MCPServerReconciler runs an MCP tool server as a Deployment and a Service
@@ -97,6 +100,18 @@ func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return finishStatus(ctx, r.Client, &m, orig, 0)
 	}
 
+	// The Deployment and Service are written with the operator's rights:
+	// taking over ones the MCPServer did not create would let its author
+	// rewrite, and with the owner reference delete, workloads and Services
+	// they may not touch themselves.
+	conflict, err := r.foreignWorkload(ctx, &m)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if conflict != "" {
+		deriveMCPServerStatus(&m, mcpFacts{Conflict: conflict})
+		return finishStatus(ctx, r.Client, &m, orig, r.recheck())
+	}
 	dep, err := r.applyDeployment(ctx, &m)
 	if err == nil {
 		err = r.applyService(ctx, &m)
@@ -121,6 +136,29 @@ func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		requeue *= 10
 	}
 	return finishStatus(ctx, r.Client, &m, orig, requeue)
+}
+
+// foreignWorkload names a Deployment or Service of the MCPServer's name that
+// exists and is not controlled by it; empty when there is none. A read the
+// operator may not make is left to applyDeployment, which reports it.
+func (r *MCPServerReconciler) foreignWorkload(ctx context.Context, m *posturev1.MCPServer) (string, error) {
+	key := client.ObjectKey{Namespace: m.Namespace, Name: m.Name}
+	for _, o := range []struct {
+		kind string
+		obj  client.Object
+	}{{"Deployment", &appsv1.Deployment{}}, {"Service", &corev1.Service{}}} {
+		err := r.Get(ctx, key, o.obj)
+		switch {
+		case apierrors.IsNotFound(err) || apierrors.IsForbidden(err):
+			continue
+		case err != nil:
+			return "", err
+		}
+		if !metav1.IsControlledBy(o.obj, m) {
+			return fmt.Sprintf("%s %s already exists and was not created by this MCPServer; the operator does not take it over: give the MCPServer another name, or delete the %s", o.kind, m.Name, o.kind), nil
+		}
+	}
+	return "", nil
 }
 
 // applyDeployment creates or updates the Deployment. The pod template is

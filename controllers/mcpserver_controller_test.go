@@ -375,3 +375,63 @@ func TestMCPServerAuthorCannotChooseImageOrAddress(t *testing.T) {
 		})
 	}
 }
+
+// TestMCPServerDoesNotTakeOverOthersObjects: the operator writes an
+// MCPServer's Deployment and Service with its own rights, so an MCPServer
+// named like an existing Service or Deployment must not rewrite it (its
+// selector and ports sent to MCP pods) nor own it (deleted with the
+// MCPServer): its author may hold no right on either.
+func TestMCPServerDoesNotTakeOverOthersObjects(t *testing.T) {
+	startMCPController(t)
+	ctx := context.Background()
+	for _, kind := range []string{"Service", "Deployment"} {
+		t.Run(kind, func(t *testing.T) {
+			ns := newNamespace(t, "mcp-takeover")
+			labels := map[string]string{"app": "billing-api"}
+			var existing client.Object
+			if kind == "Service" {
+				existing = &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "billing-api", Namespace: ns},
+					Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP}}}}
+			} else {
+				existing = &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "billing-api", Namespace: ns},
+					Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
+						Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+							Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "billing:1"}}}}}}
+			}
+			if err := k8s.Create(ctx, existing); err != nil {
+				t.Fatal(err)
+			}
+			m := &posturev1.MCPServer{ObjectMeta: metav1.ObjectMeta{Name: "billing-api", Namespace: ns}}
+			if err := k8s.Create(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+			var got posturev1.MCPServer
+			eventually(t, "Ready=False NameConflict", func() (bool, string) {
+				if err := k8s.Get(ctx, client.ObjectKeyFromObject(m), &got); err != nil {
+					t.Fatal(err)
+				}
+				c := meta.FindStatusCondition(got.Status.Conditions, posturev1.ConditionReady)
+				return c != nil && c.Status == metav1.ConditionFalse && c.Reason == controllers.ReasonMCPNameConflict, describe(got.Status)
+			})
+			time.Sleep(time.Second) // several rechecks
+			switch kind {
+			case "Service":
+				var svc corev1.Service
+				if err := k8s.Get(ctx, client.ObjectKeyFromObject(existing), &svc); err != nil {
+					t.Fatal(err)
+				}
+				if svc.Spec.Selector["app"] != "billing-api" || len(svc.Spec.Selector) != 1 || svc.Spec.Ports[0].Port != 443 || len(svc.OwnerReferences) != 0 {
+					t.Errorf("the Service was taken over: selector %v, ports %v, owners %v", svc.Spec.Selector, svc.Spec.Ports, svc.OwnerReferences)
+				}
+				if _, ok := getDeployment(t, ns, "billing-api"); ok {
+					t.Errorf("a Deployment was created for an MCPServer whose Service name is taken")
+				}
+			case "Deployment":
+				dep, _ := getDeployment(t, ns, "billing-api")
+				if dep.Spec.Template.Spec.Containers[0].Image != "billing:1" || len(dep.OwnerReferences) != 0 {
+					t.Errorf("the Deployment was taken over: image %s, owners %v", dep.Spec.Template.Spec.Containers[0].Image, dep.OwnerReferences)
+				}
+			}
+		})
+	}
+}

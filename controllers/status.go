@@ -233,7 +233,9 @@ type mcpFacts struct {
 	// NoAccess: the operator may not create workloads in the namespace;
 	// TenantExists says whether a Tenant uses it (its access is on the way).
 	NoAccess, TenantExists bool
-	Deployment             *appsv1.Deployment
+	// Conflict says which object of the MCPServer's name is not its own.
+	Conflict   string
+	Deployment *appsv1.Deployment
 }
 
 // deriveMCPServerStatus sets an MCPServer's status from what its reconcile observed.
@@ -248,6 +250,8 @@ func deriveMCPServerStatus(m *posturev1.MCPServer, f mcpFacts) {
 	case f.RefusedURL != "":
 		v = verdict{reason: ReasonMCPAPIBaseURLNotAllowed, stalled: true,
 			message: fmt.Sprintf("spec.apiBaseURL %q is not an address the operator allows; leave it empty for %s, or ask the operator's administrator to add it to --mcp-allowed-api-base-urls", f.RefusedURL, f.DefaultURL)}
+	case f.Conflict != "":
+		v = verdict{reason: ReasonMCPNameConflict, stalled: true, message: f.Conflict}
 	case f.NoAccess:
 		v = verdict{reason: ReasonMCPNoAccess,
 			message: fmt.Sprintf("the operator may not create Deployments or Services in namespace %s: MCPServers run only in the namespace of a Tenant", m.Namespace)}
