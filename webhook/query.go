@@ -89,6 +89,15 @@ func parseListValues(values url.Values, spec listSpec) (listQuery, *apiError) {
 			if !spec.filters[key] {
 				return q, errorf(400, CodeInvalid, "unknown filter %q; supported: %s", key, joinKeys(spec.filters)).parameter(name)
 			}
+			// Neither database stores a NUL or invalid UTF-8 in text: such a
+			// term can match nothing, and reaching the database it fails
+			// there (SQLite's FTS5 query parser, PostgreSQL's text encoding).
+			if i := strings.IndexByte(value, 0); i >= 0 {
+				return q, errorf(400, CodeInvalid, "%s holds a NUL character at byte %d; filters are text without control characters", name, i).parameter(name)
+			}
+			if !utf8.ValidString(value) {
+				return q, errorf(400, CodeInvalid, "%s is not valid UTF-8", name).parameter(name)
+			}
 			if n := utf8.RuneCountInString(value); key == "search" && n > MaxSearchLength {
 				return q, errorf(400, CodeInvalid, "%s is %d characters long; at most %d are allowed", name, n, MaxSearchLength).parameter(name)
 			}

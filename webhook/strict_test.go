@@ -25,6 +25,10 @@ func TestQueryBounds(t *testing.T) {
 		{"40,000 status codes", "/api/v1/findings", "filter[status_code__in]=" + items(40000), "filter[status_code__in]", []string{"40000 items"}, false},
 		{"101 provider types", "/api/v1/findings", "filter[provider_type__in]=" + items(101), "filter[provider_type__in]", []string{"101 items"}, false},
 		{"100 provider types", "/api/v1/findings", "filter[provider_type__in]=" + items(100), "", nil, true},
+		{"a NUL in a search", "/api/v1/findings", "filter[search]=abc%00def", "filter[search]", []string{"NUL character at byte 3"}, false},
+		{"a NUL in a search of counts", "/api/v1/findings/counts", "group_by=severity&filter[search]=abc%00", "filter[search]", []string{"NUL"}, false},
+		{"a NUL in a check id", "/api/v1/findings", "filter[check_id]=a%00b", "filter[check_id]", []string{"NUL"}, false},
+		{"invalid UTF-8 in a search", "/api/v1/findings", "filter[search]=ab%FF%FEcd", "filter[search]", []string{"not valid UTF-8"}, false},
 		{"ingestion statuses", "/api/v1/ingestions", "filter[status__in]=" + strings.TrimSuffix(strings.Repeat("pending,", 101), ","), "filter[status__in]", []string{"101 items"}, false},
 	}
 	for _, tc := range cases {
