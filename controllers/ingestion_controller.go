@@ -169,10 +169,9 @@ func (r *IngestionReconciler) now() metav1.Time {
 
 // foreignTenant says why the tenant an Ingestion would be stored under
 // (TenantOf: its label, else its namespace's name) cannot be trusted: it is
-// not the tenant that owns the Ingestion's namespace. Empty when it is, when
-// no Tenant owns the namespace (then nothing else is claimed either), or for
-// a declared Ingestion not labelled yet (labelTenant labels it with the
-// owner).
+// not the tenant that owns the Ingestion's namespace, or no Tenant owns that
+// namespace. Empty when it is the owner, or for a declared Ingestion not
+// labelled yet (labelTenant labels it with the owner, or fails it).
 func (r *IngestionReconciler) foreignTenant(ctx context.Context, ing *posturev1.Ingestion) (string, error) {
 	label := ing.Labels[posturev1.LabelTenant]
 	if label == "" && declared(ing) {
@@ -186,14 +185,16 @@ func (r *IngestionReconciler) foreignTenant(ctx context.Context, ing *posturev1.
 	owner := ns.Labels[posturev1.LabelTenant]
 	if owner == "" {
 		t, err := auth.TenantForNamespace(ctx, r.Client, ing.Namespace)
+		// A namespace no Tenant owns (or that several claim) stores nothing
+		// under any tenant: a label there would name one at will.
 		var ae *auth.Error
 		switch {
 		case errors.As(err, &ae):
-			return "", nil
+			return fmt.Sprintf("%s; nothing was read or stored", ae.Reason), nil
 		case err != nil:
 			return "", err
 		case t == nil:
-			return "", nil
+			return fmt.Sprintf("no Tenant uses namespace %s, so the report cannot be stored under a tenant; nothing was read or stored", ing.Namespace), nil
 		}
 		owner = auth.LabelValue(t.Name)
 	}
