@@ -115,6 +115,37 @@ func TestAPIKeyAdoptsExistingSecret(t *testing.T) {
 	}
 }
 
+// Under the default name (<APIKey>-api-key) an existing Secret is not
+// adopted: its author was never checked for the right to read it, and its
+// key may be one that was revoked and left behind. Named in
+// spec.secretName, which admission checks, the same Secret is adopted.
+func TestAPIKeyAdoptsOnlyANamedSecret(t *testing.T) {
+	runTenancy(t, nil)
+	tn := newTenant(t, nil)
+	ns := waitTenant(t, tn.Name, "Ready", tenantReady(metav1.ConditionTrue, "")).Status.Namespace
+	left := newKeyValue(t)
+	create(t, keySecret(ns, "legacy-api-key", left))
+	_, before := secretValue(t, ns, "legacy-api-key")
+
+	k := newAPIKey(t, ns, "legacy", nil)
+	got := waitAPIKey(t, k, keyReady(metav1.ConditionFalse, controllers.ReasonSecretConflict))
+	if got.Status.Hash != "" {
+		t.Errorf("status.hash = %s: the Secret's key was adopted under the default name", got.Status.Hash)
+	}
+	ready := meta.FindStatusCondition(got.Status.Conditions, posturev1.ConditionReady)
+	if !strings.Contains(ready.Message, "spec.secretName") || strings.Contains(ready.Message, left) {
+		t.Errorf("Ready message %q: want it to point to spec.secretName, without the key", ready.Message)
+	}
+	if _, after := secretValue(t, ns, "legacy-api-key"); after.ResourceVersion != before.ResourceVersion || len(after.OwnerReferences) != 0 {
+		t.Errorf("the Secret was written (resourceVersion %s → %s, owners %+v)", before.ResourceVersion, after.ResourceVersion, after.OwnerReferences)
+	}
+
+	named := newAPIKey(t, ns, "named", func(k *posturev1.APIKey) { k.Spec.SecretName = "legacy-api-key" })
+	if got := waitAPIKey(t, named, keyReady(metav1.ConditionTrue, controllers.ReasonKeyActive)); got.Status.Hash != auth.HashKey(left) {
+		t.Errorf("named in spec.secretName, the Secret's key was not adopted: %+v", got.Status)
+	}
+}
+
 // TestAPIKeyFollowsItsSecret: the Secret is the key's source of truth. A new
 // key written there (rotated in the secret manager, or a sealed Secret
 // taking the place of a generated one) replaces the old key.

@@ -220,6 +220,14 @@ func (r *APIKeyReconciler) checkAdoptable(ctx context.Context, key *posturev1.AP
 	if owner := metav1.GetControllerOf(sec); owner != nil && owner.Kind == "APIKey" && owner.UID != key.UID {
 		return "", ReasonSecretConflict, fmt.Sprintf("Secret %s belongs to APIKey %s; set spec.secretName to a Secret of this APIKey's own", sec.Name, owner.Name), nil
 	}
+	// Only a Secret named in spec.secretName is adopted: admission checked
+	// that its author may read it. Under the default name, anyone who may
+	// create APIKeys could otherwise put a Secret's key, one they cannot
+	// read (say a revoked key's, left behind), back to work.
+	if key.Spec.SecretName == "" && !metav1.IsControlledBy(sec, key) {
+		return "", ReasonSecretConflict, fmt.Sprintf("Secret %s already exists and was not created by this APIKey; an existing Secret's key is adopted only when spec.secretName names it "+
+			"(which needs get on the Secret): set spec.secretName to %s to adopt it, or use another APIKey name", sec.Name, sec.Name), nil
+	}
 	raw, ok := sec.Data[APIKeySecretKey]
 	if !ok {
 		return "", ReasonSecretConflict, fmt.Sprintf("Secret %s already exists and holds no %s; set spec.secretName to a free name, or put a key in its %s", sec.Name, APIKeySecretKey, APIKeySecretKey), nil
@@ -245,8 +253,9 @@ func (r *APIKeyReconciler) checkAdoptable(ctx context.Context, key *posturev1.AP
 // generate makes the key and its Secret. A Secret that already exists is
 // adopted instead: one this APIKey owns (a previous attempt wrote the Secret
 // but not the status), or one someone else wrote (Sealed Secrets, External
-// Secrets, SOPS), so that a cluster rebuilt from Git keeps its keys. An
-// adopted Secret is never written, owned or deleted by the operator.
+// Secrets, SOPS) that spec.secretName names, so that a cluster rebuilt from
+// Git keeps its keys. An adopted Secret is never written, owned or deleted
+// by the operator.
 // A non-empty reason means the key cannot be delivered.
 func (r *APIKeyReconciler) generate(ctx context.Context, key *posturev1.APIKey, secretName string) (prefix, hash, origin, reason, msg string, err error) {
 	var sec corev1.Secret
