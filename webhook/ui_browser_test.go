@@ -74,6 +74,9 @@ type page struct {
 	// failStatus makes the browser fail requests for a job's status, as a
 	// network outage would.
 	failStatus atomic.Bool
+	// holdStatus holds requests for a job's status until it is cleared, as
+	// a slow network would: the dialog stays following the job meanwhile.
+	holdStatus atomic.Bool
 }
 
 func (b *browser) page(t *testing.T) *page {
@@ -109,6 +112,15 @@ func (b *browser) page(t *testing.T) *page {
 				_, _ = chromedp.Call(ctx, fetch.FailRequest, fetch.FailRequestParams{RequestID: e.RequestID, ErrorReason: network.ErrorReasonConnectionFailed})
 				continue
 			}
+			if p.holdStatus.Load() && e.Request.Method == http.MethodGet {
+				go func() {
+					for p.holdStatus.Load() && ctx.Err() == nil {
+						time.Sleep(20 * time.Millisecond)
+					}
+					_, _ = chromedp.Call(ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: e.RequestID})
+				}()
+				continue
+			}
 			_, _ = chromedp.Call(ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: e.RequestID})
 		}
 	}()
@@ -138,6 +150,19 @@ func (p *page) sent(method, path string) int {
 		}
 	}
 	return n
+}
+
+// sentPrefix tells whether a request with this method to a path starting
+// with prefix was sent.
+func (p *page) sentPrefix(method, prefix string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range p.requests {
+		if strings.HasPrefix(r, method+" "+prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *page) eval(js string) any {
@@ -828,6 +853,67 @@ func TestWebUI(t *testing.T) {
 		p.waitText("#import-state", "Import completed: 7 records, 7 processed, 4 invalid")
 		if n := p.sent(http.MethodPost, "/api/v1/ingestions"); n != 1 {
 			t.Errorf("%d uploads, want 1: Retry status must not upload again", n)
+		}
+	})
+
+	t.Run("the file cannot be changed while its import is followed", func(t *testing.T) {
+		p := b.page(t)
+		p.signIn(admin, te.pw[admin])
+		p.openImport()
+		p.choose(writeFile(t, "first.ocsf.json", example(t, "aws_mixed_7_records.ocsf.json")))
+		p.holdStatus.Store(true)
+		defer p.holdStatus.Store(false)
+		p.click("import-start")
+		// The upload was accepted and the first status check is on its way.
+		deadline := time.Now().Add(30 * time.Second)
+		for !p.sentPrefix(http.MethodGet, "/api/v1/ingestions/") && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if v, _ := p.eval(`document.querySelector('#import-file').disabled`).(bool); !v {
+			t.Error("the file input is enabled while the import is followed")
+		}
+		// Whatever reaches the input meanwhile is not taken for the import.
+		p.choose(writeFile(t, "second.ocsf.json", example(t, "aws_mixed_7_records.ocsf.json")))
+		if got := p.text("#import-file-name"); got != "first.ocsf.json" {
+			t.Errorf("the dialog shows %q while first.ocsf.json is imported", got)
+		}
+		if p.visible("#import-start") {
+			t.Error("Start import is offered while an import is followed")
+		}
+		p.do(chromedp.KeyEvent("\x1b"))
+		p.waitJS("the dialog closed", `!document.querySelector('#import-dialog').open`)
+		p.holdStatus.Store(false)
+		p.waitText("#toasts", "Import of first.ocsf.json completed: 7 processed, 4 invalid")
+		if n := p.sent(http.MethodPost, "/api/v1/ingestions"); n != 1 {
+			t.Errorf("%d uploads, want 1", n)
+		}
+	})
+
+	t.Run("a job or finding that cannot be read shows nothing of the one before", func(t *testing.T) {
+		p := b.page(t)
+		p.signIn(admin, te.pw[admin])
+		p.openImport()
+		p.choose(writeFile(t, "before.ocsf.json", example(t, "aws_mixed_7_records.ocsf.json")))
+		p.click("import-start")
+		p.waitText("#import-state", "Import completed: 7 records, 7 processed, 4 invalid")
+		p.do(chromedp.Click(chromedp.CSS(`#import-errors-link a`)))
+		p.waitJS("the job's rejected records", `document.querySelectorAll('#job-errors tbody tr').length > 0`)
+		p.eval(`location.hash = '#/ingestions/00000000-0000-0000-0000-000000000000'`)
+		p.waitText("#job-summary", "Could not read the job")
+		if n, _ := p.eval(`document.querySelectorAll('#job-errors tbody tr').length`).(float64); n != 0 {
+			t.Errorf("a job that cannot be read lists %v rejected records of the job shown before", n)
+		}
+		if got := p.text("#job-errors-message"); got != "" {
+			t.Errorf("a job that cannot be read says %q about its rejected records", got)
+		}
+		p.eval(`location.hash = '#/findings'`)
+		p.waitJS("findings listed", `!!document.querySelector('#findings-table tbody a')`)
+		p.do(chromedp.Click(chromedp.CSS(`#findings-table tbody a`)))
+		p.waitJS("a finding shown", `document.querySelectorAll('#finding-summary dd').length > 0`)
+		p.eval(`location.hash = '#/findings/no-such-finding'`)
+		p.waitText("#finding-title", "Could not read the finding")
+		if got := p.text("#finding-summary"); got != "" {
+			t.Errorf("a finding that cannot be read shows the one before's summary: %q", got)
 		}
 	})
 

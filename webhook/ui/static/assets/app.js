@@ -252,6 +252,9 @@ async function showJob(id) {
     job = (await api('/api/v1/ingestions/' + encodeURIComponent(id))).data.attributes;
   } catch (e) {
     $('job-summary').replaceChildren(el('dd', 'Could not read the job: ' + e.message, 'error'));
+    // Nothing of the job shown before may stay as if it were this one's.
+    $('job-errors').tBodies[0].replaceChildren();
+    $('job-errors-message').textContent = '';
     return;
   }
   const rows = [['Status', job.status], ['Total', job.summary.total], ['Processed', job.summary.processed],
@@ -425,6 +428,7 @@ $('findings-filters').addEventListener('change', (ev) => {
 async function showFinding(id) {
   show('finding-view');
   $('finding-title').textContent = '';
+  $('finding-summary').replaceChildren();
   $('finding-record').textContent = '';
   let a;
   try {
@@ -517,6 +521,9 @@ const REJECTIONS = {
 };
 
 function setButtons({ start = false, retry = false, retryStatus = false, other = false }) {
+  // No action at all means an import is being sent or followed: its file
+  // cannot be swapped for another until it ends.
+  $('import-file').disabled = !(start || retry || retryStatus || other);
   $('import-start').hidden = !start;
   $('import-retry').hidden = !retry;
   $('import-retry-status').hidden = !retryStatus;
@@ -556,8 +563,11 @@ function resetDialog() {
   $('import-start').disabled = true;
 }
 
+// importBusy tells whether an import is being sent or followed.
+const importBusy = () => imp.state === 'uploading' || imp.state === 'tracking';
+
 $('import-open').addEventListener('click', () => {
-  if (imp.state !== 'uploading' && imp.state !== 'tracking') resetDialog();
+  if (!importBusy()) resetDialog();
   dialog.showModal();
 });
 $('import-close').addEventListener('click', () => dialog.close());
@@ -584,6 +594,7 @@ dialog.addEventListener('keydown', (ev) => {
 // chooseFile checks the file before anything is sent: one file, the right
 // name, not empty.
 function chooseFile(files) {
+  if (importBusy()) return;
   setError('');
   $('import-errors-link').hidden = true;
   showCounts(null);
@@ -620,7 +631,6 @@ dialog.addEventListener('dragleave', (ev) => { if (!dialog.contains(ev.relatedTa
 dialog.addEventListener('drop', (ev) => {
   ev.preventDefault();
   drop.classList.remove('over');
-  if (imp.state === 'uploading' || imp.state === 'tracking') return;
   chooseFile(ev.dataTransfer.files);
 });
 // A file dropped anywhere else would make the browser open it and leave
