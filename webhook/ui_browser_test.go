@@ -917,6 +917,56 @@ func TestWebUI(t *testing.T) {
 		}
 	})
 
+	t.Run("the overview counts severities and status codes beyond the usual ones", func(t *testing.T) {
+		var records []map[string]any
+		if err := json.Unmarshal(example(t, "aws_mixed_7_records.ocsf.json"), &records); err != nil {
+			t.Fatal(err)
+		}
+		// OCSF's fatal (6) and a Prowler MUTED status: valid, and counted by the API.
+		raw, _ := json.Marshal(records[0])
+		var odd map[string]any
+		_ = json.Unmarshal(raw, &odd)
+		odd["severity_id"], odd["severity"], odd["status_code"] = 6, "Fatal", "MUTED"
+		odd["finding_info"].(map[string]any)["uid"] = "overview-fatal-muted"
+		odd["finding_info"].(map[string]any)["title"] = "Fatal and muted"
+		content, _ := json.Marshal([]any{odd})
+		p := b.page(t)
+		p.signIn(admin, te.pw[admin])
+		p.openImport()
+		p.choose(writeFile(t, "fatal.ocsf.json", content))
+		p.click("import-start")
+		p.waitText("#import-state", "Import completed: 1 records, 1 processed, 0 invalid")
+		p.do(chromedp.KeyEvent("\x1b"))
+		p.do(chromedp.Navigate(b.base+"/#/findings"), chromedp.WaitVisible(chromedp.ID("findings-view")))
+		direct := te.as(t, te.key("demo-admin"))
+		total := direct.list("/api/v1/findings", "").Meta.Pagination.Count
+		for _, tc := range []struct{ filter, chart, value string }{
+			{"severity", "#by-severity", "fatal"},
+			{"status_code", "#by-status", "MUTED"},
+		} {
+			want := direct.list("/api/v1/findings", queryOf("filter["+tc.filter+"]", tc.value)).Meta.Pagination.Count
+			if want == 0 {
+				t.Fatalf("the API counts no %s %s: the test would prove nothing", tc.filter, tc.value)
+			}
+			p.waitJS("the overview drawn", `document.querySelectorAll('`+tc.chart+` .bar-row').length > 0`)
+			sum, _ := p.eval(`[...document.querySelectorAll('` + tc.chart + ` .bar-count')].reduce((n, c) => n + Number(c.textContent), 0)`).(float64)
+			if int(sum) != total {
+				t.Errorf("overview %s: the bars add up to %v of the %d findings", tc.filter, sum, total)
+			}
+			got, _ := p.eval(`document.querySelector('` + tc.chart + ` [data-value="` + tc.value + `"] .bar-count')?.textContent || 'no bar'`).(string)
+			if got != strconv.Itoa(want) {
+				t.Errorf("overview %s %s: %s, want the API's %d", tc.filter, tc.value, got, want)
+			}
+		}
+		// The list can be filtered to it.
+		p.do(chromedp.SetValue(chromedp.CSS(`#findings-filters select[name=severity]`), "fatal"))
+		p.eval(`document.querySelector('#findings-filters').requestSubmit()`)
+		p.waitText("#findings-table tbody", "Fatal and muted")
+		if got := p.text("#findings-message"); got == "" || strings.HasPrefix(got, "Could not") {
+			t.Errorf("filtered to fatal: %q", got)
+		}
+	})
+
 	// Last: it adds 10,100 findings the subtests above do not expect.
 	t.Run("Next reads past the numbered pages by cursor, and Previous walks back", func(t *testing.T) {
 		ctx := context.Background()

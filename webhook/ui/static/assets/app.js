@@ -372,12 +372,16 @@ async function loadOverview() {
       return row;
     }));
   };
-  // Severities and status codes are a fixed set: every one is drawn, zero
-  // included, in their natural order.
+  // The usual severities and status codes are drawn, zero included, in
+  // their natural order; any other value the API counts (OCSF's fatal,
+  // unknown and other severities, a status code such as MUTED) follows,
+  // largest first, so that the bars account for every finding.
   const fixed = async (id, dim, values) => {
     try {
       const got = new Map((await groups(dim)).map((g) => [g[dim], g.count]));
-      bars(id, values.map((v) => ({ value: v, count: got.get(v) || 0 })), (v) => dim + '-' + v);
+      const extra = [...got.keys()].filter((v) => !values.includes(v))
+        .sort((x, y) => got.get(y) - got.get(x) || String(x).localeCompare(String(y)));
+      bars(id, [...values, ...extra].map((v) => ({ value: v, count: got.get(v) || 0 })), (v) => dim + '-' + v);
     } catch (e) {
       $(id).replaceChildren(el('p', 'Could not count findings: ' + e.message, 'error'));
     }
