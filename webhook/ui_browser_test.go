@@ -967,6 +967,37 @@ func TestWebUI(t *testing.T) {
 		}
 	})
 
+	t.Run("a rejection or a failed status check behind a closed dialog is notified and kept", func(t *testing.T) {
+		p := b.page(t)
+		p.signIn(admin, te.pw[admin])
+		p.openImport()
+		p.choose(writeFile(t, "malformed.ocsf.json", []byte("this is not JSON")))
+		// Start and close at once: the answer comes with the dialog closed.
+		p.eval(`document.querySelector('#import-start').click(); document.querySelector('#import-dialog').close()`)
+		p.waitText("#toasts", "Import of malformed.ocsf.json was not accepted: The server rejected the file as invalid")
+		p.openImport()
+		p.waitText("#import-error", "The server rejected the file as invalid")
+		if !p.visible("#import-retry") || !p.visible("#import-other") {
+			t.Error("the reopened dialog lost the rejection's Retry import and Choose another file")
+		}
+		p.click("import-other")
+		p.choose(writeFile(t, "unread.ocsf.json", example(t, "aws_mixed_7_records.ocsf.json")))
+		p.failStatus.Store(true)
+		defer p.failStatus.Store(false)
+		p.eval(`document.querySelector('#import-start').click(); document.querySelector('#import-dialog').close()`)
+		p.waitText("#toasts", "The status of the import of unread.ocsf.json could not be read")
+		p.failStatus.Store(false)
+		p.openImport()
+		if !p.visible("#import-retry-status") {
+			t.Fatal("the reopened dialog lost Retry status")
+		}
+		p.click("import-retry-status")
+		p.waitText("#import-state", "Import completed: 7 records, 7 processed, 4 invalid")
+		if n := p.sent(http.MethodPost, "/api/v1/ingestions"); n != 2 {
+			t.Errorf("%d uploads, want 2 (one refused, one followed again without uploading)", n)
+		}
+	})
+
 	// Last: it adds 10,100 findings the subtests above do not expect.
 	t.Run("Next reads past the numbered pages by cursor, and Previous walks back", func(t *testing.T) {
 		ctx := context.Background()

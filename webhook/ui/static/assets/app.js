@@ -571,7 +571,10 @@ function resetDialog() {
 const importBusy = () => imp.state === 'uploading' || imp.state === 'tracking';
 
 $('import-open').addEventListener('click', () => {
-  if (!importBusy()) resetDialog();
+  // An import refused, failed or whose status could not be read stays on
+  // the dialog, with its Retry import or Retry status, until another file
+  // is chosen: closing the dialog meanwhile must not lose it.
+  if (imp.state === 'idle' || imp.state === 'completed') resetDialog();
   dialog.showModal();
 });
 $('import-close').addEventListener('click', () => dialog.close());
@@ -704,6 +707,7 @@ function rejected(status, detail) {
   setState('');
   setError(why + ': ' + detail);
   setButtons({ retry: true, other: true });
+  finished('Import of ' + imp.file.name + ' was not accepted: ' + why + ': ' + detail);
 }
 
 // track follows the job until it ends; a failed status check offers Retry
@@ -721,6 +725,7 @@ async function track() {
     setState('The file was accepted as job ' + imp.jobId + ', but its status could not be read.');
     setError('Status check failed: ' + e.message);
     setButtons({ retryStatus: true });
+    finished('The status of the import of ' + imp.file.name + ' could not be read (' + e.message + '); Import Findings offers Retry status.');
     return;
   }
   const s = job.summary;
