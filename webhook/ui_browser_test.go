@@ -998,6 +998,22 @@ func TestWebUI(t *testing.T) {
 		}
 	})
 
+	t.Run("the jobs list shows a new job while the dialog follows it", func(t *testing.T) {
+		p := b.page(t)
+		p.signIn(admin, te.pw[admin])
+		p.waitJS("the jobs list loaded", `document.querySelector('#jobs-message').textContent !== '' || document.querySelectorAll('#jobs-table tbody tr').length > 0`)
+		before := p.eval(`[...document.querySelectorAll('#jobs-table tbody a')].map(a => a.title).join(' ')`)
+		p.openImport()
+		p.choose(writeFile(t, "listed.ocsf.json", example(t, "aws_mixed_7_records.ocsf.json")))
+		// The dialog's status checks are held: the import is not over for it.
+		p.holdStatus.Store(true)
+		defer p.holdStatus.Store(false)
+		p.click("import-start")
+		p.do(chromedp.KeyEvent("\x1b"))
+		p.waitJS("the new job listed", fmt.Sprintf(`(() => { const before = new Set(%q.split(' '));
+			return [...document.querySelectorAll('#jobs-table tbody a')].some(a => !before.has(a.title)) })()`, before))
+	})
+
 	// Last: it adds 10,100 findings the subtests above do not expect.
 	t.Run("Next reads past the numbered pages by cursor, and Previous walks back", func(t *testing.T) {
 		ctx := context.Background()

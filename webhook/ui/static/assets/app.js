@@ -198,6 +198,8 @@ async function loadJobs() {
     return tr;
   }));
   pager('jobs-pager', listState.jobs, doc.meta.pagination ? doc.meta.pagination.pages : 1, loadJobs);
+  // One refresh chain at a time, however many loads were started.
+  clearTimeout(viewTimer);
   if (doc.data.some((j) => j.attributes.status === 'pending' || j.attributes.status === 'processing')) {
     viewTimer = setTimeout(() => { if (!$('scans-view').hidden) loadJobs(); }, POLL_MS * 2);
   }
@@ -690,6 +692,9 @@ function upload() {
     if (xhr.status === 202 && body && body.data) {
       imp.jobId = body.data.id;
       imp.summary = body.data.attributes.summary;
+      // The new job is listed (and the list refreshes while it runs), not
+      // only once it ends.
+      if (!$('scans-view').hidden) loadJobs();
       track();
       return;
     }
