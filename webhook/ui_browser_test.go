@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/accessibility"
+	"github.com/chromedp/cdproto/dom"
 	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
@@ -191,6 +194,41 @@ func (p *page) waitJS(what, js string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// unnamed lists the nodes of Chromium's accessibility tree with one of
+// roles and no accessible name: controls a screen reader announces only
+// by their role.
+func (p *page) unnamed(roles ...string) []string {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer cancel()
+	tree, err := chromedp.Call(ctx, accessibility.GetFullAXTree, accessibility.GetFullAXTreeParams{})
+	if err != nil {
+		p.t.Fatalf("accessibility tree: %v", err)
+	}
+	var out []string
+	for _, n := range tree.Nodes {
+		if n.Ignored || n.Role == nil {
+			continue
+		}
+		role := strings.Trim(string(n.Role.Value), `"`)
+		if !slices.Contains(roles, role) {
+			continue
+		}
+		if n.Name == nil || strings.Trim(strings.TrimSpace(string(n.Name.Value)), `"`) == "" {
+			desc := ""
+			if n.BackendDOMNodeID != 0 {
+				html, _ := chromedp.Call(ctx, dom.GetOuterHTML, dom.GetOuterHTMLParams{BackendNodeID: n.BackendDOMNodeID})
+				desc = html.OuterHTML
+				if len(desc) > 120 {
+					desc = desc[:120] + "…"
+				}
+			}
+			out = append(out, fmt.Sprintf("a %s without an accessible name: %s", role, desc))
+		}
+	}
+	return out
 }
 
 func (p *page) text(sel string) string {
@@ -914,6 +952,70 @@ func TestWebUI(t *testing.T) {
 		p.waitText("#finding-title", "Could not read the finding")
 		if got := p.text("#finding-summary"); got != "" {
 			t.Errorf("a finding that cannot be read shows the one before's summary: %q", got)
+		}
+	})
+
+	// A job page polls while its job runs and the tab is visible; a tab
+	// shown again reads the job at once (the poll that found it hidden
+	// stopped), so the page does not stay on a stale state.
+	t.Run("a job page reads its job again when the tab is shown", func(t *testing.T) {
+		jobs := te.as(t, te.key("demo-admin")).list("/api/v1/ingestions", "")
+		if len(jobs.Data) == 0 {
+			t.Fatal("no ingestion to show")
+		}
+		id := jobs.Data[0].ID
+		p := b.page(t)
+		p.signIn(admin, te.pw[admin])
+		p.eval(`location.hash = '#/ingestions/` + id + `'`)
+		p.waitJS("the job shown", `document.querySelectorAll('#job-summary dd').length > 0`)
+		before := p.sent(http.MethodGet, "/api/v1/ingestions/"+id)
+		p.eval(`Object.defineProperty(document, 'hidden', {value: false, configurable: true});
+			Object.defineProperty(document, 'visibilityState', {value: 'visible', configurable: true});
+			document.dispatchEvent(new Event('visibilitychange'))`)
+		eventually(t, 10*time.Second, "the job read again", func() string {
+			if n := p.sent(http.MethodGet, "/api/v1/ingestions/"+id); n <= before {
+				return fmt.Sprintf("%d reads of the job, as before the tab was shown", n)
+			}
+			return ""
+		})
+	})
+
+	t.Run("a viewer's scans name their jobs without linking to pages it may not open", func(t *testing.T) {
+		p := b.page(t)
+		p.signIn(viewer, te.pw[viewer])
+		p.waitJS("the scans listed", `document.querySelectorAll('#scans-table tbody tr').length > 0`)
+		if n, _ := p.eval(`document.querySelectorAll('#scans-table tbody a[href^="#/ingestions/"]').length`).(float64); n != 0 {
+			t.Errorf("the viewer's scans link %v job pages, which answer it 403", n)
+		}
+		if named, _ := p.eval(`[...document.querySelectorAll('#scans-table tbody tr')].every(tr => tr.cells[4].textContent !== '' && tr.cells[4].firstElementChild.title !== '')`).(bool); !named {
+			t.Error("the viewer's scans do not name their jobs")
+		}
+		p = b.page(t)
+		p.signIn(admin, te.pw[admin])
+		p.waitJS("the admin's scans link their jobs", `document.querySelectorAll('#scans-table tbody a[href^="#/ingestions/"]').length > 0`)
+	})
+
+	// Every control, link and progress bar the pages show has a name a
+	// screen reader can announce, as Chromium's accessibility tree computes it.
+	t.Run("every control and progress bar has an accessible name", func(t *testing.T) {
+		p := b.page(t)
+		p.signIn(admin, te.pw[admin])
+		views := []struct{ hash, ready string }{
+			{"#/scans", `document.querySelectorAll('#jobs-table tbody tr').length > 0`},
+			{"#/findings", `document.querySelectorAll('#findings-table tbody tr').length > 0 && !document.querySelector('#providers-bar').hidden`},
+			{"#/providers", `!document.querySelector('#providers-plan-bar').hidden`},
+		}
+		for _, v := range views {
+			p.eval(`location.hash = '` + v.hash + `'`)
+			p.waitJS(v.hash+" loaded", v.ready)
+			for _, n := range p.unnamed("button", "link", "textbox", "searchbox", "combobox", "checkbox", "progressbar", "spinbutton") {
+				t.Errorf("%s: %s", v.hash, n)
+			}
+		}
+		p.eval(`location.hash = '#/scans'`)
+		p.openImport()
+		for _, n := range p.unnamed("button", "textbox", "progressbar") {
+			t.Errorf("Import Findings: %s", n)
 		}
 	})
 

@@ -141,6 +141,14 @@ function route() {
   }
 }
 window.addEventListener('hashchange', route);
+// A running job's page stops refreshing while the tab is hidden; shown
+// again, it reads the job at once and goes on refreshing while it runs.
+document.addEventListener('visibilitychange', () => {
+  const m = location.hash.match(/^#\/ingestions\/([^/]+)$/);
+  if (document.hidden || !m || $('job-view').hidden) return;
+  clearTimeout(viewTimer);
+  showJob(decodeURIComponent(m[1]));
+});
 
 // ---- scans page -----------------------------------------------------------
 
@@ -232,9 +240,11 @@ async function loadScans() {
     src.append(el('span', a.trigger === 'imported' ? 'Imported' : a.trigger, 'badge imported'));
     const job = el('td');
     if (a.ingestion_id) {
-      const link = el('a', a.ingestion_id.split('-')[0]);
+      // A job's page needs Manage Ingestions: without it the job is named,
+      // not linked to a page that would only answer 403.
+      const link = el(can('manage_ingestions') ? 'a' : 'span', a.ingestion_id.split('-')[0]);
       link.title = a.ingestion_id;
-      link.href = '#/ingestions/' + encodeURIComponent(a.ingestion_id);
+      if (can('manage_ingestions')) link.href = '#/ingestions/' + encodeURIComponent(a.ingestion_id);
       job.append(link);
     }
     const tr = el('tr');
