@@ -21,6 +21,7 @@ import (
 	"github.com/posture-dev/posture/internal/auth"
 	"github.com/posture-dev/posture/internal/billing"
 	"github.com/posture-dev/posture/internal/ingest"
+	"github.com/posture-dev/posture/internal/ocsf"
 	"github.com/posture-dev/posture/internal/store"
 )
 
@@ -134,7 +135,7 @@ func (b *Billing) Resolve(ctx context.Context, t *posturev1.Tenant, accounts []b
 		taken := map[string]billing.Account{}
 		for i := range ps {
 			p := &ps[i]
-			acct := billing.Account{Type: billing.ProviderType(p.Spec.Type), UID: p.Spec.UID}
+			acct := billing.Account{Type: ocsf.ProviderType(p.Spec.Type), UID: p.Spec.UID}
 			taken[p.Name] = acct
 			if p.DeletionTimestamp.IsZero() {
 				byAccount[acct] = p
@@ -227,7 +228,7 @@ func (b *Billing) create(ctx context.Context, t *posturev1.Tenant, ns, name stri
 				LabelOrigin:              string(posturev1.ProviderImported),
 			},
 		},
-		Spec: posturev1.ProviderSpec{Type: billing.ProviderType(a.Type), UID: a.UID, Origin: posturev1.ProviderImported},
+		Spec: posturev1.ProviderSpec{Type: ocsf.ProviderType(a.Type), UID: a.UID, Origin: posturev1.ProviderImported},
 	}
 	if ingestion != "" {
 		p.Annotations = map[string]string{"posture.dev/created-by-ingestion": ingestion}
@@ -243,7 +244,7 @@ func (b *Billing) create(ctx context.Context, t *posturev1.Tenant, ns, name stri
 	if err := b.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &got); err != nil {
 		return false, fmt.Errorf("read Provider %s/%s: %w", ns, name, err)
 	}
-	if billing.ProviderType(got.Spec.Type) == billing.ProviderType(a.Type) && got.Spec.UID == a.UID {
+	if ocsf.ProviderType(got.Spec.Type) == ocsf.ProviderType(a.Type) && got.Spec.UID == a.UID {
 		return false, nil
 	}
 	return false, fmt.Errorf("Provider %s/%s, admitted for account %s, was taken by account %s/%s meanwhile", ns, name, a.Key(), got.Spec.Type, got.Spec.UID)

@@ -14,10 +14,12 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/posture-dev/posture/internal/ocsf"
 )
 
 // Account is one billable cloud account: a provider type and an account id,
-// as the validator reports them (type lower-cased, both trimmed).
+// as the validator reports them (type by ocsf.ProviderType, both trimmed).
 type Account struct{ Type, UID string }
 
 // Key is the "type/uid" form the worker's allowed set and Ingestion
@@ -26,27 +28,17 @@ func (a Account) Key() string { return a.Type + "/" + a.UID }
 
 // Normal is the account as a Provider records it: its type fitted to
 // Provider spec.type.
-func (a Account) Normal() Account { return Account{ProviderType(a.Type), a.UID} }
+func (a Account) Normal() Account { return Account{ocsf.ProviderType(a.Type), a.UID} }
 
 var (
-	dnsLabel     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-	notDNSChars  = regexp.MustCompile(`[^a-z0-9]+`)
-	notTypeChars = regexp.MustCompile(`[^a-z0-9]`)
+	dnsLabel    = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	notDNSChars = regexp.MustCompile(`[^a-z0-9]+`)
 )
-
-// ProviderType fits a scanner's provider name to Provider spec.type ([a-z0-9]+).
-func ProviderType(t string) string {
-	v := notTypeChars.ReplaceAllString(strings.ToLower(t), "")
-	if v == "" {
-		return "unknown"
-	}
-	return v
-}
 
 // ProviderName is the Provider name of an account: "<type>-<uid>" when that is
 // a DNS label already (aws-123456789012), else HashedProviderName.
 func ProviderName(typ, uid string) string {
-	if name := ProviderType(typ) + "-" + uid; len(name) <= 63 && dnsLabel.MatchString(name) {
+	if name := ocsf.ProviderType(typ) + "-" + uid; len(name) <= 63 && dnsLabel.MatchString(name) {
 		return name
 	}
 	return HashedProviderName(typ, uid)
@@ -57,7 +49,7 @@ func ProviderName(typ, uid string) string {
 // when the plain name is taken by another account.
 func HashedProviderName(typ, uid string) string {
 	sum := sha256.Sum256([]byte(typ + "/" + uid))
-	base := strings.Trim(notDNSChars.ReplaceAllString(strings.ToLower(ProviderType(typ)+"-"+uid), "-"), "-")
+	base := strings.Trim(notDNSChars.ReplaceAllString(strings.ToLower(ocsf.ProviderType(typ)+"-"+uid), "-"), "-")
 	if len(base) > 54 {
 		base = strings.TrimRight(base[:54], "-")
 	}

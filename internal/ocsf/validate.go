@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -341,7 +342,21 @@ func account(provider, id jval) (string, string, bool) {
 	if p == "" || u == "" || strings.IndexByte(p, 0) >= 0 || strings.IndexByte(u, 0) >= 0 {
 		return "", "", false
 	}
-	return strings.ToLower(p), u, true
+	return ProviderType(p), u, true
+}
+
+var notProviderTypeChars = regexp.MustCompile(`[^a-z0-9]`)
+
+// ProviderType is a scanner's provider name as findings, scans and
+// Providers (spec.type, [a-z0-9]+) all record it: lower-cased, other
+// characters dropped ("unknown" when none is left), so that
+// filter[provider_type] names the findings of a Provider's type.
+func ProviderType(name string) string {
+	v := notProviderTypeChars.ReplaceAllString(strings.ToLower(name), "")
+	if v == "" {
+		return "unknown"
+	}
+	return v
 }
 
 // noNUL drops NUL characters from descriptive fields: JSON allows \u0000

@@ -266,6 +266,12 @@ func TestFindingFields(t *testing.T) {
 			func(f Finding) bool { return f.Severity == "other" }},
 		{"provider lower-cased", []func(map[string]any){set("cloud.provider", " Azure ")},
 			func(f Finding) bool { return f.ProviderType == "azure" }},
+		// As a Provider's spec.type records it, so filter[provider_type]
+		// names both.
+		{"provider as a Provider's type", []func(map[string]any){set("cloud.provider", "Weird Provider!")},
+			func(f Finding) bool { return f.ProviderType == "weirdprovider" }},
+		{"provider of no letter or digit", []func(map[string]any){set("cloud.provider", "?!")},
+			func(f Finding) bool { return f.ProviderType == "unknown" && f.ProviderUID == "123456789012" }},
 		{"cloud account wins over unmapped", []func(map[string]any){set("unmapped.provider", "gcp"), set("unmapped.provider_uid", "p")},
 			func(f Finding) bool { return f.ProviderType == "aws" && f.ProviderUID == "123456789012" }},
 		{"unmapped fallback", []func(map[string]any){del("cloud"), set("unmapped.provider", "Kubernetes"), set("unmapped.provider_uid", "ctx-1")},
