@@ -170,8 +170,10 @@ func (r *IngestionReconciler) now() metav1.Time {
 // foreignTenant says why the tenant an Ingestion would be stored under
 // (TenantOf: its label, else its namespace's name) cannot be trusted: it is
 // not the tenant that owns the Ingestion's namespace, or no Tenant owns that
-// namespace. Empty when it is the owner, or for a declared Ingestion not
-// labelled yet (labelTenant labels it with the owner, or fails it).
+// namespace and the one claimed exists. Empty when it is the owner, when
+// neither exists (nothing of anyone's is touched; billing then refuses the
+// report), or for a declared Ingestion not labelled yet (labelTenant labels
+// it with the owner, or fails it).
 func (r *IngestionReconciler) foreignTenant(ctx context.Context, ing *posturev1.Ingestion) (string, error) {
 	label := ing.Labels[posturev1.LabelTenant]
 	if label == "" && declared(ing) {
@@ -185,8 +187,8 @@ func (r *IngestionReconciler) foreignTenant(ctx context.Context, ing *posturev1.
 	owner := ns.Labels[posturev1.LabelTenant]
 	if owner == "" {
 		t, err := auth.TenantForNamespace(ctx, r.Client, ing.Namespace)
-		// A namespace no Tenant owns (or that several claim) stores nothing
-		// under any tenant: a label there would name one at will.
+		// A namespace no Tenant owns (or that several claim) may not store
+		// under a Tenant that exists: that Tenant's namespace is another.
 		var ae *auth.Error
 		switch {
 		case errors.As(err, &ae):
@@ -194,7 +196,12 @@ func (r *IngestionReconciler) foreignTenant(ctx context.Context, ing *posturev1.
 		case err != nil:
 			return "", err
 		case t == nil:
-			return fmt.Sprintf("no Tenant uses namespace %s, so the report cannot be stored under a tenant; nothing was read or stored", ing.Namespace), nil
+			var claimedTenant posturev1.Tenant
+			if err := r.Get(ctx, types.NamespacedName{Name: claimed}, &claimedTenant); err != nil {
+				return "", client.IgnoreNotFound(err)
+			}
+			return fmt.Sprintf("tenant %s does not use namespace %s, which no Tenant uses; an Ingestion is stored only under the tenant of its namespace, "+
+				"so nothing was read or stored: create it in the tenant's namespace", claimed, ing.Namespace), nil
 		}
 		owner = auth.LabelValue(t.Name)
 	}

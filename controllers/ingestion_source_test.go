@@ -471,6 +471,16 @@ func TestIngestionTenantLabelCannotNameAnotherTenant(t *testing.T) {
 		}
 		refused = append(refused, got)
 	}
+	// In a namespace no Tenant uses, a label naming the victim is refused too.
+	tenantless := newNamespace(t, "tenantless")
+	create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "report", Namespace: tenantless}, Data: map[string]string{"r.ocsf.json": forged}})
+	stray := declaredIngestion(tenantless, "nightly", posturev1.IngestionSource{ConfigMapRef: &posturev1.ReportKeyRef{Name: "report", Key: "r.ocsf.json"}})
+	stray.Labels = map[string]string{posturev1.LabelTenant: victim}
+	create(t, stray)
+	if got := waitPhase(t, stray, posturev1.IngestionFailed); !strings.Contains(got.Status.Message, "does not use namespace") {
+		t.Errorf("tenantless: status message = %q, want it to say the tenant does not use the namespace", got.Status.Message)
+	}
+	refused = append(refused, stray)
 	time.Sleep(time.Second) // several poll intervals
 	if n := findingCount(t, st, victim); n != 3 {
 		t.Errorf("victim findings = %d after the forged Ingestions, want still 3", n)

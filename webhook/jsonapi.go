@@ -105,11 +105,13 @@ func acceptsJSONAPI(accept []string) bool {
 	if strings.TrimSpace(all) == "" {
 		return true
 	}
-	return quality(all, "vnd.api+json") > 0 || quality(all, "json") > 0
+	return quality(all, MediaType) > 0 || quality(all, "application/json") > 0
 }
 
-// quality is the weight the Accept header gives to application/<sub>.
-func quality(accept, sub string) float64 {
+// quality is the weight the Accept header gives to the media type
+// mediaType (type/subtype, lower case).
+func quality(accept, mediaType string) float64 {
+	wantType, wantSub, _ := strings.Cut(mediaType, "/")
 	best, q := -1, 0.0
 	for _, r := range strings.Split(accept, ",") {
 		mt, params, _ := strings.Cut(r, ";")
@@ -119,9 +121,9 @@ func quality(accept, sub string) float64 {
 		}
 		var specificity int
 		switch {
-		case typ == "application" && subtype == sub:
+		case typ == wantType && subtype == wantSub:
 			specificity = 2
-		case typ == "application" && subtype == "*":
+		case typ == wantType && subtype == "*":
 			specificity = 1
 		case typ == "*" && subtype == "*":
 			specificity = 0

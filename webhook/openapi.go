@@ -66,19 +66,27 @@ func (s *Server) serveSchema(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(doc)
 }
 
-// schemaFormat picks the rendering from Accept: the first listed type that
-// names one of them wins; JSON when nothing is said.
+// schemaFormat picks the rendering from Accept: YAML when a YAML type has
+// a higher quality than every JSON type, JSON otherwise (and when nothing
+// is said); neither when both have quality 0, as q=0 refuses a type.
 func schemaFormat(accept string) (asYAML, ok bool) {
 	if strings.TrimSpace(accept) == "" {
 		return false, true
 	}
-	for _, part := range strings.Split(accept, ",") {
-		switch strings.ToLower(strings.TrimSpace(strings.SplitN(part, ";", 2)[0])) {
-		case openAPIJSONType, "application/json", MediaType, "application/*", "*/*":
-			return false, true
-		case openAPIYAMLType, "application/vnd.oai.openapi", "application/x-yaml", "text/yaml":
-			return true, true
+	best := func(types ...string) float64 {
+		q := 0.0
+		for _, t := range types {
+			q = max(q, quality(accept, t))
 		}
+		return q
+	}
+	qJSON := best(openAPIJSONType, "application/json", MediaType)
+	qYAML := best(openAPIYAMLType, "application/vnd.oai.openapi", "application/x-yaml", "text/yaml")
+	switch {
+	case qYAML > qJSON:
+		return true, true
+	case qJSON > 0:
+		return false, true
 	}
 	return false, false
 }
