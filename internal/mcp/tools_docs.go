@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -68,7 +69,7 @@ type searchDocsIn struct {
 
 type getDocIn struct {
 	Name   string `json:"name" jsonschema:"page name as list_docs or search_docs gives it, e.g. 'mcp'"`
-	Offset int    `json:"offset,omitempty" jsonschema:"character offset to continue from (next_offset of the previous call)"`
+	Offset int    `json:"offset,omitempty" jsonschema:"offset in characters (not bytes) to continue from: next_offset of the previous call"`
 }
 
 type getOCSFIn struct {
@@ -84,7 +85,7 @@ func (s *Server) registerDocTools() {
 	}, false, func(_ context.Context, _ *caller, _ listDocsIn) (any, error) {
 		out := make([]docInfo, 0, len(s.docs.docs))
 		for _, d := range s.docs.docs {
-			info := docInfo{Name: d.Name, Title: d.Title, Chars: len(d.Text), Sections: []string{}}
+			info := docInfo{Name: d.Name, Title: d.Title, Chars: utf8.RuneCountInString(d.Text), Sections: []string{}}
 			for _, sec := range d.Sections {
 				if sec.Level <= 3 {
 					info.Sections = append(info.Sections, strings.Repeat("#", sec.Level)+" "+sec.Heading)
@@ -134,21 +135,12 @@ func (s *Server) registerDocTools() {
 		if !ok {
 			return nil, fmt.Errorf("no documentation page %q; the pages are: %s", in.Name, strings.Join(s.docs.names(), ", "))
 		}
-		if in.Offset > len(d.Text) {
-			return nil, fmt.Errorf("offset %d is past the end of %s (%d characters)", in.Offset, d.Name, len(d.Text))
-		}
-		end := len(d.Text)
-		var next any
-		if end-in.Offset > docChunk {
-			end = in.Offset + docChunk
-			// End at a line break so that Markdown is not cut mid-line.
-			if i := strings.LastIndexByte(d.Text[in.Offset:end], '\n'); i > 0 {
-				end = in.Offset + i + 1
-			}
-			next = end
+		text, chunk, next := docPage(d.Text, in.Offset)
+		if text == nil {
+			return nil, fmt.Errorf("offset %d is past the end of %s (%d characters)", in.Offset, d.Name, utf8.RuneCountInString(d.Text))
 		}
 		return map[string]any{"name": d.Name, "title": d.Title, "offset": in.Offset, "next_offset": next,
-			"total_chars": len(d.Text), "text": d.Text[in.Offset:end]}, nil
+			"total_chars": len(text), "text": chunk}, nil
 	})
 
 	addTool(s, &mcpsdk.Tool{
@@ -164,4 +156,29 @@ func (s *Server) registerDocTools() {
 		}
 		return ref, nil
 	})
+}
+
+// docPage cuts the page text at offset, in characters (not bytes, so that
+// an offset an agent computes never splits one), into a chunk of at most
+// docChunk characters that ends at a line break when it can. text is the
+// page as characters, nil when offset is past its end; next is the offset
+// of the following chunk, nil after the last.
+func docPage(page string, offset int) (text []rune, chunk string, next any) {
+	text = []rune(page)
+	if offset > len(text) {
+		return nil, "", nil
+	}
+	end := len(text)
+	if end-offset > docChunk {
+		end = offset + docChunk
+		// End at a line break so that Markdown is not cut mid-line.
+		for i := end - 1; i > offset; i-- {
+			if text[i] == '\n' {
+				end = i + 1
+				break
+			}
+		}
+		next = end
+	}
+	return text, string(text[offset:end]), next
 }
