@@ -475,6 +475,9 @@ func TestAgainstTheAPI(t *testing.T) {
 		{api, []string{"ingestions", "list", "-o", "yaml"}, ExitUsage, "table or json"},
 		{api, []string{"ingestions", "list", "--page-size", "500"}, ExitUsage, "between 1 and 100"},
 		{api, []string{"ingestions", "get"}, ExitUsage, "needs an ingestion job id"},
+		// A dot segment would read the list the API redirects it to.
+		{api, []string{"ingestions", "get", "."}, ExitUsage, `ingestion id: "." is not an id`},
+		{api, []string{"ingestions", "errors", ".."}, ExitUsage, `ingestion id: ".." is not an id`},
 	} {
 		res := run(t, tc.env, tc.args...)
 		if res.code != tc.code || !strings.Contains(res.stderr, tc.want) {

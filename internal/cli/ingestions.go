@@ -161,7 +161,11 @@ func (a *app) errorsCommand(client func() (*apiClient, error)) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rows, raw, pg, err := fetchPages[restapi.IngestionError](cmd.Context(), c, restapi.PathIngestions+"/"+url.PathEscape(ids[0])+"/errors", url.Values{}, page, size, all)
+			seg, err := restapi.IDSegment(ids[0])
+			if err != nil {
+				return usageError{fmt.Errorf("ingestion id: %w", err)}
+			}
+			rows, raw, pg, err := fetchPages[restapi.IngestionError](cmd.Context(), c, restapi.PathIngestions+"/"+seg+"/errors", url.Values{}, page, size, all)
 			if err != nil {
 				return err
 			}
@@ -229,8 +233,12 @@ fails (postctl ingestions errors ID tells why), 1 when waiting itself fails.`,
 type ingestion = restapi.Resource[restapi.Ingestion]
 
 func getIngestion(ctx context.Context, c *apiClient, id string) (ingestion, []byte, error) {
+	seg, err := restapi.IDSegment(id)
+	if err != nil {
+		return ingestion{}, nil, usageError{fmt.Errorf("ingestion id: %w", err)}
+	}
 	var doc restapi.ResourceDocument[restapi.Ingestion]
-	raw, err := c.do(ctx, "GET", restapi.PathIngestions+"/"+url.PathEscape(id), nil, nil, &doc)
+	raw, err := c.do(ctx, "GET", restapi.PathIngestions+"/"+seg, nil, nil, &doc)
 	return doc.Data, raw, err
 }
 

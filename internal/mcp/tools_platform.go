@@ -113,16 +113,14 @@ func (c *caller) one(ctx context.Context, path string, q url.Values) (map[string
 // pathID keeps an id to one path segment: an id with a slash must not
 // address another endpoint of the API.
 func pathID(kind, id string) (string, error) {
-	id = strings.TrimSpace(id)
-	if id == "" {
+	if strings.TrimSpace(id) == "" {
 		return "", fmt.Errorf("%s id is required", kind)
 	}
-	// url.PathEscape keeps dots: "." or ".." would be a dot segment, which
-	// the API redirects to the parent endpoint (and the client follows).
-	if id == "." || id == ".." {
-		return "", fmt.Errorf("%s id %q is not an id; use the id that list or search tools return", kind, id)
+	seg, err := restapi.IDSegment(id)
+	if err != nil {
+		return "", fmt.Errorf("%s id %q is not an id; use the id that list or search tools return", kind, strings.TrimSpace(id))
 	}
-	return url.PathEscape(id), nil
+	return seg, nil
 }
 
 type query url.Values

@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"strings"
 )
 
 // DefaultMaxResponseBytes bounds what one response may occupy in memory; a
@@ -51,6 +52,21 @@ func (c *Client) URL(path string, q url.Values) *url.URL {
 		u.RawQuery = q.Encode()
 	}
 	return u
+}
+
+// IDSegment is id as one escaped path segment: "/ingestions/" +
+// IDSegment(id) addresses that resource and no other. url.PathEscape keeps
+// dots, and "." or ".." would be a dot segment, which the API redirects to
+// the parent endpoint (a list, or the API root).
+func IDSegment(id string) (string, error) {
+	id = strings.TrimSpace(id)
+	switch id {
+	case "":
+		return "", errors.New("an id is required")
+	case ".", "..":
+		return "", fmt.Errorf("%q is not an id", id)
+	}
+	return url.PathEscape(id), nil
 }
 
 // Call is one request.

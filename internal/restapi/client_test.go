@@ -265,3 +265,27 @@ func TestPaging(t *testing.T) {
 		})
 	}
 }
+
+// An id is one path segment, and addresses nothing but its resource.
+func TestIDSegment(t *testing.T) {
+	for _, tc := range []struct {
+		id, want string
+		ok       bool
+	}{
+		{"abc", "abc", true},
+		{" 3f2a ", "3f2a", true},
+		{"../tenant", "..%2Ftenant", true},
+		{"...", "...", true},
+		{"a b", "a%20b", true},
+		{"", "", false},
+		{"  ", "", false},
+		{".", "", false},
+		{"..", "", false},
+		{" .. ", "", false},
+	} {
+		got, err := restapi.IDSegment(tc.id)
+		if got != tc.want || (err == nil) != tc.ok {
+			t.Errorf("IDSegment(%q) = %q, %v; want %q, ok %v", tc.id, got, err, tc.want, tc.ok)
+		}
+	}
+}
