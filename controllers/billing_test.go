@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -371,5 +372,23 @@ func TestBillingWithJobExecutor(t *testing.T) {
 	// A retried attempt rebuilds the same restriction from the status.
 	if a := controllers.AllowedAccountsOf(got); len(a) != 1 || !a["aws/777777777777"] {
 		t.Errorf("AllowedAccountsOf = %v, want the first attempt's decision", a)
+	}
+}
+
+// A try that fails on a cancelled context (a manager shutting down) is an
+// error, never a success without a ledger: client-go's retry takes such a
+// try for an interrupted wait and answers with the last conflict, none.
+func TestAdmitOnACancelledContext(t *testing.T) {
+	b := &controllers.Billing{Client: k8s, APIReader: k8s}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	p := &posturev1.Provider{ObjectMeta: metav1.ObjectMeta{Name: "aws-111111111111", Namespace: "tenant-x"},
+		Spec: posturev1.ProviderSpec{Type: "aws", UID: "111111111111"}}
+	admitted, _, _, err := b.AdmitProvider(ctx, "x", p)
+	if err == nil || !errors.Is(err, context.Canceled) || admitted {
+		t.Errorf("AdmitProvider on a cancelled context = admitted %v, %v; want context.Canceled", admitted, err)
+	}
+	if _, err := b.Prune(ctx, "x"); !errors.Is(err, context.Canceled) {
+		t.Errorf("Prune on a cancelled context: %v; want context.Canceled", err)
 	}
 }
