@@ -312,6 +312,15 @@ func TestThroughKubeAggregator(t *testing.T) {
 		}
 	})
 
+	t.Run("kubectl explain finds the served kinds", func(t *testing.T) {
+		k := kubectl{t: t, kubeconfig: k.kubeconfig}
+		for resource, field := range map[string]string{"findings": "statusCode", "scans": "findingCount", "ingestionerrors": "recordIndex"} {
+			if r := k.run(nil, "explain", resource); r.err != nil || !strings.Contains(r.stdout, field) {
+				t.Errorf("kubectl explain %s: %v\n%s%s", resource, r.err, r.stdout, r.stderr)
+			}
+		}
+	})
+
 	t.Run("a malformed report is a 400 naming the byte offset", func(t *testing.T) {
 		k := kubectl{t: t, kubeconfig: k.kubeconfig}
 		bad := filepath.Join(t.TempDir(), "bad.ocsf.json")

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/kube-openapi/pkg/common"
+	"k8s.io/kube-openapi/pkg/util"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 )
 
@@ -45,9 +46,24 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 	return defs
 }
 
-// ModelName is the definition name of a served type, the one the generic
-// server looks definitions up by.
-func ModelName(t reflect.Type) string { return t.PkgPath() + "." + t.Name() }
+// ModelName is the definition name of a served type: the REST-friendly name
+// (com.github.posture-dev.posture.api.data.v1alpha1.Finding) that the
+// generic server looks definitions up by (the types' OpenAPIModelName) and
+// that the scheme's definition namer tags with x-kubernetes-group-version-kind,
+// which kubectl explain needs to find a kind's schema.
+func ModelName(t reflect.Type) string { return util.ToRESTFriendlyName(t.PkgPath() + "." + t.Name()) }
+
+func modelName[T any]() string { return ModelName(reflect.TypeFor[T]()) }
+
+// OpenAPIModelName names each served type's definition; the scheme and the
+// OpenAPI builder use it instead of the Go package path.
+func (Finding) OpenAPIModelName() string            { return modelName[Finding]() }
+func (FindingList) OpenAPIModelName() string        { return modelName[FindingList]() }
+func (Scan) OpenAPIModelName() string               { return modelName[Scan]() }
+func (ScanList) OpenAPIModelName() string           { return modelName[ScanList]() }
+func (IngestionError) OpenAPIModelName() string     { return modelName[IngestionError]() }
+func (IngestionErrorList) OpenAPIModelName() string { return modelName[IngestionErrorList]() }
+func (Upload) OpenAPIModelName() string             { return modelName[Upload]() }
 
 func schemaOf(ref common.ReferenceCallback, t reflect.Type) (spec.Schema, string) {
 	for _, named := range []interface{ OpenAPIModelName() string }{metav1.Time{}, metav1.ObjectMeta{}, metav1.ListMeta{}, runtime.RawExtension{}} {
