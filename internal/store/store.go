@@ -354,5 +354,7 @@ type FindingGroup struct {
 type ScanQuery struct {
 	ProviderType string
 	ProviderUID  string
-	Page         Page
+	// IngestionID selects the scans an ingestion last wrote to.
+	IngestionID string
+	Page        Page
 }

@@ -302,6 +302,27 @@ func TestThroughKubeAggregator(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitCompleted(t, admin, ns, ing.Name)
+		// The ingestion field selector lists the scans that ingestion last
+		// wrote, not every scan of the tenant.
+		all, _, err := env.Store.ListScans(context.Background(), env.Tenant, store.ScanQuery{Page: store.Page{Number: 1, Size: 1000}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for _, sc := range all {
+			if sc.IngestionID == ing.Name {
+				want = append(want, "scan.data.posture.dev/"+sc.ID)
+			}
+		}
+		if len(want) == 0 || len(want) == len(all) {
+			t.Fatalf("the mixed example wrote %d of the tenant's %d scans; the check needs some, not all", len(want), len(all))
+		}
+		got := strings.Fields(k.ok("get", "scans", "-n", ns, "--field-selector", "ingestion="+ing.Name, "-o", "name"))
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("--field-selector ingestion=%s listed scans %q, want %q", ing.Name, got, want)
+		}
 		errs := strings.Fields(k.ok("get", "ingestionerrors", "-n", ns, "--field-selector", "ingestion="+ing.Name, "--chunk-size=3", "-o", "name"))
 		if len(errs) != 4 {
 			t.Fatalf("the mixed example lists %d ingestion errors, want 4: %q", len(errs), errs)

@@ -79,7 +79,8 @@ func (st *scanStorage) List(ctx context.Context, opts *metainternalversion.ListO
 	size := listLimit(opts)
 	rows, count, err := st.s.opts.Store.ListScans(ctx, tenant.Name, store.ScanQuery{
 		ProviderType: filters["providerType"], ProviderUID: filters["providerUID"],
-		Page: store.Page{Number: page, Size: size},
+		IngestionID: filters["ingestion"],
+		Page:        store.Page{Number: page, Size: size},
 	})
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)

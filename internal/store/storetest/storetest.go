@@ -1459,6 +1459,33 @@ func testListScans(t *testing.T, s store.Store) {
 	if total != 1 || len(got) != 1 || got[0].FindingCount != 1 || got[0].IngestionID != "ing-9" {
 		t.Fatalf("tenant B scans: %+v total %d", got, total)
 	}
+
+	// By the ingestion that last wrote the scan (the aggregated API's
+	// ingestion field selector); another tenant's ingestion selects none.
+	must(t, s.StartRun(ctx, tenantA, "ing-2", 1, 1), "StartRun ing-2")
+	must(t, s.WriteBatch(ctx, tenantA, "ing-2", 1, store.Batch{Scans: []store.Scan{
+		{ID: "s-ing-2", ProviderType: "aws", ProviderUID: "333", Trigger: "imported"},
+	}}), "WriteBatch ing-2")
+	for _, tc := range []struct {
+		tenant, ingestion string
+		want              []string
+	}{
+		{tenantA, "ing-2", []string{"s-ing-2"}},
+		{tenantA, "ing-1", []string{"s-aws-1", "s-aws-2", "s-gcp"}},
+		{tenantA, "ing-9", nil},
+		{tenantB, "ing-9", []string{"s-aws-1"}},
+	} {
+		got, total, err := s.ListScans(ctx, tc.tenant, store.ScanQuery{IngestionID: tc.ingestion})
+		must(t, err, "ListScans by ingestion")
+		var ids []string
+		for _, sc := range got {
+			ids = append(ids, sc.ID)
+		}
+		slices.Sort(ids)
+		if total != len(tc.want) || !slices.Equal(ids, tc.want) {
+			t.Errorf("ListScans(%s, ingestion %s) = %v (total %d), want %v", tc.tenant, tc.ingestion, ids, total, tc.want)
+		}
+	}
 }
 
 // checkBoundedGroups checks groups counted under a count limit that the

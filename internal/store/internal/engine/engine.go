@@ -1083,6 +1083,9 @@ func ScanWhere(a *Args, tenant string, q store.ScanQuery) string {
 	if q.ProviderUID != "" {
 		conds = append(conds, "s.provider_uid = "+a.Add(q.ProviderUID))
 	}
+	if q.IngestionID != "" {
+		conds = append(conds, "s.ingestion_id = "+a.Add(q.IngestionID))
+	}
 	return strings.Join(conds, " AND ")
 }
 
