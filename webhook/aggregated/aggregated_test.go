@@ -331,6 +331,31 @@ func TestThroughKubeAggregator(t *testing.T) {
 		if !strings.Contains(table, "RECORD") || !strings.Contains(table, "CODE") {
 			t.Errorf("kubectl get %s:\n%s", errs[0], table)
 		}
+
+		// A declared Ingestion's name may hold dots; the names of its
+		// errors (<ingestion>.<row>) still resolve.
+		report, err := os.ReadFile(filepath.Join(testenv.Root(), "examples", "aws_mixed_7_records.ocsf.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		if err := admin.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mixed-report", Namespace: ns},
+			Data: map[string]string{"r.ocsf.json": string(report)}}); err != nil {
+			t.Fatal(err)
+		}
+		dotted := &posturev1.Ingestion{ObjectMeta: metav1.ObjectMeta{Name: "nightly.2026-11-27", Namespace: ns},
+			Spec: posturev1.IngestionSpec{Source: posturev1.IngestionSource{ConfigMapRef: &posturev1.ReportKeyRef{Name: "mixed-report", Key: "r.ocsf.json"}}}}
+		if err := admin.Create(ctx, dotted); err != nil {
+			t.Fatal(err)
+		}
+		waitCompleted(t, admin, ns, dotted.Name)
+		errs = strings.Fields(k.ok("get", "ingestionerrors", "-n", ns, "--field-selector", "ingestion="+dotted.Name, "-o", "name"))
+		if len(errs) != 4 {
+			t.Fatalf("ingestion %s lists %d ingestion errors, want 4: %q", dotted.Name, len(errs), errs)
+		}
+		if r := k.run(nil, "get", errs[0], "-n", ns, "-o", "yaml"); r.err != nil || !strings.Contains(r.stdout, "ingestion: "+dotted.Name) {
+			t.Errorf("kubectl get %s: %v\n%s%s", errs[0], r.err, r.stdout, r.stderr)
+		}
 	})
 
 	t.Run("kubectl explain finds the served kinds", func(t *testing.T) {

@@ -146,9 +146,12 @@ func (st *errorStorage) Get(ctx context.Context, name string, _ *metav1.GetOptio
 	if err != nil {
 		return nil, err
 	}
-	ing, idText, ok := strings.Cut(name, ".")
+	// An Ingestion's own name may hold dots (nightly.2026-11-24): the row
+	// id follows the last one.
+	dot := strings.LastIndexByte(name, '.')
+	ing, idText := name[:max(dot, 0)], name[dot+1:]
 	id, perr := strconv.ParseInt(idText, 10, 64)
-	if !ok || perr != nil {
+	if dot <= 0 || perr != nil {
 		return nil, apierrors.NewNotFound(resource("ingestionerrors"), name)
 	}
 	for page := 1; ; page++ {
