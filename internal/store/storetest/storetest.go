@@ -69,6 +69,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SearchSemantics", testSearchSemantics},
 		{"Latest", testLatest},
 		{"LatestOrders", testLatestOrders},
+		{"LatestTiesAcrossScans", testLatestTiesAcrossScans},
 		{"ConcurrentReadsAndWrites", testConcurrent},
 		{"DeleteRunKeepsFindings", testDeleteRun},
 		{"DeleteTenantData", testDeleteTenantData},

@@ -111,8 +111,12 @@ func (p *spanPage) spans(first, last string) string {
 
 // inSpan renders the findings of one span (the row "spans" of the
 // statement) that match: the condition match (which bounds them in the
-// span), a latest scan's and q's condition, at most need of them in the
-// order of index. PostgreSQL reads them in a lateral subquery; SQLite,
+// span), a latest scan's and q's condition, the first need of them in
+// order, which runs to the id: the index gives it up to uid, and findings
+// of two latest scans can tie on every column but the id (one uid reported
+// for two accounts at the same event time), so a LIMIT in the index's
+// order alone cut such a run by insertion, listing one finding on two
+// pages and never the other. PostgreSQL reads them in a lateral subquery; SQLite,
 // which has none, as the rowids of a correlated one, named the index.
 func (p *spanPage) inSpan(match, index, order, cols string) string {
 	where := "tenant = " + p.t + " AND " + match + " AND " + p.cond
@@ -168,7 +172,11 @@ func latestKeyedPage(d Dialect, tenant string, q store.FindingQuery, parts []ord
 		return "(SELECT " + first + "(" + col + ") FROM findings WHERE " + w + ")"
 	}
 	need := strconv.Itoa(p.need)
-	index, order := SortIndex(col), orderBy(parts[1:3], nil)
+	// Within one value, the rest of the order, id included: findings of
+	// several latest scans may tie on everything but the id (one uid in
+	// two scans written together), and a LIMIT that cut such a run by the
+	// index's order rather than the id kept the wrong ones.
+	index, order := SortIndex(col), orderBy(parts[1:], nil)
 	match := func(v string) string { return col + " = " + v + " AND inserted_at BETWEEN spans.lo AND spans.hi" }
 	// counted counts value v's latest findings that match, up to need.
 	// Without latest findings, no value is counted at all.
@@ -189,7 +197,7 @@ func latestTimedPage(d Dialect, tenant string, q store.FindingQuery, parts []ord
 	p := newSpanPage(d, tenant, q, parts, limit, offset)
 	sql := `WITH ` + p.spans("first_event", "last_event") + `
 SELECT ` + FindingColumns + ` FROM spans ` +
-		p.inSpan("event_time BETWEEN spans.lo AND spans.hi", SortIndex("event_time"), orderBy(parts[:2], nil), "*") + p.end()
+		p.inSpan("event_time BETWEEN spans.lo AND spans.hi", SortIndex("event_time"), orderBy(parts, nil), "*") + p.end()
 	return Statement{SQL: sql, Args: p.a.Vals}
 }
 
