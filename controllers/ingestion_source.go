@@ -314,7 +314,7 @@ func (r *IngestionReconciler) readConfigMap(ctx context.Context, ns string, ref 
 	case apierrors.IsNotFound(err):
 		return nil, transient("spec.source.configMapRef: ConfigMap %s/%s does not exist", ns, ref.Name)
 	case apierrors.IsForbidden(err):
-		return nil, permanent(ingest.CodeUnreadable, "spec.source.configMapRef: the manager may not read ConfigMap %s/%s; is %s a Tenant's namespace?", ns, ref.Name, ns)
+		return nil, noAccess("ConfigMap", ns, ref.Name, "spec.source.configMapRef")
 	case err != nil:
 		return nil, fmt.Errorf("read ConfigMap %s/%s: %w", ns, ref.Name, err)
 	}
@@ -327,6 +327,17 @@ func (r *IngestionReconciler) readConfigMap(ctx context.Context, ns string, ref 
 	return nil, transient("spec.source.configMapRef: ConfigMap %s/%s has no key %s", ns, ref.Name, ref.Key)
 }
 
+// noAccess is a read of a declared source the manager was refused. It reads
+// only through the RoleBinding the tenant controller creates in a Tenant's
+// namespace, and a namespace reaches here only once a Tenant uses it
+// (labelTenant); an Ingestion applied together with its Tenant can get here
+// before that RoleBinding exists or is in force. So it is waited for, as a
+// ConfigMap not created yet is, and fails the ingestion once the wait is over.
+func noAccess(kind, ns, name, field string) *sourceError {
+	return transient("%s: the manager may not read %s %s/%s (yet): it reads only in a Tenant's namespace, "+
+		"through RoleBinding %s, which the Tenant grants", field, kind, ns, name, TenantAccessBindingName)
+}
+
 func (r *IngestionReconciler) readSecretKey(ctx context.Context, ns string, ref *posturev1.ReportKeyRef, field string) ([]byte, error) {
 	var sec corev1.Secret
 	err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, &sec)
@@ -334,7 +345,7 @@ func (r *IngestionReconciler) readSecretKey(ctx context.Context, ns string, ref 
 	case apierrors.IsNotFound(err):
 		return nil, transient("%s: Secret %s/%s does not exist", field, ns, ref.Name)
 	case apierrors.IsForbidden(err):
-		return nil, permanent(ingest.CodeUnreadable, "%s: the manager may not read Secret %s/%s; is %s a Tenant's namespace?", field, ns, ref.Name, ns)
+		return nil, noAccess("Secret", ns, ref.Name, field)
 	case err != nil:
 		return nil, fmt.Errorf("read Secret %s/%s: %w", ns, ref.Name, err)
 	}
