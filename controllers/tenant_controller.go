@@ -126,11 +126,32 @@ func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, err
 	}
 	deriveTenantStatus(&t, f)
-	if len(f.UnknownRoles)+len(f.MissingSecrets) > 0 {
+	switch {
+	case len(f.UnknownRoles)+len(f.MissingSecrets) > 0:
 		// Password Secrets are not watched: look again for the one awaited.
 		requeue = r.recheck()
+	case hasPasswordSecrets(&t) && (requeue == 0 || requeue > r.secretRecheck()):
+		// Nor is their deletion: look again now and then, so that a Tenant
+		// whose users can no longer sign in does not stay Ready.
+		requeue = r.secretRecheck()
 	}
 	return finishStatus(ctx, r.Client, &t, orig, requeue)
+}
+
+// hasPasswordSecrets says whether a user of t signs in with a password Secret.
+func hasPasswordSecrets(t *posturev1.Tenant) bool {
+	for _, u := range t.Spec.Users {
+		if u.PasswordSecretRef != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// secretRecheck is how often a Ready Tenant's password Secrets are looked at
+// again: ten times RecheckInterval, 5 minutes by default, as API key Secrets.
+func (r *TenantReconciler) secretRecheck() time.Duration {
+	return 10 * r.recheck()
 }
 
 func (r *TenantReconciler) now() time.Time {

@@ -233,6 +233,32 @@ func TestTenantUserChecks(t *testing.T) {
 	}
 }
 
+// TestTenantNoticesPasswordSecretDeleted: password Secrets are not watched,
+// so a Ready Tenant looks at them again now and then. One deleted after the
+// Tenant became Ready (a Secret pruned from Git, a rotation gone wrong)
+// makes it PasswordSecretMissing and Stalled, not Ready for ever while its
+// user cannot sign in.
+func TestTenantNoticesPasswordSecretDeleted(t *testing.T) {
+	runTenancy(t, nil)
+	ns := newNamespace(t, "users")
+	pw := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "d-password", Namespace: ns}, StringData: map[string]string{"password": "pw-123456"}}
+	if err := k8s.Create(context.Background(), pw); err != nil {
+		t.Fatal(err)
+	}
+	tn := newTenant(t, func(tn *posturev1.Tenant) {
+		tn.Spec.Namespace = ns
+		tn.Spec.Users = []posturev1.User{{Email: "d@example.com", Role: "admin", PasswordSecretRef: &posturev1.SecretKeyRef{Name: "d-password"}}}
+	})
+	waitTenant(t, tn.Name, "Ready", tenantReady(metav1.ConditionTrue, ""))
+	if err := k8s.Delete(context.Background(), pw); err != nil {
+		t.Fatal(err)
+	}
+	got := waitTenant(t, tn.Name, "PasswordSecretMissing after the Secret was deleted", tenantReady(metav1.ConditionFalse, controllers.ReasonPasswordSecret))
+	if !meta.IsStatusConditionTrue(got.Status.Conditions, posturev1.ConditionStalled) {
+		t.Errorf("conditions %+v, want Stalled=True", got.Status.Conditions)
+	}
+}
+
 func newProvider(t *testing.T, ns, typ, uid string, origin posturev1.ProviderOrigin) *posturev1.Provider {
 	t.Helper()
 	p := &posturev1.Provider{
