@@ -208,6 +208,12 @@ func TestRender(t *testing.T) {
 			if strings.Contains(r.notes, "EPHEMERAL") {
 				t.Errorf("NOTES warn of an ephemeral store with persistence on:\n%s", r.notes)
 			}
+			// A new volume's root directory belongs to root (0755) on most
+			// provisioners: without fsGroup the kubelet leaves it so, and the
+			// manager, user 65532, cannot create its database file there.
+			if g := dig(dep, "spec", "template", "spec", "securityContext", "fsGroup"); g != float64(65532) {
+				t.Errorf("pod securityContext fsGroup = %v, want 65532 so the manager may write the claim's root directory", g)
+			}
 		}},
 		{"SQLite on an existing claim", append(slices.Clone(sqlite), "persistence.enabled=true", "persistence.existingClaim=mine"), func(t *testing.T, r rendered) {
 			if pvcs := r.all("PersistentVolumeClaim"); len(pvcs) != 0 {
