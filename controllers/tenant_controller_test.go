@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -256,6 +257,33 @@ func TestTenantNoticesPasswordSecretDeleted(t *testing.T) {
 	got := waitTenant(t, tn.Name, "PasswordSecretMissing after the Secret was deleted", tenantReady(metav1.ConditionFalse, controllers.ReasonPasswordSecret))
 	if !meta.IsStatusConditionTrue(got.Status.Conditions, posturev1.ConditionStalled) {
 		t.Errorf("conditions %+v, want Stalled=True", got.Status.Conditions)
+	}
+}
+
+// TestTenantIngestionHistoryMaxAgeValidation: the API server refuses a
+// maxAge the manager cannot read. One it accepted but Go's time.ParseDuration
+// refuses ("30d") made the manager's Tenant informer fail to decode the list
+// of every Tenant: no Tenant was reconciled any more, and a restarted
+// manager never synced its cache nor served the API.
+func TestTenantIngestionHistoryMaxAgeValidation(t *testing.T) {
+	for _, tc := range []struct {
+		maxAge string
+		ok     bool
+	}{{"720h", true}, {"0s", true}, {"0", true}, {"1h30m", true}, {"1.5h", true}, {"30d", false}, {"1w", false}, {"soon", false}, {"", false}} {
+		t.Run(tc.maxAge, func(t *testing.T) {
+			u := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "posture.dev/v1alpha1", "kind": "Tenant",
+				"metadata": map[string]any{"generateName": "maxage-"},
+				"spec":     map[string]any{"ingestionHistory": map[string]any{"maxAge": tc.maxAge}},
+			}}
+			err := k8s.Create(context.Background(), u, client.DryRunAll)
+			switch {
+			case tc.ok && err != nil:
+				t.Errorf("maxAge %q refused: %v", tc.maxAge, err)
+			case !tc.ok && err == nil:
+				t.Errorf("maxAge %q accepted; the manager cannot decode it", tc.maxAge)
+			}
+		})
 	}
 }
 

@@ -102,7 +102,11 @@ type IngestionHistory struct {
 	// +optional
 	MaxCount *int32 `json:"maxCount,omitempty"`
 	// MaxAge is how long an ended Ingestion is kept after it ended; "0s"
-	// keeps them regardless of age. Absent: 720h (30 days).
+	// keeps them regardless of age. Absent: 720h (30 days). A Go duration
+	// (h, m, s, ms, us, ns; "30d" is not one): the API server refuses what
+	// the manager could not decode.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^0$|^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +optional
 	MaxAge *metav1.Duration `json:"maxAge,omitempty"`
 }
