@@ -324,6 +324,28 @@ func TestIngestionHistoryLimit(t *testing.T) {
 	}
 }
 
+// The history limit leaves declared Ingestions to their manifests: a GitOps
+// tool would apply a deleted one again, and it would be imported again.
+func TestIngestionHistoryKeepsDeclaredIngestions(t *testing.T) {
+	st := newStore(t)
+	runLifecycle(t, st, st, 0, nil)
+	tn := newTenant(t, func(tn *posturev1.Tenant) {
+		tn.Spec.IngestionHistory = &posturev1.IngestionHistory{MaxCount: ptrTo[int32](0)}
+	})
+	ns := waitTenant(t, tn.Name, "Ready", tenantReady(metav1.ConditionTrue, "")).Status.Namespace
+	create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "report", Namespace: ns}, Data: map[string]string{"r.ocsf.json": string(smallReport(t))}})
+	kept := declaredIngestion(ns, "nightly-2026-11-27", posturev1.IngestionSource{ConfigMapRef: &posturev1.ReportKeyRef{Name: "report", Key: "r.ocsf.json"}})
+	create(t, kept)
+	waitPhase(t, kept, posturev1.IngestionCompleted)
+	// An upload that ends is pruned (maxCount 0): the history limit has run.
+	pruned := upload(t, st, tn.Name, ns, accountsReport(t, 3, "987654321000"))
+	waitGone(t, pruned, 30*time.Second)
+	time.Sleep(time.Second)
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(kept), kept); err != nil || !kept.DeletionTimestamp.IsZero() {
+		t.Errorf("declared ingestion %s: %v, deletion %v; want it kept", kept.Name, err, kept.DeletionTimestamp)
+	}
+}
+
 func ptrTo[T any](v T) *T { return &v }
 
 // Deleting a Tenant keeps its data through the grace period, then deletes

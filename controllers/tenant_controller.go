@@ -180,7 +180,10 @@ func (r *TenantReconciler) pruneHistory(ctx context.Context, t *posturev1.Tenant
 	maxCount, maxAge := t.Spec.IngestionHistory.Limits()
 	ended := make([]*posturev1.Ingestion, 0, len(list.Items))
 	for i := range list.Items {
-		if ing := &list.Items[i]; ing.Status.Phase.Terminal() && ing.DeletionTimestamp.IsZero() {
+		// A declared Ingestion lives as long as its manifest: Git bounds
+		// those, and one deleted here would be applied again by a GitOps
+		// tool, and imported again.
+		if ing := &list.Items[i]; ing.Status.Phase.Terminal() && ing.DeletionTimestamp.IsZero() && !declared(ing) {
 			ended = append(ended, ing)
 		}
 	}

@@ -92,9 +92,11 @@ type TenantSpec struct {
 	IngestionHistory *IngestionHistory `json:"ingestionHistory,omitempty"`
 }
 
-// IngestionHistory is a history limit for ended Ingestions, like a CronJob's
-// history limits. An ended Ingestion is deleted when it is older than maxAge
-// or not among the newest maxCount, whichever comes first.
+// IngestionHistory is a history limit for ended uploaded Ingestions, like a
+// CronJob's history limits. An ended upload is deleted when it is older than
+// maxAge or not among the newest maxCount, whichever comes first. Ingestions
+// declared from a ConfigMap, Secret or URL are not counted or deleted: their
+// manifests bound them, and a GitOps tool would apply a deleted one again.
 type IngestionHistory struct {
 	// MaxCount is how many ended Ingestions are kept, newest first; 0 keeps
 	// none. Absent: 100.
