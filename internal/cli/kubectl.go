@@ -454,8 +454,9 @@ func (k *kubectlPlugin) errorsCommand() *cobra.Command {
 	return cmd
 }
 
-// list pages through a collection with limit/continue and prints each page
-// as it arrives, so a large list never sits in memory whole.
+// list pages through a collection with limit/continue. A table is printed
+// once every page is read, so that its columns line up; only its text rows
+// are held meanwhile, never the objects.
 func (k *kubectlPlugin) list(ctx context.Context, c *kube, path string, l listFlags) error {
 	q := url.Values{}
 	if l.fieldSelector != "" {
