@@ -146,6 +146,43 @@ func TestAPIKeyAdoptsOnlyANamedSecret(t *testing.T) {
 	}
 }
 
+// A live key whose spec.secretName is changed follows the Secret named: it
+// says so while that Secret is missing (the old key still works), and takes
+// the key the Secret holds once it appears.
+func TestAPIKeyFollowsARenamedSecret(t *testing.T) {
+	runTenancy(t, nil)
+	tn := newTenant(t, nil)
+	ns := waitTenant(t, tn.Name, "Ready", tenantReady(metav1.ConditionTrue, "")).Status.Namespace
+	first, second := newKeyValue(t), newKeyValue(t)
+	create(t, keySecret(ns, "first-key", first))
+	k := newAPIKey(t, ns, "mover", func(k *posturev1.APIKey) { k.Spec.SecretName = "first-key" })
+	waitAPIKey(t, k, keyReady(metav1.ConditionTrue, controllers.ReasonKeyActive))
+
+	rename := func() error {
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(k), k); err != nil {
+			return err
+		}
+		k.Spec.SecretName = "second-key"
+		return k8s.Update(context.Background(), k)
+	}
+	if err := rename(); err != nil {
+		t.Fatal(err)
+	}
+	got := waitAPIKey(t, k, keyReady(metav1.ConditionFalse, controllers.ReasonSecretMissing))
+	ready := meta.FindStatusCondition(got.Status.Conditions, posturev1.ConditionReady)
+	if got.Status.Hash != auth.HashKey(first) || got.Status.SecretName != "first-key" || !strings.Contains(ready.Message, "second-key") {
+		t.Errorf("renamed to a missing Secret: status %+v, Ready %q; want the first key kept and the missing Secret named", got.Status, ready.Message)
+	}
+
+	create(t, keySecret(ns, "second-key", second))
+	got = waitAPIKey(t, k, func(k *posturev1.APIKey) bool {
+		return k.Status.Hash == auth.HashKey(second) && readyIs(k.Status.Conditions, metav1.ConditionTrue, controllers.ReasonKeyActive)
+	})
+	if got.Status.SecretName != "second-key" || got.Status.KeyOrigin != controllers.KeyOriginAdopted {
+		t.Errorf("after the Secret appeared: status %+v; want the key of second-key, adopted", got.Status)
+	}
+}
+
 // TestAPIKeyFollowsItsSecret: the Secret is the key's source of truth. A new
 // key written there (rotated in the secret manager, or a sealed Secret
 // taking the place of a generated one) replaces the old key.

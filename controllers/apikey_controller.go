@@ -136,6 +136,32 @@ func (r *APIKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		generated = true
 	case ended:
 		// A dead key's Secret no longer matters; the conditions say why it is dead.
+	case key.Status.SecretName != "" && secretName != key.Status.SecretName:
+		// spec.secretName now names another Secret. The key moves there only
+		// as a key that Secret holds: the operator keeps no more of the old
+		// one than its hash, so it cannot write it anywhere.
+		sec, err := r.readSecret(ctx, key.Namespace, secretName)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if sec == nil {
+			f.DeliveryReason = ReasonSecretMissing
+			f.DeliveryMessage = fmt.Sprintf("spec.secretName names Secret %s, which does not exist; key %s, read from Secret %s, still works: "+
+				"put a key in Secret %s to replace it, or set spec.secretName back", secretName, key.Status.Prefix, key.Status.SecretName, secretName)
+			break
+		}
+		prefix, reason, msg, err := r.checkAdoptable(ctx, &key, sec)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if reason != "" {
+			f.DeliveryReason = reason
+			f.DeliveryMessage = msg + fmt.Sprintf("; key %s, read from Secret %s, still works until then", key.Status.Prefix, key.Status.SecretName)
+			break
+		}
+		changedFrom = key.Status.Prefix
+		key.Status.Prefix, key.Status.Hash, key.Status.SecretName = prefix, auth.HashKey(string(sec.Data[APIKeySecretKey])), secretName
+		key.Status.KeyOrigin = originOf(&key, sec)
 	default:
 		sec, err := r.readKeySecret(ctx, &key)
 		if err != nil {
@@ -319,8 +345,13 @@ func (r *APIKeyReconciler) readKeySecret(ctx context.Context, key *posturev1.API
 	if name == "" {
 		name = SecretNameOf(key)
 	}
+	return r.readSecret(ctx, key.Namespace, name)
+}
+
+// readSecret reads Secret ns/name, nil when it does not exist.
+func (r *APIKeyReconciler) readSecret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
 	var sec corev1.Secret
-	nn := types.NamespacedName{Namespace: key.Namespace, Name: name}
+	nn := types.NamespacedName{Namespace: ns, Name: name}
 	err := r.Get(ctx, nn, &sec)
 	if apierrors.IsNotFound(err) && r.APIReader != nil {
 		err = r.APIReader.Get(ctx, nn, &sec)
@@ -329,7 +360,7 @@ func (r *APIKeyReconciler) readKeySecret(ctx context.Context, key *posturev1.API
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read Secret %s/%s: %w", key.Namespace, name, err)
+		return nil, fmt.Errorf("read Secret %s/%s: %w", ns, name, err)
 	}
 	return &sec, nil
 }
