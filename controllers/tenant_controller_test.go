@@ -424,3 +424,34 @@ func getTable(t *testing.T, path string) *metav1.Table {
 	}
 	return &table
 }
+
+// A Tenant whose namespace could not be created is refused at admission,
+// where its author sees why, instead of failing in the controller with no
+// condition to show for it.
+func TestTenantNamespaceIsValidatedAtAdmission(t *testing.T) {
+	long := strings.Repeat("n", 57)
+	for _, tc := range []struct {
+		name, namespace, refused string
+	}{
+		{"dotted.name", "", "set spec.namespace"},
+		{long, "", "set spec.namespace"},
+		{"bad-ns", "Not_A_Namespace", "spec.namespace"},
+		{"long-ns", strings.Repeat("x", 64), "spec.namespace"},
+		{"dotted.with-ns", "dotted-with-ns", ""},
+		{strings.Repeat("m", 56), "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tn := &posturev1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: tc.name}, Spec: posturev1.TenantSpec{Namespace: tc.namespace}}
+			err := k8s.Create(context.Background(), tn)
+			if err == nil {
+				t.Cleanup(func() { _ = k8s.Delete(context.Background(), tn) })
+			}
+			switch {
+			case tc.refused == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.refused != "" && (err == nil || !strings.Contains(err.Error(), tc.refused)):
+				t.Errorf("create = %v; want it refused, naming %q", err, tc.refused)
+			}
+		})
+	}
+}

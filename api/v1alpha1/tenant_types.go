@@ -68,6 +68,8 @@ type User struct {
 // TenantSpec defines a tenant: its namespace, subscription, roles and users.
 type TenantSpec struct {
 	// Namespace holds the tenant's objects; default tenant-<name>. Created if absent.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +optional
 	Namespace string `json:"namespace,omitempty"`
 	// (Defaulted to {} so that active defaults to false and kubectl shows
@@ -191,6 +193,7 @@ type TenantStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
+// +kubebuilder:validation:XValidation:rule="(has(self.spec) && has(self.spec.__namespace__) && size(self.spec.__namespace__) > 0) || (size(self.metadata.name) <= 56 && !self.metadata.name.contains('.'))",message="tenant-<name> is not a namespace name (at most 63 characters, no dots): set spec.namespace"
 type Tenant struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
