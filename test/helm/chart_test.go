@@ -215,6 +215,18 @@ func TestRender(t *testing.T) {
 				t.Errorf("pod securityContext fsGroup = %v, want 65532 so the manager may write the claim's root directory", g)
 			}
 		}},
+		// With the kube-apiserver pinned (the production checklist), declared
+		// URL sources go out on 443 only where reportSources allows.
+		{"NetworkPolicy: report sources allowed", []string{"networkPolicy.enabled=true", "networkPolicy.kubeAPIServer.to[0].ipBlock.cidr=10.0.0.1/32",
+			"networkPolicy.reportSources.to[0].ipBlock.cidr=10.20.0.0/16"}, func(t *testing.T, r rendered) {
+			found := false
+			for _, rule := range egressOn(r.one(t, "NetworkPolicy", "posture-manager"), 443) {
+				found = found || dig(rule, "to", 0, "ipBlock", "cidr") == "10.20.0.0/16"
+			}
+			if !found {
+				t.Errorf("no egress rule on 443 to 10.20.0.0/16: %v", dig(r.one(t, "NetworkPolicy", "posture-manager"), "spec", "egress"))
+			}
+		}},
 		{"SQLite on an existing claim", append(slices.Clone(sqlite), "persistence.enabled=true", "persistence.existingClaim=mine"), func(t *testing.T, r rendered) {
 			if pvcs := r.all("PersistentVolumeClaim"); len(pvcs) != 0 {
 				t.Errorf("PVC rendered besides the existing claim: %v", names(pvcs))
@@ -499,4 +511,20 @@ func TestCloudNativePGExample(t *testing.T) {
 			t.Errorf("manager args %v lack %s (worker Jobs would not find the DSN)", args(c), want)
 		}
 	}
+}
+
+// egressOn lists a NetworkPolicy's egress rules that allow TCP port.
+func egressOn(np object, port int) []any {
+	var out []any
+	rules, _ := dig(np, "spec", "egress").([]any)
+	for _, rule := range rules {
+		ports, _ := dig(rule, "ports").([]any)
+		for _, p := range ports {
+			if dig(p, "port") == float64(port) {
+				out = append(out, rule)
+				break
+			}
+		}
+	}
+	return out
 }
