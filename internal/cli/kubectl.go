@@ -442,6 +442,14 @@ func (k *kubectlPlugin) errorsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// A list for an Ingestion that does not exist is empty, which
+			// would hide a mistyped name: look the Ingestion up first, as
+			// far as the caller may (get on ingestions is not required).
+			path := postureGroupPath + "/namespaces/" + url.PathEscape(c.namespace) + "/ingestions/" + url.PathEscape(ids[0])
+			var se *statusError
+			if _, err := c.do(cmd.Context(), http.MethodGet, path, nil, "application/json", nil, 0); errors.As(err, &se) && se.code == http.StatusNotFound {
+				return exit(ExitError, "ingestion %s not found in namespace %s; kubectl posture get ingestions -n %s lists them", ids[0], c.namespace, c.namespace)
+			}
 			sel := ingestionErrorsField + "=" + ids[0]
 			if l.fieldSelector != "" {
 				sel += "," + l.fieldSelector

@@ -151,6 +151,11 @@ func TestKubectlPluginThroughKubeAggregator(t *testing.T) {
 		if r.code != ExitOK || len(lines) < 3 || !strings.HasPrefix(strings.Join(strings.Fields(lines[0]), " "), "NAME RECORD CODE") {
 			t.Errorf("errors %s: %s", m[1], r)
 		}
+		// A mistyped name is an error, as the REST API's 404, not an empty list.
+		r = plugin("errors", m[1]+"x", "-n", tenantNS)
+		if r.code != ExitError || !strings.Contains(r.stderr, "ingestion "+m[1]+"x not found in namespace "+tenantNS) {
+			t.Errorf("errors of an unknown ingestion: %s", r)
+		}
 	})
 
 	t.Run("a malformed report is refused with the byte offset", func(t *testing.T) {
