@@ -136,62 +136,52 @@ func (r *APIKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		generated = true
 	case ended:
 		// A dead key's Secret no longer matters; the conditions say why it is dead.
-	case key.Status.SecretName != "" && secretName != key.Status.SecretName:
-		// spec.secretName now names another Secret. The key moves there only
-		// as a key that Secret holds: the operator keeps no more of the old
-		// one than its hash, so it cannot write it anywhere.
+	default:
+		// The Secret is the key's source of truth: a key written there later
+		// (a sealed or external secret replacing the one first found or
+		// generated) replaces the old key, which stops working. A
+		// spec.secretName naming another Secret moves the key there the same
+		// way, as a key that Secret holds: the operator keeps no more of the
+		// old one than its hash, so it cannot write it anywhere.
+		from := key.Status.SecretName
+		if from == "" {
+			from = secretName
+		}
+		moved := from != secretName
 		sec, err := r.readSecret(ctx, key.Namespace, secretName)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
 		if sec == nil {
 			f.DeliveryReason = ReasonSecretMissing
-			f.DeliveryMessage = fmt.Sprintf("spec.secretName names Secret %s, which does not exist; key %s, read from Secret %s, still works: "+
-				"put a key in Secret %s to replace it, or set spec.secretName back", secretName, key.Status.Prefix, key.Status.SecretName, secretName)
-			break
-		}
-		prefix, reason, msg, err := r.checkAdoptable(ctx, &key, sec)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if reason != "" {
-			f.DeliveryReason = reason
-			f.DeliveryMessage = msg + fmt.Sprintf("; key %s, read from Secret %s, still works until then", key.Status.Prefix, key.Status.SecretName)
-			break
-		}
-		changedFrom = key.Status.Prefix
-		key.Status.Prefix, key.Status.Hash, key.Status.SecretName = prefix, auth.HashKey(string(sec.Data[APIKeySecretKey])), secretName
-		key.Status.KeyOrigin = originOf(&key, sec)
-	default:
-		sec, err := r.readKeySecret(ctx, &key)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if sec == nil {
-			f.DeliveryReason = ReasonSecretMissing
 			f.DeliveryMessage = fmt.Sprintf("Secret %s with key %s is gone; the key still works for whoever holds it (revoke or delete this APIKey to stop it) but cannot be shown again: create a new APIKey for a new key, or put a key in a Secret of that name to replace it", key.Status.SecretName, key.Status.Prefix)
+			if moved {
+				f.DeliveryMessage = fmt.Sprintf("spec.secretName names Secret %s, which does not exist; key %s, read from Secret %s, still works: "+
+					"put a key in Secret %s to replace it, or set spec.secretName back", secretName, key.Status.Prefix, from, secretName)
+			}
 			break
 		}
-		// The Secret is the key's source of truth: a key written there
-		// later (a sealed or external secret replacing the one first found
-		// or generated) replaces the old key, which stops working.
 		value := string(sec.Data[APIKeySecretKey])
-		if key.Status.KeyOrigin == "" {
+		if key.Status.KeyOrigin == "" && !moved {
 			// Issued before origins were recorded.
 			key.Status.KeyOrigin = originOf(&key, sec)
 		}
-		if auth.HashKey(value) != key.Status.Hash {
+		if auth.HashKey(value) != key.Status.Hash || moved {
 			prefix, reason, msg, err := r.checkAdoptable(ctx, &key, sec)
 			if err != nil {
 				return ctrl.Result{}, err
 			}
 			if reason != "" {
+				readFrom := "read from it before"
+				if moved {
+					readFrom = "read from Secret " + from
+				}
 				f.DeliveryReason = reason
-				f.DeliveryMessage = msg + fmt.Sprintf("; key %s, read from it before, still works until then", key.Status.Prefix)
+				f.DeliveryMessage = msg + fmt.Sprintf("; key %s, %s, still works until then", key.Status.Prefix, readFrom)
 				break
 			}
 			changedFrom = key.Status.Prefix
-			key.Status.Prefix, key.Status.Hash = prefix, auth.HashKey(value)
+			key.Status.Prefix, key.Status.Hash, key.Status.SecretName = prefix, auth.HashKey(value), secretName
 			key.Status.KeyOrigin = originOf(&key, sec)
 		}
 	}
@@ -337,15 +327,6 @@ func (r *APIKeyReconciler) generate(ctx context.Context, key *posturev1.APIKey, 
 		return "", "", "", "", "", fmt.Errorf("create Secret %s/%s: %w", key.Namespace, secretName, err)
 	}
 	return p, auth.HashKey(value), KeyOriginGenerated, "", "", nil
-}
-
-// readKeySecret reads the key's Secret; nil when it does not exist.
-func (r *APIKeyReconciler) readKeySecret(ctx context.Context, key *posturev1.APIKey) (*corev1.Secret, error) {
-	name := key.Status.SecretName
-	if name == "" {
-		name = SecretNameOf(key)
-	}
-	return r.readSecret(ctx, key.Namespace, name)
 }
 
 // readSecret reads Secret ns/name, nil when it does not exist.

@@ -92,12 +92,31 @@ func (b *Billing) now() time.Time {
 func (b *Billing) admit(ctx context.Context, name string, decide func(t *posturev1.Tenant, l *billing.Ledger, ps []posturev1.Provider) error) (*posturev1.Tenant, *billing.Ledger, error) {
 	var t posturev1.Tenant
 	var l *billing.Ledger
+	try := func() error {
+		if err := b.APIReader.Get(ctx, types.NamespacedName{Name: name}, &t); err != nil {
+			return fmt.Errorf("read Tenant %s: %w", name, err)
+		}
+		var list posturev1.ProviderList
+		if err := b.APIReader.List(ctx, &list, client.InNamespace(t.NamespaceName())); err != nil {
+			return fmt.Errorf("list the Providers of tenant %s: %w", name, err)
+		}
+		l = billing.NewLedger(&t)
+		l.Prune(billing.Observe(list.Items), b.now())
+		if err := decide(&t, l, list.Items); err != nil {
+			return err
+		}
+		if !l.Changed() {
+			return nil
+		}
+		l.Apply(&t)
+		return b.Client.Status().Update(ctx, &t)
+	}
 	// last is what the last try returned: RetryOnConflict reports a try that
 	// failed on a cancelled context as an interrupted wait, which it answers
 	// with the last conflict seen, nil when there was none.
 	var last error
 	err := retry.RetryOnConflict(admitBackoff, func() error {
-		last = b.admitOnce(ctx, name, decide, &t, &l)
+		last = try()
 		return last
 	})
 	if err == nil {
@@ -107,30 +126,6 @@ func (b *Billing) admit(ctx context.Context, name string, decide func(t *posture
 		return nil, nil, err
 	}
 	return &t, l, nil
-}
-
-// admitOnce is one try of admit: it reads the Tenant into t and its
-// Providers, builds the ledger into *lp, and writes it back if decide or the
-// pruning changed it.
-func (b *Billing) admitOnce(ctx context.Context, name string, decide func(t *posturev1.Tenant, l *billing.Ledger, ps []posturev1.Provider) error, t *posturev1.Tenant, lp **billing.Ledger) error {
-	if err := b.APIReader.Get(ctx, types.NamespacedName{Name: name}, t); err != nil {
-		return fmt.Errorf("read Tenant %s: %w", name, err)
-	}
-	var list posturev1.ProviderList
-	if err := b.APIReader.List(ctx, &list, client.InNamespace(t.NamespaceName())); err != nil {
-		return fmt.Errorf("list the Providers of tenant %s: %w", name, err)
-	}
-	l := billing.NewLedger(t)
-	*lp = l
-	l.Prune(billing.Observe(list.Items), b.now())
-	if err := decide(t, l, list.Items); err != nil {
-		return err
-	}
-	if !l.Changed() {
-		return nil
-	}
-	l.Apply(t)
-	return b.Client.Status().Update(ctx, t)
 }
 
 // Resolve gives each account, in order, an admitted Provider of tenant t or
