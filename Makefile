@@ -53,6 +53,10 @@ build: ## Binaries into bin/.
 krew: ## kubectl-posture archives and their krew manifest into dist/krew (VERSION=v1.2.3).
 	go run ./hack/krew -version $${VERSION:?set VERSION, e.g. make krew VERSION=v1.2.3} -out dist/krew
 
+.PHONY: images
+images: ## OCI image archives of the manager, the MCP server and postctl into dist/images (no Docker engine; reproducible digests).
+	go run ./hack/images -out dist/images
+
 .PHONY: control-plane
 control-plane: ## Builds kube-apiserver and etcd from Go modules (cached, first time ~8 min).
 	@hack/control-plane.sh
@@ -92,6 +96,14 @@ dev: build ## Local control plane + manager + MCP server on embedded defaults; w
 dev-reset: ## Wipes what make dev keeps (.dev/etcd, .dev/posture.db); refuses while make dev runs.
 	CGO_ENABLED=0 go build -o $(LOCALBIN)/devenv ./hack/devenv
 	$(LOCALBIN)/devenv reset
+
+.PHONY: cluster
+cluster: images ## A one-node Kubernetes cluster on this machine (root) with Posture installed by Helm from dist/images; writes .cluster/env.
+	go run ./hack/cluster up
+
+.PHONY: cluster-down
+cluster-down: ## Stops make cluster's node and removes everything it made (processes, mounts, cgroups, network namespace).
+	go run ./hack/cluster down
 
 .PHONY: clean
 clean:

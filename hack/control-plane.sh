@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver and etcd from Go modules into a per-user cache and prints
-# the directory (usable as KUBEBUILDER_ASSETS). No prebuilt binary can be
-# downloaded on our machines, so the control plane is compiled from the published
-# modules: kube-apiserver from k8s.io/kubernetes at the version matching k8s.io/api
-# in go.mod, etcd from go.etcd.io/etcd/server/v3 at the version Kubernetes pins.
+# Builds the Kubernetes binaries and etcd from Go modules into a per-user cache and
+# prints the directory (usable as KUBEBUILDER_ASSETS). No prebuilt binary can be
+# downloaded on our machines, so they are compiled from the published modules:
+# kube-apiserver, and the node's kubelet, kube-controller-manager, kube-scheduler
+# and kube-proxy (hack/cluster), from k8s.io/kubernetes at the version matching
+# k8s.io/api in go.mod, in one `go build` so the packages they share compile once;
+# etcd from go.etcd.io/etcd/server/v3 at the version Kubernetes pins.
 # A second run finds the binaries and does nothing.
 set -euo pipefail
 
@@ -12,7 +14,12 @@ api_version=$(cd "$root" && go list -m -f '{{.Version}}' k8s.io/api)   # v0.36.3
 k8s_version="v1${api_version#v0}"                                     # v1.36.3
 cache="${POSTURE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/posture}/k8s/${k8s_version}"
 
-if [[ -x "$cache/kube-apiserver" && -x "$cache/etcd" ]]; then
+k8s_cmds=(kube-apiserver kubelet kube-controller-manager kube-scheduler kube-proxy)
+complete=1
+for bin in "${k8s_cmds[@]}" etcd; do
+  [[ -x "$cache/$bin" ]] || complete=0
+done
+if ((complete)); then
   echo "$cache"
   exit 0
 fi
@@ -21,7 +28,7 @@ mkdir -p "$cache"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-echo "building control plane ${k8s_version} into ${cache} (first time only, several minutes)" >&2
+echo "building control plane ${k8s_version} into ${cache} (first time only, 10-20 minutes)" >&2
 
 # kube-apiserver: a throwaway module that requires k8s.io/kubernetes and points every
 # staging module (replaced by relative paths in Kubernetes' own go.mod) at its
@@ -38,13 +45,13 @@ mkdir -p "$work/apiserver"
   grep -E '^\s+k8s\.io/[a-z0-9-]+ => \./staging/' "$k8s_mod" |
     awk -v v="$api_version" '{print "replace " $1 " => " $1 " " v}'
 } >"$work/apiserver/go.mod"
-cat >"$work/apiserver/tools.go" <<'GO'
-//go:build tools
-
-package controlplane
-
-import _ "k8s.io/kubernetes/cmd/kube-apiserver"
-GO
+{
+  echo "//go:build tools"
+  echo
+  echo "package controlplane"
+  echo
+  for c in "${k8s_cmds[@]}"; do echo "import _ \"k8s.io/kubernetes/cmd/$c\""; done
+} >"$work/apiserver/tools.go"
 
 etcd_version=$(awk '$1 == "go.etcd.io/etcd/server/v3" {print $2}' "$k8s_mod")
 ldflags="-s -w"
@@ -57,7 +64,10 @@ done
 (
   cd "$work/apiserver"
   GOFLAGS=-mod=mod go mod tidy -e >/dev/null 2>&1 || true
-  GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$cache/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
+  mkdir -p "$work/out"
+  pkgs=()
+  for c in "${k8s_cmds[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
+  GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$work/out/" "${pkgs[@]}"
 )
 
 # etcd: a one-line main around etcdmain.Main.
@@ -86,6 +96,6 @@ GO
   CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$cache/etcd.tmp" .
 )
 
-mv "$cache/kube-apiserver.tmp" "$cache/kube-apiserver"
+for c in "${k8s_cmds[@]}"; do mv "$work/out/$c" "$cache/$c"; done
 mv "$cache/etcd.tmp" "$cache/etcd"
 echo "$cache"

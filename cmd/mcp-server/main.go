@@ -22,6 +22,11 @@ import (
 	"syscall"
 	"time"
 
+	// The images hold a static binary and no CA bundle: when the system has
+	// no roots, TLS to a report URL, a database or an API falls back to the
+	// Mozilla roots compiled in.
+	_ "golang.org/x/crypto/x509roots/fallback"
+
 	"github.com/posture-dev/posture/docs"
 	"github.com/posture-dev/posture/internal/mcp"
 )

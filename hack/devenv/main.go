@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/posture-dev/posture/internal/demo"
 	"github.com/posture-dev/posture/internal/testenv"
 )
 
@@ -143,7 +144,7 @@ func run(ctx context.Context, s settings) error {
 	}
 
 	step("seeding demo tenants")
-	seed, err := seedTenants(ctx, admin)
+	seed, err := demo.Seed(ctx, admin, step)
 	if err != nil {
 		return err
 	}
@@ -153,7 +154,6 @@ func run(ctx context.Context, s settings) error {
 
 	apiURL := "http://" + s.apiAddr
 	managerEnv := append(os.Environ(), "KUBECONFIG="+kubeconfig, "POD_NAMESPACE=posture-system")
-	managerEnv = append(managerEnv, seed.managerEnv...)
 	managerArgs := []string{
 		"--api-bind-address=" + s.apiAddr,
 		"--health-probe-bind-address=127.0.0.1:0",
@@ -167,7 +167,6 @@ func run(ctx context.Context, s settings) error {
 		// No image is pulled here (no nodes); the name shows what would run.
 		"--mcp-image=posture/mcp-server:dev",
 	}
-	managerArgs = append(managerArgs, seed.managerArgs...)
 	managerArgs = append(managerArgs, s.managerArgs...)
 	step("starting the manager (in-process executor, SQLite at .dev/posture.db)")
 	if err := procs.start(ctx, spec{name: "manager", path: filepath.Join(s.root, "bin", "manager"),
@@ -188,7 +187,7 @@ func run(ctx context.Context, s settings) error {
 		return err
 	}
 	step("waiting for the demo API keys")
-	if err := seed.awaitKeys(ctx, admin); err != nil {
+	if err := seed.AwaitKeys(ctx, admin); err != nil {
 		return err
 	}
 
@@ -206,7 +205,7 @@ func run(ctx context.Context, s settings) error {
 		"POSTURE_API_URL=" + apiURL,
 		// The manager serves the web UI at / on the API's address.
 		"POSTURE_UI_URL=" + apiURL + "/",
-		"POSTURE_TENANT_NAMESPACE=" + seed.namespace,
+		"POSTURE_TENANT_NAMESPACE=" + seed.Namespace,
 		"POSTURE_METRICS_URL=https://" + s.metricsAddr + "/metrics",
 		// A day's token of ServiceAccount posture-system/posture-metrics-reader.
 		"POSTURE_METRICS_TOKEN=" + scrapeToken,
@@ -214,7 +213,7 @@ func run(ctx context.Context, s settings) error {
 	if mcpURL != "" {
 		vars = append(vars, "POSTURE_MCP_URL="+mcpURL)
 	}
-	vars = append(vars, seed.envVars...)
+	vars = append(vars, seed.EnvVars...)
 	if err := writeEnv(envFile, vars); err != nil {
 		return err
 	}

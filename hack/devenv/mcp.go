@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/internal/demo"
 	"github.com/posture-dev/posture/internal/testenv"
 )
 
@@ -27,7 +28,7 @@ const annotationLocalURL = "posture.dev/local-url"
 
 // startMCP starts the MCP tool server over HTTP against the dev API, applies
 // an MCPServer in the dev cluster, and returns the URL for POSTURE_MCP_URL.
-func startMCP(ctx context.Context, procs *processes, s settings, apiURL string, seed seedResult) (string, error) {
+func startMCP(ctx context.Context, procs *processes, s settings, apiURL string, seed *demo.Seeded) (string, error) {
 	bin := filepath.Join(s.root, "bin", "mcp-server")
 	if _, err := os.Stat(bin); err != nil {
 		return "", fmt.Errorf("bin/mcp-server is missing: run make dev (it builds first), not go run")
@@ -52,7 +53,7 @@ func startMCP(ctx context.Context, procs *processes, s settings, apiURL string, 
 	}
 	mcpURL := "http://" + s.mcpAddr + "/mcp"
 
-	if err := applyDevMCPServer(ctx, s, seed.namespace, mcpURL); err != nil {
+	if err := applyDevMCPServer(ctx, s, seed.Namespace, mcpURL); err != nil {
 		return "", err
 	}
 	return mcpURL, nil

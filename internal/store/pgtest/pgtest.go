@@ -64,12 +64,12 @@ func Start(settings ...string) (dsn string, stop func(), err error) {
 			return "", nil, fmt.Errorf("pgtest: server setting %q is not name=value", s)
 		}
 	}
-	bindir, err := findBinDir()
+	bindir, err := ServerBinDir()
 	if err != nil {
 		return "", nil, err
 	}
 	removeStaleDirs()
-	cred, uid, gid, err := serverUser()
+	cred, uid, gid, err := ServerUser()
 	if err != nil {
 		return "", nil, err
 	}
@@ -181,9 +181,10 @@ func waitReady(dsn string, exited <-chan struct{}) error {
 	return fmt.Errorf("postgres not ready after 60s: %v", lastErr)
 }
 
-// findBinDir locates initdb and postgres: pg_config's answer first, then the
-// Debian layout (postgresql-NN packages do not put them on PATH).
-func findBinDir() (string, error) {
+// ServerBinDir locates initdb and postgres: pg_config's answer first, then the
+// Debian layout (postgresql-NN packages do not put them on PATH). The local
+// node (internal/localcluster) runs its database from the same binaries.
+func ServerBinDir() (string, error) {
 	var tried []string
 	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
 		dir := strings.TrimSpace(string(out))
@@ -223,9 +224,9 @@ func hasServer(dir string) bool {
 	return true
 }
 
-// serverUser returns the credentials to run the server with: none when not
+// ServerUser returns the credentials to run the server with: none when not
 // root, the postgres OS user when root.
-func serverUser() (cred *syscall.Credential, uid, gid int, err error) {
+func ServerUser() (cred *syscall.Credential, uid, gid int, err error) {
 	if os.Geteuid() != 0 {
 		return nil, 0, 0, nil
 	}

@@ -1,4 +1,7 @@
-package main
+// Package demo seeds the demo tenants that make dev and make cluster start
+// with, as plain objects the way GitOps would apply them, and collects the
+// credentials they generate for the env file each writes.
+package demo
 
 import (
 	"context"
@@ -16,14 +19,14 @@ import (
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 )
 
-// seedResult is what the seeding hands to the manager and to .dev/env.
-type seedResult struct {
-	namespace   string   // the demo tenant's namespace
-	managerEnv  []string // extra environment of the manager
-	managerArgs []string // extra flags of the manager
-	envVars     []string // extra lines of .dev/env (NAME=value)
-	// apiKeys are the seeded APIKeys (namespace/name) and the .dev/env
-	// variable each one's generated key goes to, once the manager made it.
+// Seeded is what the seeding hands to the env file.
+type Seeded struct {
+	// Namespace is the demo tenant's namespace.
+	Namespace string
+	// EnvVars are lines of the env file (NAME=value).
+	EnvVars []string
+	// apiKeys are the seeded APIKeys (namespace/name) and the variable each
+	// one's generated key goes to, once the manager made it.
 	apiKeys []seedKey
 }
 
@@ -37,13 +40,14 @@ func randomToken(n int) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// seedTenants applies the demo tenants as plain objects, the way GitOps
+// Seed applies the demo tenants as plain objects, the way GitOps
 // would: tenant demo (active subscription, provider limit 5) with an admin
 // (every permission) and a viewer (no manage_ingestions), tenant other (active)
 // with an admin, tenant nosub (no subscription) with an admin, a password
 // Secret per user and an APIKey per user. The manager's controllers generate
-// the keys; awaitKeys collects them once the manager runs.
-func seedTenants(ctx context.Context, c client.Client) (seedResult, error) {
+// the keys; AwaitKeys collects them once the manager runs. note is told how
+// many objects were kept from an earlier run.
+func Seed(ctx context.Context, c client.Client, note func(string)) (*Seeded, error) {
 	adminRole := posturev1.Role{Name: "admin", Permissions: []posturev1.Permission{
 		posturev1.PermissionManageIngestions, posturev1.PermissionManageProviders, posturev1.PermissionManageScans,
 		posturev1.PermissionManageUsers, posturev1.PermissionManageAccount, posturev1.PermissionManageBilling,
@@ -69,14 +73,14 @@ func seedTenants(ctx context.Context, c client.Client) (seedResult, error) {
 	}
 
 	// Users who sign in (the web UI, POST /api/v1/tokens) get their email and
-	// password in .dev/env under this prefix.
+	// password in the env file under this prefix.
 	signIn := map[string]string{"POSTURE_API_KEY": "POSTURE_ADMIN", "POSTURE_VIEWER_API_KEY": "POSTURE_VIEWER"}
 	type passwordVar struct {
 		name   string
 		secret types.NamespacedName
 	}
 	var passwords []passwordVar
-	res := seedResult{namespace: "tenant-demo"}
+	res := &Seeded{Namespace: "tenant-demo"}
 	objs := []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "posture-system"}}}
 	for _, tn := range tenants {
 		ns := "tenant-" + tn.name
@@ -105,7 +109,7 @@ func seedTenants(ctx context.Context, c client.Client) (seedResult, error) {
 			})
 			res.apiKeys = append(res.apiKeys, seedKey{namespace: ns, name: u.keyName, envVar: u.envVar})
 			if prefix, ok := signIn[u.envVar]; ok {
-				res.envVars = append(res.envVars, prefix+"_EMAIL="+u.email)
+				res.EnvVars = append(res.EnvVars, prefix+"_EMAIL="+u.email)
 				passwords = append(passwords, passwordVar{prefix + "_PASSWORD", types.NamespacedName{Namespace: ns, Name: secretName}})
 			}
 		}
@@ -120,31 +124,31 @@ func seedTenants(ctx context.Context, c client.Client) (seedResult, error) {
 		case apierrors.IsAlreadyExists(err):
 			kept++
 		case err != nil:
-			return seedResult{}, fmt.Errorf("create %T %s: %w", o, o.GetName(), err)
+			return nil, fmt.Errorf("create %T %s: %w", o, o.GetName(), err)
 		}
 	}
 	if kept > 0 {
-		step(fmt.Sprintf("%d of the %d demo objects were kept from the last run", kept, len(objs)))
+		note(fmt.Sprintf("%d of the %d demo objects were kept from the last run", kept, len(objs)))
 	}
 	// A password is read back, not remembered: a kept Secret holds the one
 	// the last run generated.
 	for _, pw := range passwords {
 		var sec corev1.Secret
 		if err := c.Get(ctx, pw.secret, &sec); err != nil {
-			return seedResult{}, fmt.Errorf("read Secret %s: %w", pw.secret, err)
+			return nil, fmt.Errorf("read Secret %s: %w", pw.secret, err)
 		}
 		password := string(sec.Data["password"])
 		if password == "" {
-			return seedResult{}, fmt.Errorf("the Secret %s has no password key: restore it, or run make dev-reset to start over", pw.secret)
+			return nil, fmt.Errorf("the Secret %s has no password key: restore it, or run make dev-reset to start over", pw.secret)
 		}
-		res.envVars = append(res.envVars, pw.name+"="+password)
+		res.EnvVars = append(res.EnvVars, pw.name+"="+password)
 	}
 	return res, nil
 }
 
-// awaitKeys waits until the manager has generated every seeded APIKey's key
-// into its Secret and adds the keys to .dev/env.
-func (s *seedResult) awaitKeys(ctx context.Context, c client.Client) error {
+// AwaitKeys waits until the manager has generated every seeded APIKey's key
+// into its Secret and adds the keys to EnvVars.
+func (s *Seeded) AwaitKeys(ctx context.Context, c client.Client) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	for _, k := range s.apiKeys {
@@ -155,7 +159,7 @@ func (s *seedResult) awaitKeys(ctx context.Context, c client.Client) error {
 			if err == nil && key.Status.SecretName != "" {
 				err = c.Get(ctx, types.NamespacedName{Namespace: k.namespace, Name: key.Status.SecretName}, &sec)
 				if v := sec.Data["api-key"]; err == nil && len(v) > 0 {
-					s.envVars = append(s.envVars, k.envVar+"="+string(v))
+					s.EnvVars = append(s.EnvVars, k.envVar+"="+string(v))
 					break
 				}
 			}

@@ -1,0 +1,145 @@
+// Command cluster runs Posture on a real one-node Kubernetes cluster on this
+// machine (make cluster, make cluster-down): "try the Helm install locally".
+//
+//	go run ./hack/cluster up    # node, images, helm install, demo tenant, .cluster/env
+//	go run ./hack/cluster down  # tears it all down, leaving nothing behind
+//
+// The node (internal/localcluster) runs inside a network namespace of its
+// own with no route out; the host reaches the node and the Service
+// addresses through a veth pair, so .cluster/env works from the host shell.
+// It needs root.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/posture-dev/posture/internal/localcluster"
+)
+
+func main() {
+	dir := flag.String("dir", ".cluster", "state directory of the cluster; .cluster/env is written into it")
+	images := flag.String("images", "dist/images", "directory of the OCI archives make images writes")
+	flag.Usage = func() {
+		fmt.Fprintln(os.Stderr, "usage: go run ./hack/cluster [-dir .cluster] up|down")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch flag.Arg(0) {
+	case "up":
+		err = up(ctx, *dir, *images)
+	case "down":
+		err = localcluster.Down(*dir)
+		if err == nil {
+			fmt.Println("==> cluster down; nothing left behind")
+		}
+	default:
+		flag.Usage()
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cluster:", err)
+		os.Exit(1)
+	}
+}
+
+func step(format string, args ...any) { fmt.Printf("==> "+format+"\n", args...) }
+
+// buildDir runs one of the hack/ build scripts and returns the directory it
+// prints (its last line).
+func buildDir(script string) (string, error) {
+	cmd := exec.Command(script)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", script, err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return lines[len(lines)-1], nil
+}
+
+func up(ctx context.Context, dir, imagesDir string) error {
+	root, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	step("building what the node runs (hack/control-plane.sh, hack/node-tools.sh; cached after the first time)")
+	k8sBin, err := buildDir("hack/control-plane.sh")
+	if err != nil {
+		return err
+	}
+	tools, err := buildDir("hack/node-tools.sh")
+	if err != nil {
+		return err
+	}
+	archives, err := filepath.Glob(filepath.Join(imagesDir, "*.tar"))
+	if err != nil || len(archives) == 0 {
+		return fmt.Errorf("no image archives in %s: run make images first", imagesDir)
+	}
+	step("starting the node in %s", dir)
+	c, err := localcluster.Start(ctx, localcluster.Config{
+		Dir: dir, K8sBin: k8sBin, Tools: tools, Root: root, Images: archives, Postgres: true, Log: os.Stdout,
+	})
+	if err != nil {
+		return err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			step("tearing the cluster down after the failure")
+			if err := c.Down(); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+			}
+		}
+	}()
+	step("helm install posture (chart defaults: job executor, PostgreSQL on the node, 2 replicas)")
+	t0 := time.Now()
+	if err := c.InstallPosture(ctx, localcluster.Posture{Chart: filepath.Join(root, "charts", "posture"), StoreSecret: true}, 2, true); err != nil {
+		return err
+	}
+	step("every pod Ready %s after helm install", time.Since(t0).Round(time.Second))
+	env, err := seedDemo(ctx, c)
+	if err != nil {
+		return err
+	}
+	if err := writeEnv(filepath.Join(c.State.Dir, "env"), env); err != nil {
+		return err
+	}
+	ok = true
+	fmt.Printf(`
+Posture runs on a one-node cluster. From this shell:
+
+  source %[1]s/env
+  kubectl get pods -A
+  curl -s -H "Authorization: Api-Key $POSTURE_API_KEY" $POSTURE_API_URL/api/v1/tenant
+  open $POSTURE_UI_URL
+
+Stop it with: make cluster-down
+`, dir)
+	return nil
+}
+
+func writeEnv(path string, vars []string) error {
+	var b strings.Builder
+	b.WriteString("# Written by make cluster; source it from the host shell.\n")
+	for _, v := range vars {
+		name, value, _ := strings.Cut(v, "=")
+		fmt.Fprintf(&b, "export %s=%q\n", name, value)
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		return errors.Join(err)
+	}
+	return nil
+}
