@@ -61,6 +61,7 @@ import (
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/internal/auth"
 	"github.com/posture-dev/posture/internal/ocsf"
+	"github.com/posture-dev/posture/internal/reportgen"
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/store/engines"
 	"github.com/posture-dev/posture/internal/store/pgtest"
@@ -190,7 +191,7 @@ func run(o options) error {
 		}
 	}
 
-	gen, err := newGenerator()
+	gen, err := reportgen.New()
 	if err != nil {
 		return err
 	}
@@ -206,7 +207,7 @@ func run(o options) error {
 	reports := map[int]string{}
 	for _, n := range sizes {
 		path := filepath.Join(dir, fmt.Sprintf("report-%d.ocsf.json", n))
-		size, err := gen.writeFile(path, n)
+		size, err := gen.WriteFile(path, n)
 		if err != nil {
 			return err
 		}
@@ -491,7 +492,7 @@ func (b *bench) runFile(ctx context.Context, path string, records int) (result, 
 
 // runBig streams a generated report of about size bytes straight into the
 // upload (no file), then parses it.
-func (b *bench) runBig(ctx context.Context, gen *generator, size int64) (result, error) {
+func (b *bench) runBig(ctx context.Context, gen *reportgen.Generator, size int64) (result, error) {
 	if err := b.open(ctx); err != nil {
 		return result{}, err
 	}
@@ -500,7 +501,7 @@ func (b *bench) runBig(ctx context.Context, gen *generator, size int64) (result,
 	var records atomic.Int64
 	var written atomic.Int64
 	go func() {
-		n, err := gen.write(countingWriter{pw, &written}, -1, size, &records)
+		n, err := gen.Write(countingWriter{pw, &written}, -1, size, &records)
 		_ = n
 		pw.CloseWithError(err)
 	}()

@@ -22,7 +22,6 @@ package main
 // up after the tables, for EXPLAIN and requests by hand (hold).
 
 import (
-	"bufio"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -44,6 +43,7 @@ import (
 
 	"github.com/posture-dev/posture/internal/auth"
 	"github.com/posture-dev/posture/internal/ingest"
+	"github.com/posture-dev/posture/internal/reportgen"
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/store/engines"
 	"github.com/posture-dev/posture/webhook"
@@ -96,7 +96,7 @@ type readResult struct {
 // readBench is one engine's database, growing through the sizes.
 type readBench struct {
 	*bench
-	gen    *generator
+	gen    *reportgen.Generator
 	api    string
 	key    string
 	http   *http.Client
@@ -111,12 +111,12 @@ type readBench struct {
 	runTag string
 	// firstIngestion and oldestScan are what the ingestion and scan
 	// filters name: the read tenant's first ingestion and its scan of
-	// accounts[0]. Both hold the same findings at every size (the first
+	// reportgen.Accounts[0]. Both hold the same findings at every size (the first
 	// report's), so their shapes grow only with what else the tenant holds.
 	firstIngestion, oldestScan string
 }
 
-func runReads(ctx context.Context, b *bench, gen *generator, sizes []int, probes int, probeInto string, hold bool) error {
+func runReads(ctx context.Context, b *bench, gen *reportgen.Generator, sizes []int, probes int, probeInto string, hold bool) error {
 	if err := b.open(ctx); err != nil {
 		return err
 	}
@@ -181,14 +181,14 @@ func runReads(ctx context.Context, b *bench, gen *generator, sizes []int, probes
 // timeHeld times the read shapes against a database a held run left: the
 // held run's tenants, as loaded, served by this binary's API and store.
 // What the shapes name (the first ingestion, the oldest scan of
-// accounts[0]) is read back from the findings in insertion order.
+// reportgen.Accounts[0]) is read back from the findings in insertion order.
 func timeHeld(ctx context.Context, engine, dsn string, probes int, probeInto string) error {
 	st, err := engines.Open(ctx, engine, dsn)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	gen, err := newGenerator()
+	gen, err := reportgen.New()
 	if err != nil {
 		return err
 	}
@@ -214,7 +214,7 @@ func timeHeld(ctx context.Context, engine, dsn string, probes int, probeInto str
 		return err
 	}
 	rb.firstIngestion = f.IngestionID
-	if f, err = first(store.FindingQuery{ProviderUID: accounts[0]}); err != nil {
+	if f, err = first(store.FindingQuery{ProviderUID: reportgen.Accounts[0]}); err != nil {
 		return err
 	}
 	rb.oldestScan = f.ScanID
@@ -282,7 +282,7 @@ func (rb *readBench) hold() {
 		fmt.Printf("sqlite3 %s   (WAL mode; the bench keeps it open)\n", rb.dsn)
 	}
 	fmt.Printf("API:  curl -g -H 'Authorization: Api-Key %s' '%s/findings?filter[scan]=%s'\n", rb.key, rb.api, rb.oldestScan)
-	fmt.Printf("search term of the rare search: %s\n", rb.gen.uid(rareSearchRecord))
+	fmt.Printf("search term of the rare search: %s\n", rb.gen.UID(rareSearchRecord))
 	fmt.Println("Ctrl-C (SIGINT) or SIGTERM ends the hold.")
 	s := <-sig
 	fmt.Printf("%s: hold ended (%s)\n", rb.engine, s)
@@ -375,7 +375,7 @@ func (rb *readBench) ingest(ctx context.Context, tn string, n int) (time.Duratio
 	if tn != tenant {
 		from, count = 900_000_000+rb.probed, &rb.probed
 	}
-	go func() { pw.CloseWithError(rb.gen.writeRange(pw, from, n)) }()
+	go func() { pw.CloseWithError(rb.gen.WriteRange(pw, from, n)) }()
 	blob, err := rb.st.PutBlob(ctx, tn, pr)
 	if err != nil {
 		return 0, err
@@ -403,12 +403,12 @@ func (rb *readBench) ingest(ctx context.Context, tn string, n int) (time.Duratio
 	}
 	*count += n
 	if rb.oldestScan == "" && tn == tenant {
-		scans, _, err := rb.st.ListScans(ctx, tenant, store.ScanQuery{ProviderUID: accounts[0], Page: store.Page{Number: 1, Size: 1}})
+		scans, _, err := rb.st.ListScans(ctx, tenant, store.ScanQuery{ProviderUID: reportgen.Accounts[0], Page: store.Page{Number: 1, Size: 1}})
 		if err != nil {
 			return 0, err
 		}
 		if len(scans) != 1 {
-			return 0, fmt.Errorf("ingestion %s left %d scans of account %s", id, len(scans), accounts[0])
+			return 0, fmt.Errorf("ingestion %s left %d scans of account %s", id, len(scans), reportgen.Accounts[0])
 		}
 		rb.oldestScan = scans[0].ID
 	}
@@ -496,14 +496,14 @@ func (rb *readBench) shapes(ctx context.Context) ([]readShape, error) {
 		{name: "filter severity__in", path: f, query: q("filter[severity__in]", "critical,high")},
 		{name: "filter status_code", path: f, query: q("filter[status_code]", "FAIL")},
 		{name: "filter provider_type", path: f, query: q("filter[provider_type]", "aws")},
-		{name: "filter provider_uid", path: f, query: q("filter[provider_uid]", accounts[1])},
+		{name: "filter provider_uid", path: f, query: q("filter[provider_uid]", reportgen.Accounts[1])},
 		{name: "filter check_id", path: f, query: q("filter[check_id]", check)},
 		{name: "filter region", path: f, query: q("filter[region]", region)},
 		{name: "filter scan", path: f, query: q("filter[scan]", rb.oldestScan)},
 		{name: "filter ingestion", path: f, query: q("filter[ingestion]", rb.firstIngestion)},
 		{name: "filter region + provider_type", path: f, query: q("filter[region]", region, "filter[provider_type]", "aws")},
 		{name: "filter severity__in + status_code + provider_uid", path: f,
-			query: q("filter[severity__in]", "critical,high", "filter[status_code]", "FAIL", "filter[provider_uid]", accounts[2])},
+			query: q("filter[severity__in]", "critical,high", "filter[status_code]", "FAIL", "filter[provider_uid]", reportgen.Accounts[2])},
 	}
 	for _, k := range []string{"time", "severity_id", "inserted_at", "check_id", "uid"} {
 		shapes = append(shapes, readShape{name: "sort " + k, path: f, query: q("sort", k)},
@@ -516,7 +516,7 @@ func (rb *readBench) shapes(ctx context.Context) ([]readShape, error) {
 		readShape{name: "page[cursor] middle", path: f, cursorAt: 0.5},
 		readShape{name: "page[cursor] last page", path: f, cursorAt: 1},
 		readShape{name: "page[cursor] middle, sort uid", path: f, query: q("sort", "uid"), cursorAt: 0.5},
-		readShape{name: "search, rare (one uid)", path: f, query: q("filter[search]", rb.gen.uid(rareSearchRecord))},
+		readShape{name: "search, rare (one uid)", path: f, query: q("filter[search]", rb.gen.UID(rareSearchRecord))},
 		readShape{name: "search, common (a word of many titles)", path: f, query: q("filter[search]", "bucket")},
 		readShape{name: "counts by severity", path: "/findings/counts", query: q("group_by", "severity")},
 		readShape{name: "counts by every dimension", path: "/findings/counts",
@@ -650,24 +650,4 @@ func (rb *readBench) time(ctx context.Context, s readShape) (readResult, error) 
 	// Nearest rank: of 20, the 10th and the 19th.
 	rank := func(p float64) time.Duration { return ds[max(0, int(p*float64(len(ds))+0.999999)-1)] }
 	return readResult{p50: rank(0.5), p95: rank(0.95), n: len(ds)}, nil
-}
-
-// writeRange writes a report of the n records from index from: the same
-// records write would render at those indexes, so uids never repeat across
-// the reports of one load.
-func (g *generator) writeRange(w io.Writer, from, n int) error {
-	bw := bufio.NewWriterSize(w, 256<<10)
-	var buf []byte
-	_ = bw.WriteByte('[')
-	for i := from; i < from+n; i++ {
-		if i > from {
-			_ = bw.WriteByte(',')
-		}
-		buf = g.record(buf, i)
-		if _, err := bw.Write(buf); err != nil {
-			return err
-		}
-	}
-	_ = bw.WriteByte(']')
-	return bw.Flush()
 }

@@ -1,4 +1,8 @@
-package main
+// Package reportgen renders large OCSF reports for benchmarks and load
+// tests from the 1500 real scanner records of the test fixture: shapes,
+// field sets and sizes are a scanner's, and only what must vary does (the
+// finding uid, unique; the account; the time).
+package reportgen
 
 import (
 	"bufio"
@@ -16,9 +20,9 @@ import (
 	"github.com/posture-dev/posture/internal/testenv"
 )
 
-// accounts are the cloud accounts the generated findings are spread over:
+// Accounts are the cloud Accounts the generated findings are spread over:
 // a scanner run over a small organisation.
-var accounts = []string{"123456789012", "210987654321", "111122223333", "444455556666"}
+var Accounts = []string{"123456789012", "210987654321", "111122223333", "444455556666"}
 
 const (
 	uidToken     = "@@UID@@"
@@ -29,7 +33,7 @@ const (
 // generator renders records from the 1500 real scanner records of the
 // fixture, so shapes, field sets and sizes are a scanner's, varying only
 // what must vary: the finding uid (unique), the account and the time.
-type generator struct {
+type Generator struct {
 	templates [][]byte
 	// uidPrefixes[t][a] is template t's own uid, in account a, without
 	// its last part: the scanner's per-resource hash, which uidSuffix
@@ -37,7 +41,7 @@ type generator struct {
 	uidPrefixes [][]string
 }
 
-func newGenerator() (*generator, error) {
+func New() (*Generator, error) {
 	f, err := os.Open(testenv.Fixture("aws_1500_records.ocsf.json"))
 	if err != nil {
 		return nil, err
@@ -46,7 +50,7 @@ func newGenerator() (*generator, error) {
 	// The raw bytes of each record are kept, with the scanner's own
 	// formatting; only the values that vary are swapped for tokens.
 	rd := ocsf.NewReader(f)
-	g := &generator{}
+	g := &Generator{}
 	for {
 		rec, err := rd.Next()
 		if errors.Is(err, io.EOF) {
@@ -85,8 +89,8 @@ func uidPrefixes(uid string) []string {
 	if i := strings.LastIndexByte(uid, '-'); i >= 0 {
 		prefix = uid[:i+1]
 	}
-	p := make([]string, len(accounts))
-	for a, acct := range accounts {
+	p := make([]string, len(Accounts))
+	for a, acct := range Accounts {
 		p[a] = strings.ReplaceAll(prefix, fixtureAcct, acct)
 	}
 	return p
@@ -94,8 +98,8 @@ func uidPrefixes(uid string) []string {
 
 // appendUID appends record i's finding uid: its template's uid in its
 // account, ending in 12 hex digits of its own.
-func (g *generator) appendUID(dst []byte, i int) []byte {
-	dst = append(dst, g.uidPrefixes[i%len(g.templates)][i%len(accounts)]...)
+func (g *Generator) appendUID(dst []byte, i int) []byte {
+	dst = append(dst, g.uidPrefixes[i%len(g.templates)][i%len(Accounts)]...)
 	s := uidSuffix(uint64(i))
 	for shift := 44; shift >= 0; shift -= 4 {
 		dst = append(dst, "0123456789abcdef"[s>>shift&0xf])
@@ -103,8 +107,8 @@ func (g *generator) appendUID(dst []byte, i int) []byte {
 	return dst
 }
 
-// uid is record i's finding uid.
-func (g *generator) uid(i int) string {
+// UID is record i's finding uid.
+func (g *Generator) UID(i int) string {
 	return string(g.appendUID(nil, i))
 }
 
@@ -127,23 +131,23 @@ func uidSuffix(i uint64) uint64 {
 	return x
 }
 
-// recordsPerSecond is how many generated records share a time.
-const recordsPerSecond = 100
+// RecordsPerSecond is how many generated records share a time.
+const RecordsPerSecond = 100
 
-// recordTime is record i's time, in Unix seconds: later records have later
+// RecordTime is record i's time, in Unix seconds: later records have later
 // times, as a scanner's later scans do, so a new report's findings go to
 // the end of an index in time order. Until 2026-11-26 the times repeated
 // every 86,400 records, which put a new finding among old ones there: a
 // quarter of the index blocks read from outside PostgreSQL's buffers
 // during ingestion into the 10M tenant, a cost a scanner's reports do not
 // have.
-func recordTime(i int) int64 { return 1767000000 + int64(i/recordsPerSecond) }
+func RecordTime(i int) int64 { return 1767000000 + int64(i/RecordsPerSecond) }
 
 // record renders record i.
-func (g *generator) record(dst []byte, i int) []byte {
+func (g *Generator) record(dst []byte, i int) []byte {
 	t := g.templates[i%len(g.templates)]
-	acct := accounts[i%len(accounts)]
-	ts := strconv.FormatInt(recordTime(i), 10)
+	acct := Accounts[i%len(Accounts)]
+	ts := strconv.FormatInt(RecordTime(i), 10)
 	dst = dst[:0]
 	for len(t) > 0 {
 		j := bytes.IndexAny(t, "@11")
@@ -171,9 +175,9 @@ func (g *generator) record(dst []byte, i int) []byte {
 	return dst
 }
 
-// write writes a report of n records (n < 0: until about maxBytes) to w and
+// Write writes a report of n records (n < 0: until about maxBytes) to w and
 // returns its size; records counts what was written so far.
-func (g *generator) write(w io.Writer, n int, maxBytes int64, records *atomic.Int64) (int64, error) {
+func (g *Generator) Write(w io.Writer, n int, maxBytes int64, records *atomic.Int64) (int64, error) {
 	bw := bufio.NewWriterSize(w, 256<<10)
 	var size int64
 	var buf []byte
@@ -206,14 +210,34 @@ func (g *generator) write(w io.Writer, n int, maxBytes int64, records *atomic.In
 	return size, bw.Flush()
 }
 
-func (g *generator) writeFile(path string, n int) (int64, error) {
+func (g *Generator) WriteFile(path string, n int) (int64, error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return 0, err
 	}
-	size, err := g.write(f, n, 0, nil)
+	size, err := g.Write(f, n, 0, nil)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	return size, err
+}
+
+// WriteRange writes a report of the n records from index from: the same
+// records Write would render at those indexes, so uids never repeat across
+// the reports of one load.
+func (g *Generator) WriteRange(w io.Writer, from, n int) error {
+	bw := bufio.NewWriterSize(w, 256<<10)
+	var buf []byte
+	_ = bw.WriteByte('[')
+	for i := from; i < from+n; i++ {
+		if i > from {
+			_ = bw.WriteByte(',')
+		}
+		buf = g.record(buf, i)
+		if _, err := bw.Write(buf); err != nil {
+			return err
+		}
+	}
+	_ = bw.WriteByte(']')
+	return bw.Flush()
 }

@@ -1,4 +1,4 @@
-package main
+package reportgen
 
 import (
 	"encoding/json"
@@ -12,7 +12,7 @@ import (
 // record's own account, so a search for one meets the trigrams real uids
 // share and no counter's.
 func TestGeneratedUIDs(t *testing.T) {
-	g, err := newGenerator()
+	g, err := New()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,16 +38,16 @@ func TestGeneratedUIDs(t *testing.T) {
 				if err := json.Unmarshal(buf, &rec); err != nil {
 					t.Fatalf("record %d: %v", i, err)
 				}
-				if rec.FindingInfo.UID != g.uid(i) {
-					t.Fatalf("record %d has uid %q, uid(%d) says %q", i, rec.FindingInfo.UID, i, g.uid(i))
+				if rec.FindingInfo.UID != g.UID(i) {
+					t.Fatalf("record %d has uid %q, uid(%d) says %q", i, rec.FindingInfo.UID, i, g.UID(i))
 				}
 			}
-			uid := g.uid(i)
+			uid := g.UID(i)
 			m := shape.FindStringSubmatch(uid)
 			if m == nil {
 				t.Fatalf("%s record %d: uid %q is not a scanner's uid ending in 12 hex digits", r.name, i, uid)
 			}
-			if want := accounts[i%len(accounts)]; m[1] != want {
+			if want := Accounts[i%len(Accounts)]; m[1] != want {
 				t.Fatalf("record %d: uid %q names account %s, want %s", i, uid, m[1], want)
 			}
 			if j, dup := seen[uid]; dup {
@@ -57,7 +57,7 @@ func TestGeneratedUIDs(t *testing.T) {
 		}
 	}
 	// Neighbours share no long prefix of their suffixes: a counter's would.
-	a, b := g.uid(1000), g.uid(1000+len(g.templates)*len(accounts))
+	a, b := g.UID(1000), g.UID(1000+len(g.templates)*len(Accounts))
 	if a[:len(a)-12] != b[:len(b)-12] || strings.HasPrefix(b[len(b)-12:], a[len(a)-12:len(a)-6]) {
 		t.Fatalf("uids %q and %q: same template, want suffixes that differ early", a, b)
 	}
@@ -67,7 +67,7 @@ func TestGeneratedUIDs(t *testing.T) {
 // earlier than an earlier record's, so that ingestion appends to an index
 // in time order, as a scanner's next scan does.
 func TestGeneratedTimes(t *testing.T) {
-	g, err := newGenerator()
+	g, err := New()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,14 +81,14 @@ func TestGeneratedTimes(t *testing.T) {
 		if err := json.Unmarshal(buf, &rec); err != nil {
 			t.Fatalf("record %d: %v", i, err)
 		}
-		if rec.Time != recordTime(i) {
-			t.Fatalf("record %d has time %d, recordTime(%d) says %d", i, rec.Time, i, recordTime(i))
+		if rec.Time != RecordTime(i) {
+			t.Fatalf("record %d has time %d, RecordTime(%d) says %d", i, rec.Time, i, RecordTime(i))
 		}
 		return rec.Time
 	}
 	for _, tc := range []struct{ earlier, later int }{
-		{0, recordsPerSecond - 1},
-		{0, recordsPerSecond},
+		{0, RecordsPerSecond - 1},
+		{0, RecordsPerSecond},
 		{86_399, 86_400},
 		{9_999_999, 10_000_000},
 		{10_000_000, 900_000_000},
@@ -97,7 +97,7 @@ func TestGeneratedTimes(t *testing.T) {
 			t.Errorf("record %d has time %d, before record %d's %d", tc.later, b, tc.earlier, a)
 		}
 	}
-	if a, b := timeOf(0), timeOf(recordsPerSecond); b != a+1 {
-		t.Errorf("record %d has time %d, want one second after record 0's %d", recordsPerSecond, b, a)
+	if a, b := timeOf(0), timeOf(RecordsPerSecond); b != a+1 {
+		t.Errorf("record %d has time %d, want one second after record 0's %d", RecordsPerSecond, b, a)
 	}
 }
