@@ -3,7 +3,9 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"sync"
 
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -84,12 +86,45 @@ func (e *InProcessExecutor) Cancel(_ context.Context, ing *posturev1.Ingestion) 
 type JobExecutor struct {
 	Client client.Client
 	Config WorkerJobConfig
+	// OwnerDeployment names the manager's Deployment in Config.Namespace,
+	// which then owns every worker Job (see WorkerJobConfig.Owner). Reader
+	// looks it up, uncached, at the first Job.
+	OwnerDeployment string
+	Reader          client.Reader
+
+	ownerMu sync.Mutex
+	owner   *metav1.OwnerReference
 }
 
 func (e *JobExecutor) Name() string { return "job" }
 
+// jobOwner resolves OwnerDeployment into an owner reference, once it is
+// found; until then (and without one) Jobs have no owner.
+func (e *JobExecutor) jobOwner(ctx context.Context) (*metav1.OwnerReference, error) {
+	if e.OwnerDeployment == "" {
+		return nil, nil
+	}
+	e.ownerMu.Lock()
+	defer e.ownerMu.Unlock()
+	if e.owner != nil {
+		return e.owner, nil
+	}
+	var d appsv1.Deployment
+	if err := e.Reader.Get(ctx, client.ObjectKey{Namespace: e.Config.Namespace, Name: e.OwnerDeployment}, &d); err != nil {
+		return nil, fmt.Errorf("look up the Deployment %s/%s that owns worker Jobs (--job-owner-deployment): %w", e.Config.Namespace, e.OwnerDeployment, err)
+	}
+	e.owner = &metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: d.Name, UID: d.UID}
+	return e.owner, nil
+}
+
 func (e *JobExecutor) Start(ctx context.Context, ing *posturev1.Ingestion, job ingest.Job) (string, error) {
-	desired := BuildWorkerJob(e.Config, ing, job)
+	cfg := e.Config
+	owner, err := e.jobOwner(ctx)
+	if err != nil {
+		return "", err
+	}
+	cfg.Owner = owner
+	desired := BuildWorkerJob(cfg, ing, job)
 	if err := e.Client.Create(ctx, desired); err != nil && !apierrors.IsAlreadyExists(err) {
 		return "", fmt.Errorf("create Job %s/%s: %w", desired.Namespace, desired.Name, err)
 	}

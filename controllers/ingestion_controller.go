@@ -79,6 +79,7 @@ type IngestionReconciler struct {
 // +kubebuilder:rbac:groups=posture.dev,resources=ingestions,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=posture.dev,resources=ingestions/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete,namespace=posture-system
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get,namespace=posture-system
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 func (r *IngestionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {

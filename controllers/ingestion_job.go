@@ -47,6 +47,10 @@ type WorkerJobConfig struct {
 	// Pod is the worker section of --pod-config; its image, pull policy and
 	// resources win over the fields above.
 	Pod WorkerPodSettings
+	// Owner, when set, owns every worker Job: the manager's Deployment, so
+	// that deleting it (helm uninstall) deletes the Jobs and their pods,
+	// which nothing else would remove before their TTL.
+	Owner *metav1.OwnerReference
 }
 
 func (c WorkerJobConfig) ttlAfterRecorded() int32 {
@@ -166,5 +170,8 @@ func BuildWorkerJob(cfg WorkerJobConfig, ing *posturev1.Ingestion, job ingest.Jo
 		},
 	}
 	applyPodSettings(&out.Spec.Template, cfg.Pod.PodSettings)
+	if cfg.Owner != nil {
+		out.OwnerReferences = []metav1.OwnerReference{*cfg.Owner}
+	}
 	return out
 }

@@ -37,6 +37,9 @@ const (
 	// mcpContainerPort is fixed: the Service maps spec.port onto it, so a
 	// port below 1024 needs no privilege in a non-root container.
 	mcpContainerPort = 8080
+	// mcpPreStopSleepSeconds: kube-proxy learns of a terminating pod a moment
+	// after it is marked for deletion.
+	mcpPreStopSleepSeconds = 5
 )
 
 // MCPServerDefaults come from the manager's flags. They, not the MCPServer's
@@ -187,7 +190,10 @@ func BuildMCPPodTemplate(m *posturev1.MCPServer, d MCPServerDefaults) corev1.Pod
 				Ports:          []corev1.ContainerPort{{Name: MCPPortName, ContainerPort: mcpContainerPort, Protocol: corev1.ProtocolTCP}},
 				ReadinessProbe: probe(5, 3),
 				LivenessProbe:  probe(10, 6),
-				Resources:      resources,
+				// Serve on while the Service's endpoints drop a pod marked
+				// for deletion; SIGTERM, which closes the listener, comes after.
+				Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: mcpPreStopSleepSeconds}}},
+				Resources: resources,
 				SecurityContext: &corev1.SecurityContext{
 					AllowPrivilegeEscalation: ptr.To(false),
 					ReadOnlyRootFilesystem:   ptr.To(true),

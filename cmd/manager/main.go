@@ -75,6 +75,7 @@ type managerFlags struct {
 	maxUploadBytes                    int64
 	shutdownDrain                     time.Duration
 	job                               controllers.WorkerJobConfig
+	jobOwner                          string
 	staticTenant, staticNamespace     string
 	rateLimit                         float64
 	rateBurst                         int
@@ -153,6 +154,7 @@ func parseManagerFlags(args []string) (managerFlags, *zap.Options, error) {
 	fs.StringVar(&f.job.Namespace, "job-namespace", env("POD_NAMESPACE", "posture-system"), "Job executor: namespace of worker Jobs.")
 	fs.StringVar(&f.job.Image, "job-image", env("POSTURE_WORKER_IMAGE", ""), "Job executor: worker image (the manager's own).")
 	fs.StringVar(&f.podConfig, "pod-config", "", "YAML file with worker: and mcpServer: sections (image, imagePullPolicy, imagePullSecrets, nodeSelector, tolerations, affinity, topologySpreadConstraints, priorityClassName, resources, podLabels, podAnnotations; worker also extraEnv, extraVolumes, extraVolumeMounts) for the pods the manager creates. Unknown keys are an error.")
+	fs.StringVar(&f.jobOwner, "job-owner-deployment", "", "Job executor: the manager's Deployment (in --job-namespace), made the owner of every worker Job so that deleting it deletes them; empty: Jobs have no owner.")
 	fs.StringVar(&f.job.StoreSecret, "job-store-secret", "posture-store", "Job executor: Secret holding the store DSN.")
 	fs.StringVar(&f.job.StoreSecretKey, "job-store-secret-key", "dsn", "Job executor: key of the DSN in that Secret.")
 	fs.StringVar(&f.staticTenant, "static-tenant", "", "Authenticate POSTURE_STATIC_API_KEY as an administrator of this tenant.")
@@ -281,7 +283,7 @@ func serve(ctx context.Context, cfg *rest.Config, f managerFlags, log logr.Logge
 			return errors.New("the job executor needs a store its pods can reach: use --store-driver postgres")
 		}
 		f.job.ImagePullPolicy = corev1.PullIfNotPresent
-		executor = &controllers.JobExecutor{Client: mgr.GetClient(), Config: f.job}
+		executor = &controllers.JobExecutor{Client: mgr.GetClient(), Config: f.job, OwnerDeployment: f.jobOwner, Reader: mgr.GetAPIReader()}
 	default:
 		return fmt.Errorf("unknown --executor %q: use job or inprocess", f.executor)
 	}

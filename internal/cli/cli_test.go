@@ -581,6 +581,8 @@ func TestUsage(t *testing.T) {
 		{[]string{"scan", "kubernetes", "--output-filename", "a/b"}, ExitUsage, "not a path"},
 		{[]string{"scan", "kubernetes", "--no-such-flag"}, ExitUsage, "unknown flag"},
 		{[]string{"scan", "kubernetes", "--list-checks"}, ExitOK, "rbac_cluster_admin_bindings"},
+		{[]string{"scan", "kubernetes", "--push-to-cloud", "--push-to-cluster", "tenant-a"}, ExitUsage, "choose one"},
+		{[]string{"scan", "kubernetes", "--push-to-cluster", "Tenant_A"}, ExitUsage, `--push-to-cluster "Tenant_A" is not a namespace name`},
 		{[]string{"push"}, ExitUsage, "needs the report file"},
 		{[]string{"ingestions"}, ExitUsage, "list, get, errors or wait"},
 	} {

@@ -121,20 +121,45 @@ func (k *kubectlPlugin) client() (*kube, error) {
 	if err != nil {
 		return nil, exit(ExitError, "kubeconfig: %v", err)
 	}
+	c, err := newKube(cfg, ns)
+	if err != nil {
+		return nil, exit(ExitError, "kubeconfig: %v", err)
+	}
+	return c, nil
+}
+
+// newKube is a client of cfg's cluster (its identity: certificates, tokens,
+// exec plugins, impersonation) for requests in namespace.
+func newKube(cfg *rest.Config, namespace string) (*kube, error) {
 	// Uploads stream up to a gigabyte: no whole-request timeout unless
 	// --request-timeout asks for one.
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
-		return nil, exit(ExitError, "kubeconfig: %v", err)
+		return nil, err
 	}
 	host, err := url.Parse(cfg.Host)
 	if err != nil || host.Host == "" {
-		return nil, exit(ExitError, "kubeconfig: server %q is not a URL", cfg.Host)
+		return nil, fmt.Errorf("server %q is not a URL", cfg.Host)
 	}
 	if host.Scheme == "" {
 		host.Scheme = "https"
 	}
-	return &kube{http: hc, host: strings.TrimRight(host.String()+cfg.APIPath, "/"), namespace: ns}, nil
+	return &kube{http: hc, host: strings.TrimRight(host.String()+cfg.APIPath, "/"), namespace: namespace}, nil
+}
+
+// upload streams a report to the aggregated API (create uploads in the
+// client's namespace) and returns the Ingestion it created.
+func (c *kube) upload(ctx context.Context, name string, body io.Reader, size int64) (postureIngestion, error) {
+	path := dataGroupPath + "/namespaces/" + url.PathEscape(c.namespace) + "/uploads"
+	data, err := c.do(ctx, http.MethodPost, path, url.Values{"filename": {name}}, "application/json", body, size)
+	if err != nil {
+		return postureIngestion{}, err
+	}
+	var ing postureIngestion
+	if err := json.Unmarshal(data, &ing); err != nil || ing.Metadata.Name == "" {
+		return postureIngestion{}, fmt.Errorf("the answer is not an Ingestion: %.200q", data)
+	}
+	return ing, nil
 }
 
 // statusError is a failed request, with the metav1.Status message when the
@@ -252,14 +277,9 @@ with the Ingestion it created. With --wait, follows the Ingestion until it compl
 			if name == "" {
 				name = filepath.Base(files[0])
 			}
-			path := dataGroupPath + "/namespaces/" + url.PathEscape(c.namespace) + "/uploads"
-			data, err := c.do(cmd.Context(), http.MethodPost, path, url.Values{"filename": {name}}, "application/json", f, st.Size())
+			ing, err := c.upload(cmd.Context(), name, f, st.Size())
 			if err != nil {
 				return exit(ExitError, "upload %s to namespace %s: %v", files[0], c.namespace, err)
-			}
-			var ing postureIngestion
-			if err := json.Unmarshal(data, &ing); err != nil || ing.Metadata.Name == "" {
-				return exit(ExitError, "upload %s: the answer is not an Ingestion: %.200q", files[0], data)
 			}
 			fmt.Fprintf(k.stdout, "ingestion.posture.dev/%s created in namespace %s (%s)\n", ing.Metadata.Name, c.namespace, name)
 			if !wait {

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -191,6 +192,41 @@ func TestKubectlPluginThroughKubeAggregator(t *testing.T) {
 		}
 	})
 
+	t.Run("postctl scan --push-to-cluster uploads as the scanning identity", func(t *testing.T) {
+		scanned := namespace(t, false)
+		r := run(t, envWith("KUBECONFIG", kc[1]), "scan", "kubernetes", "-o", t.TempDir(), "--namespaces", scanned,
+			"-M", "json-ocsf", "--push-to-cluster", tenantNS, "--ignore-exit-code-3")
+		m := regexp.MustCompile(`Findings pushed into namespace ` + tenantNS + `: ingestion\.posture\.dev/(\S+) `).FindStringSubmatch(r.stdout)
+		if r.code != ExitOK || m == nil || !strings.Contains(r.stdout, "Scan results saved in ") {
+			t.Fatalf("scan --push-to-cluster with failing checks and -z: %s", r)
+		}
+		if w := plugin("wait", m[1], "-n", tenantNS, "--interval", "100ms"); w.code != ExitOK {
+			t.Fatalf("the pushed scan's ingestion: %s", w)
+		}
+		// An identity that may read what it scans but not upload: the scan
+		// stands, the push fails with what to bind.
+		cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "scan-bot-read"}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"namespaces", "pods", "serviceaccounts"}, Verbs: []string{"get", "list"}},
+		}}
+		crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "scan-bot-read"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "scan-bot"}},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: cr.Name}}
+		for _, o := range []client.Object{cr, crb} {
+			if err := admin.Create(ctx, o); client.IgnoreAlreadyExists(err) != nil {
+				t.Fatal(err)
+			}
+		}
+		bot := impersonating(t, kc[1], "scan-bot")
+		r = run(t, envWith("KUBECONFIG", bot), "scan", "kubernetes", "-o", t.TempDir(), "--namespaces", scanned,
+			"--push-to-cluster", tenantNS)
+		// The checks it may not read are skipped; the failed push leaves the
+		// exit code to the scan (no failing check: 0).
+		if r.code != ExitOK || !strings.Contains(r.stderr, "Push failed: ") || !strings.Contains(r.stderr, "403 Forbidden") ||
+			!strings.Contains(r.stderr, "bind it to the ClusterRole posture-uploader") || !strings.Contains(r.stderr, "Scan results saved in ") {
+			t.Fatalf("scan-bot's push without the right to upload: %s", r)
+		}
+	})
+
 	t.Run("a new CA and certificate keep the APIService available", func(t *testing.T) {
 		// A CA is renewed years from now; an unreadable ca.key makes the
 		// rotator renew both today, with certificates valid in real time,
@@ -237,6 +273,23 @@ func TestKubectlPluginThroughKubeAggregator(t *testing.T) {
 			t.Errorf("kubectl posture get findings: %v\n%.500s", err, out)
 		}
 	})
+}
+
+// impersonating copies a kubeconfig, acting as user.
+func impersonating(t *testing.T, kubeconfig, user string) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range cfg.AuthInfos {
+		a.Impersonate = user
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 func secretBundle(t *testing.T, c client.Client, ns, name string) (string, servingcert.Bundle) {

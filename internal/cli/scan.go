@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -29,6 +31,8 @@ type scanFlags struct {
 	listChecks          bool
 	clusterID           string
 	push                bool
+	pushNamespace       string
+	ignoreExitCode3     bool
 	timeout             time.Duration
 }
 
@@ -53,10 +57,12 @@ func (a *app) scanCommand() *cobra.Command {
 		Long: `Runs the posture checks against the cluster of the current kubeconfig context
 (KUBECONFIG, else ~/.kube/config, else the in-cluster service account) and writes the
 results under the output directory. Exit code 3 when any check fails, else 0; a push
-(--push-to-cloud) never changes it.`,
+(--push-to-cloud, or --push-to-cluster through the cluster's own aggregated API) never
+changes it.`,
 		Example: `  postctl scan kubernetes
   postctl scan kubernetes -o reports --output-formats csv --push-to-cloud
-  postctl scan kubernetes --namespaces shop,payments --checks core_privileged_containers`,
+  postctl scan kubernetes --namespaces shop,payments --checks core_privileged_containers
+  postctl scan kubernetes -M json-ocsf --push-to-cluster tenant-acme`,
 		Args: args(0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.scanKubernetes(cmd.Context(), f) },
 	}
@@ -72,6 +78,8 @@ results under the output directory. Exit code 3 when any check fails, else 0; a 
 	fl.BoolVar(&f.listChecks, "list-checks", false, "list the checks and exit")
 	fl.StringVar(&f.clusterID, "cluster-id", "", "cluster identity recorded as unmapped.provider_uid (default: the UID of the kube-system namespace)")
 	fl.BoolVar(&f.push, "push-to-cloud", false, "upload the findings to the ingestion API ("+pushclient.EnvAPIKey+", "+pushclient.EnvBaseURL+")")
+	fl.StringVar(&f.pushNamespace, "push-to-cluster", "", "upload the findings into this tenant namespace through the scanned cluster's aggregated API (data.posture.dev), as the scanning identity: no API key (a scanner running as a pod)")
+	fl.BoolVarP(&f.ignoreExitCode3, "ignore-exit-code-3", "z", false, "exit 0 even when checks fail (a scheduled scan, whose failed checks are findings, not a failed run)")
 	fl.DurationVar(&f.timeout, "timeout", 5*time.Minute, "time limit for reading the cluster")
 	scan.AddCommand(k)
 	return scan
@@ -101,6 +109,14 @@ func (a *app) scanKubernetes(ctx context.Context, f scanFlags) error {
 	}
 	if f.fileName != "" && (strings.ContainsAny(f.fileName, `/\`) || f.fileName == "." || f.fileName == "..") {
 		return usageError{fmt.Errorf("--output-filename %q must be a file name, not a path; use -o for the directory", f.fileName)}
+	}
+	if f.push && f.pushNamespace != "" {
+		return usageError{errors.New("--push-to-cloud and --push-to-cluster each upload the findings; choose one")}
+	}
+	if ns := f.pushNamespace; ns != "" {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return usageError{fmt.Errorf("--push-to-cluster %q is not a namespace name: %s", ns, strings.Join(errs, "; "))}
+		}
 	}
 	for _, id := range f.checks {
 		if _, ok := scanner.CheckByID(id); !ok {
@@ -154,17 +170,21 @@ func (a *app) scanKubernetes(ctx context.Context, f scanFlags) error {
 
 	a.printSummary(rep, cluster)
 	savedAt := "Scan results saved in " + strings.Join(written, ", ")
-	if !f.push {
+	if !f.push && f.pushNamespace == "" {
 		// With a push, its outcome message says where the results are.
 		fmt.Fprintln(a.stdout, savedAt)
 	}
 
 	code := ExitOK
-	if rep.Failed() > 0 {
+	if rep.Failed() > 0 && !f.ignoreExitCode3 {
 		code = ExitFindings
 	}
-	if f.push {
-		a.pushScan(ctx, rep, ocsfPath, base+scanner.Formats[scanner.FormatOCSF], savedAt)
+	name := base + scanner.Formats[scanner.FormatOCSF]
+	switch {
+	case f.push:
+		a.pushScan(ctx, rep, ocsfPath, name, savedAt)
+	case f.pushNamespace != "":
+		a.pushToCluster(ctx, cfg, f.pushNamespace, rep, ocsfPath, name, savedAt)
 	}
 	if code != ExitOK {
 		return &exitError{code: code}
@@ -175,22 +195,75 @@ func (a *app) scanKubernetes(ctx context.Context, f scanFlags) error {
 // pushScan uploads the scan's findings. It reports the outcome and nothing
 // else: the caller's exit code does not depend on it.
 func (a *app) pushScan(ctx context.Context, rep *scanner.Report, ocsfPath, name, savedAt string) {
-	file := ocsfPath
-	if file == "" {
-		// The chosen formats leave out OCSF: the API still needs it, so it
-		// goes to a temporary file in the system temporary directory (never
-		// the output directory, which holds only what was asked for), removed
-		// once sent.
-		tmp, err := writeTempOCSF(rep)
-		if err != nil {
-			fmt.Fprintf(a.stderr, "Push failed: cannot write the temporary OCSF file for the upload: %v. Nothing was sent.\n%s\n", err, savedAt)
-			return
-		}
-		defer os.Remove(tmp)
-		file = tmp
+	file, done, ok := a.uploadFile(rep, ocsfPath, savedAt)
+	if !ok {
+		return
 	}
+	defer done()
 	res := pushclient.Push(ctx, pushclient.Request{File: file, Name: name, Getenv: a.getenv, UserAgent: userAgent()})
 	res.Print(a.stdout, a.stderr, savedAt)
+}
+
+// uploadFile is the OCSF file an upload sends: the one written, or, when the
+// chosen formats leave out OCSF, a temporary file in the system temporary
+// directory (never the output directory, which holds only what was asked
+// for), removed by done once sent.
+func (a *app) uploadFile(rep *scanner.Report, ocsfPath, savedAt string) (file string, done func(), ok bool) {
+	if ocsfPath != "" {
+		return ocsfPath, func() {}, true
+	}
+	tmp, err := writeTempOCSF(rep)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "Push failed: cannot write the temporary OCSF file for the upload: %v. Nothing was sent.\n%s\n", err, savedAt)
+		return "", nil, false
+	}
+	return tmp, func() { os.Remove(tmp) }, true
+}
+
+// pushToCluster uploads the scan's findings into a tenant namespace through
+// the aggregated API of the cluster it scanned, as the identity that
+// scanned: kube RBAC (create uploads there) is the permission, and no API
+// key is involved. Like pushScan, it reports and never fails the scan.
+func (a *app) pushToCluster(ctx context.Context, cfg *rest.Config, namespace string, rep *scanner.Report, ocsfPath, name, savedAt string) {
+	file, done, ok := a.uploadFile(rep, ocsfPath, savedAt)
+	if !ok {
+		return
+	}
+	defer done()
+	fail := func(format string, args ...any) {
+		fmt.Fprintf(a.stderr, "Push failed: "+format+"\n%s\n", append(args, savedAt)...)
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		fail("%v. Nothing was sent.", err)
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		fail("%v. Nothing was sent.", err)
+		return
+	}
+	c, err := newKube(cfg, namespace)
+	if err != nil {
+		fail("%v. Nothing was sent.", err)
+		return
+	}
+	ing, err := c.upload(ctx, name, f, st.Size())
+	var se *statusError
+	switch {
+	case err == nil:
+		fmt.Fprintf(a.stdout, "Findings pushed into namespace %s: ingestion.posture.dev/%s (kubectl get ingestion -n %s %s).\n%s\n",
+			namespace, ing.Metadata.Name, namespace, ing.Metadata.Name, savedAt)
+	case errors.As(err, &se) && se.code == http.StatusForbidden:
+		fail("%v. This identity may not create uploads (data.posture.dev) in namespace %s: bind it to the ClusterRole posture-uploader there.", err, namespace)
+	case errors.As(err, &se) && se.code == http.StatusPaymentRequired:
+		fail("%v. Ingestion needs a subscription: the Tenant of namespace %s has none active.", err, namespace)
+	case errors.As(err, &se) && se.code == http.StatusNotFound:
+		fail("%v. Is the aggregated API data.posture.dev installed (kubectl get apiservice v1alpha1.data.posture.dev)?", err)
+	default:
+		fail("%v. Check that the cluster's aggregated API data.posture.dev is available.", err)
+	}
 }
 
 func writeTempOCSF(rep *scanner.Report) (string, error) {

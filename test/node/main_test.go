@@ -1,0 +1,350 @@
+// Package node runs Posture on a real one-node Kubernetes cluster
+// (internal/localcluster: kubelet, containerd and runc, a CNI bridge,
+// kube-proxy and CoreDNS) from the images make images builds, installed with
+// the real Helm CLI: the install a platform team starts with. One cluster
+// serves the whole test binary; TestMain checks that tearing it down leaves
+// nothing behind.
+//
+// It needs root, as the cluster does (CI runs as root); make test runs it
+// after the other packages so the node has the machine to itself.
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/posture-dev/posture/internal/demo"
+	"github.com/posture-dev/posture/internal/localcluster"
+	"github.com/posture-dev/posture/internal/testenv"
+)
+
+var (
+	cluster *localcluster.Cluster
+	// workDir holds what the tests write besides the cluster: the images
+	// of make images, generated reports.
+	workDir string
+)
+
+const (
+	release   = "posture"
+	systemNS  = "posture-system"
+	managerLS = "app.kubernetes.io/instance=posture,app.kubernetes.io/component=manager"
+)
+
+func TestMain(m *testing.M) {
+	if os.Geteuid() != 0 {
+		fmt.Println("test/node: not root: the one-node cluster needs root (network namespaces, mounts, cgroups); its tests are skipped")
+		os.Exit(m.Run())
+	}
+	code, err := run(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "test/node:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func run(m *testing.M) (int, error) {
+	root := testenv.Root()
+	k8sBin, err := scriptDir(filepath.Join(root, "hack", "control-plane.sh"))
+	if err != nil {
+		return 1, err
+	}
+	tools, err := scriptDir(filepath.Join(root, "hack", "node-tools.sh"))
+	if err != nil {
+		return 1, err
+	}
+	workDir, err = os.MkdirTemp("", "posture-node-work-")
+	if err != nil {
+		return 1, err
+	}
+	defer os.RemoveAll(workDir)
+	imagesDir := filepath.Join(workDir, "images")
+	build := exec.Command("go", "run", "./hack/images", "-out", imagesDir)
+	build.Dir = root
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return 1, fmt.Errorf("make images: %w", err)
+	}
+	archives, _ := filepath.Glob(filepath.Join(imagesDir, "*.tar"))
+	dir, err := localcluster.TempDir()
+	if err != nil {
+		return 1, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cluster, err = localcluster.Start(ctx, localcluster.Config{
+		Dir: dir, K8sBin: k8sBin, Tools: tools, Root: root, Images: archives,
+		Postgres: true, Owner: os.Getpid(), Log: os.Stderr,
+	})
+	if err != nil {
+		return 1, err
+	}
+	code := m.Run()
+	state := cluster.State
+	if err := cluster.Down(); err != nil {
+		return code, fmt.Errorf("tearing the cluster down: %w", err)
+	}
+	if left := state.Leftovers(); len(left) > 0 {
+		return code, fmt.Errorf("tearing the cluster down left: %s", strings.Join(left, "; "))
+	}
+	return code, nil
+}
+
+func scriptDir(script string) (string, error) {
+	cmd := exec.Command(script)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", script, err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return lines[len(lines)-1], nil
+}
+
+func needCluster(t testing.TB) {
+	t.Helper()
+	if cluster == nil {
+		t.Skip("no cluster: the node tests need root")
+	}
+}
+
+func ctxFor(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func kube(t testing.TB) client.Client {
+	t.Helper()
+	cl, err := cluster.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// kubectl runs the real kubectl with the cluster's admin kubeconfig.
+func kubectl(t testing.TB, stdin []byte, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", cluster.Kubeconfig()}, args...)...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func chart() string { return filepath.Join(testenv.Root(), "charts", "posture") }
+
+// installed is the chart's default install (job executor, PostgreSQL, two
+// replicas) and the demo tenants, made by the first test that needs it.
+var installed struct {
+	sync.Mutex
+	done bool
+	// seconds from helm install to every pod Ready
+	took time.Duration
+	api  apiClient
+}
+
+func install(t testing.TB) apiClient {
+	t.Helper()
+	return installWith(t, localcluster.Posture{Chart: chart(), StoreSecret: true}, 2)
+}
+
+// installWith installs the chart as p says unless an install is there, and
+// seeds the demo tenants (kept from an earlier install: the store is
+// another, but the tenants are Kubernetes objects).
+func installWith(t testing.TB, p localcluster.Posture, replicas int) apiClient {
+	t.Helper()
+	needCluster(t)
+	installed.Lock()
+	defer installed.Unlock()
+	if installed.done {
+		return installed.api
+	}
+	ctx := ctxFor(t, 5*time.Minute)
+	t0 := time.Now()
+	if err := cluster.InstallPosture(ctx, p, replicas, true); err != nil {
+		t.Fatal(err)
+	}
+	installed.took = time.Since(t0)
+	t.Logf("helm install %s: every pod Ready after %s", strings.Join(p.Set, " "), installed.took.Round(100*time.Millisecond))
+	cl := kube(t)
+	seed, err := demo.Seed(ctx, cl, func(string) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := seed.AwaitKeys(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{}
+	for _, v := range seed.EnvVars {
+		k, val, _ := strings.Cut(v, "=")
+		vars[k] = val
+	}
+	var svc corev1.Service
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: systemNS, Name: "posture-api"}, &svc); err != nil {
+		t.Fatal(err)
+	}
+	addr := net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(svc.Spec.Ports[0].Port)))
+	reachable(t, addr, 30*time.Second)
+	installed.api = apiClient{
+		base:      "http://" + addr,
+		key:       vars["POSTURE_API_KEY"],
+		namespace: seed.Namespace,
+	}
+	installed.done = true
+	return installed.api
+}
+
+// uninstall removes the release, and waits.
+func uninstall(t testing.TB) {
+	t.Helper()
+	installed.Lock()
+	defer installed.Unlock()
+	if _, err := cluster.Helm(ctxFor(t, 5*time.Minute), "uninstall", release, "-n", systemNS, "--wait"); err != nil {
+		t.Fatal(err)
+	}
+	installed.done = false
+}
+
+// execCommand runs a client program with the host's environment.
+func execCommand(bin string, args ...string) *exec.Cmd {
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = os.TempDir()
+	return cmd
+}
+
+// apiClient speaks to the REST API from the host, through the API
+// Service's ClusterIP (routed to the node).
+type apiClient struct {
+	base, key, namespace string
+}
+
+func (a apiClient) do(t testing.TB, method, path, contentType string, body io.Reader, out any) int {
+	t.Helper()
+	req, err := http.NewRequest(method, a.base+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Api-Key "+a.key)
+	req.Header.Set("Accept", "application/vnd.api+json")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := (&http.Client{Timeout: 5 * time.Minute}).Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if out != nil && resp.StatusCode < 300 {
+		if err := json.Unmarshal(data, out); err != nil {
+			t.Fatalf("%s %s: %v\n%s", method, path, err, data)
+		}
+	}
+	if resp.StatusCode >= 300 {
+		t.Logf("%s %s: %s\n%s", method, path, resp.Status, data)
+	}
+	return resp.StatusCode
+}
+
+type ingestion struct {
+	Data struct {
+		ID         string `json:"id"`
+		Attributes struct {
+			Status  string `json:"status"`
+			Summary struct {
+				Total, Processed, Invalid int
+			} `json:"summary"`
+		} `json:"attributes"`
+	} `json:"data"`
+}
+
+// upload sends a report as the spec's multipart upload and returns the job id.
+func (a apiClient) upload(t testing.TB, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	go func() {
+		part, err := mw.CreateFormFile("file", filepath.Base(path))
+		if err == nil {
+			_, err = io.Copy(part, f)
+		}
+		if err == nil {
+			err = mw.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	var ing ingestion
+	if code := a.do(t, http.MethodPost, "/api/v1/ingestions", mw.FormDataContentType(), pr, &ing); code != http.StatusAccepted {
+		t.Fatalf("upload %s: status %d, want 202", path, code)
+	}
+	return ing.Data.ID
+}
+
+// wait polls an ingestion until it ends.
+func (a apiClient) wait(t testing.TB, id string, timeout time.Duration) ingestion {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		var ing ingestion
+		if code := a.do(t, http.MethodGet, "/api/v1/ingestions/"+id, "", nil, &ing); code != http.StatusOK {
+			t.Fatalf("GET ingestion %s: %d", id, code)
+		}
+		if s := ing.Data.Attributes.Status; s == "completed" || s == "failed" {
+			return ing
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ingestion %s still %s after %s", id, ing.Data.Attributes.Status, timeout)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// waitStatus polls until the ingestion reaches status (or ends).
+func (a apiClient) waitStatus(t testing.TB, id, status string, timeout time.Duration) ingestion {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		var ing ingestion
+		a.do(t, http.MethodGet, "/api/v1/ingestions/"+id, "", nil, &ing)
+		if s := ing.Data.Attributes.Status; s == status || s == "completed" || s == "failed" {
+			return ing
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ingestion %s still %s after %s, want %s", id, ing.Data.Attributes.Status, timeout, status)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func fixture(name string) string { return testenv.Fixture(name) }
