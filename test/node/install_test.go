@@ -40,7 +40,7 @@ import (
 // Available through its Service.
 func TestHelmInstallWithDefaults(t *testing.T) {
 	install(t)
-	procs := managerProcesses(t)
+	procs := nodeProcesses("")
 	if len(procs) != 2 {
 		t.Fatalf("found %d manager processes on the node, want the 2 replicas", len(procs))
 	}
@@ -62,10 +62,10 @@ type nodeProcess struct {
 	rssKiB       int
 }
 
-// managerProcesses finds the manager containers' processes on the node:
-// the binary /manager under the cluster's cgroups.
-func managerProcesses(t testing.TB) []nodeProcess {
-	t.Helper()
+// nodeProcesses finds the manager image's processes on the node: the
+// binary /manager under the cluster's cgroups, the manager itself (arg "")
+// or a worker Job's (arg "worker").
+func nodeProcesses(arg string) []nodeProcess {
 	entries, _ := os.ReadDir("/proc")
 	var out []nodeProcess
 	for _, e := range entries {
@@ -75,7 +75,7 @@ func managerProcesses(t testing.TB) []nodeProcess {
 		}
 		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		args := strings.Split(string(cmdline), "\x00")
-		if args[0] != "/manager" || len(args) < 2 || args[1] == "worker" {
+		if args[0] != "/manager" || len(args) < 2 || (args[1] == "worker") != (arg == "worker") {
 			continue
 		}
 		cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
