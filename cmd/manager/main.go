@@ -244,6 +244,11 @@ func serve(ctx context.Context, cfg *rest.Config, f managerFlags, log logr.Logge
 		LeaderElection:          f.leaderElect,
 		LeaderElectionID:        "manager.posture.dev",
 		LeaderElectionNamespace: f.leaderElectionNamespace,
+		// Hand the lease over as the pod stops (rolling upgrade, drain,
+		// uninstall and install again) rather than make the next leader
+		// wait out its 15 s: the lease is released only once every
+		// controller has stopped, and the process exits right after.
+		LeaderElectionReleaseOnCancel: true,
 		// The API drains for --shutdown-drain, then needs a moment to answer
 		// what it cut off; the rest stops within the margin.
 		GracefulShutdownTimeout: ptr.To(f.shutdownDrain + 10*time.Second),

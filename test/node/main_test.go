@@ -311,16 +311,34 @@ func (a apiClient) upload(t testing.TB, path string) string {
 	return ing.Data.ID
 }
 
+// get reads an ingestion; a 429 is waited out as its Retry-After says.
+func (a apiClient) get(t testing.TB, id string) ingestion {
+	t.Helper()
+	for {
+		var ing ingestion
+		switch code := a.do(t, http.MethodGet, "/api/v1/ingestions/"+id, "", nil, &ing); code {
+		case http.StatusOK:
+			return ing
+		case http.StatusTooManyRequests:
+			time.Sleep(time.Second)
+		default:
+			t.Fatalf("GET ingestion %s: %d", id, code)
+		}
+	}
+}
+
+func (i ingestion) ended() bool {
+	s := i.Data.Attributes.Status
+	return s == "completed" || s == "failed"
+}
+
 // wait polls an ingestion until it ends.
 func (a apiClient) wait(t testing.TB, id string, timeout time.Duration) ingestion {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		var ing ingestion
-		if code := a.do(t, http.MethodGet, "/api/v1/ingestions/"+id, "", nil, &ing); code != http.StatusOK {
-			t.Fatalf("GET ingestion %s: %d", id, code)
-		}
-		if s := ing.Data.Attributes.Status; s == "completed" || s == "failed" {
+		ing := a.get(t, id)
+		if ing.ended() {
 			return ing
 		}
 		if time.Now().After(deadline) {
@@ -335,9 +353,8 @@ func (a apiClient) waitStatus(t testing.TB, id, status string, timeout time.Dura
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		var ing ingestion
-		a.do(t, http.MethodGet, "/api/v1/ingestions/"+id, "", nil, &ing)
-		if s := ing.Data.Attributes.Status; s == status || s == "completed" || s == "failed" {
+		ing := a.get(t, id)
+		if ing.Data.Attributes.Status == status || ing.ended() {
 			return ing
 		}
 		if time.Now().After(deadline) {
