@@ -29,6 +29,7 @@ manifests: $(CONTROLLER_GEN) ## CRDs and RBAC from kubebuilder markers.
 	rm -rf charts/posture/files/admission && mkdir -p charts/posture/files/admission
 	cp $$(ls config/admission/*.yaml | grep -v /kustomization.yaml) charts/posture/files/admission/
 	cp config/rbac/tenant_access_role.yaml charts/posture/files/tenant_access_role.yaml
+	cp config/rbac/scanner_role.yaml charts/posture/files/scanner_role.yaml
 	# The values table of charts/posture/README.md, from values.yaml and values.schema.json.
 	go run ./hack/chartdocs charts/posture
 
