@@ -29,8 +29,9 @@ import (
 func main() {
 	dir := flag.String("dir", ".cluster", "state directory of the cluster; .cluster/env is written into it")
 	images := flag.String("images", "dist/images", "directory of the OCI archives make images writes")
+	owner := flag.Int("owner", 0, "with up: a process whose death makes the cluster stale, torn down by the next start (the node tests pass theirs); 0: the cluster lives until down")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: go run ./hack/cluster [-dir .cluster] up|down")
+		fmt.Fprintln(os.Stderr, "usage: go run ./hack/cluster [-dir .cluster] [-images dist/images] up|down")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -39,7 +40,7 @@ func main() {
 	var err error
 	switch flag.Arg(0) {
 	case "up":
-		err = up(ctx, *dir, *images)
+		err = up(ctx, *dir, *images, *owner)
 	case "down":
 		err = localcluster.Down(*dir)
 		if err == nil {
@@ -70,7 +71,7 @@ func buildDir(script string) (string, error) {
 	return lines[len(lines)-1], nil
 }
 
-func up(ctx context.Context, dir, imagesDir string) error {
+func up(ctx context.Context, dir, imagesDir string, owner int) error {
 	root, err := os.Getwd()
 	if err != nil {
 		return err
@@ -90,7 +91,7 @@ func up(ctx context.Context, dir, imagesDir string) error {
 	}
 	step("starting the node in %s", dir)
 	c, err := localcluster.Start(ctx, localcluster.Config{
-		Dir: dir, K8sBin: k8sBin, Tools: tools, Root: root, Images: archives, Postgres: true, Log: os.Stdout,
+		Dir: dir, K8sBin: k8sBin, Tools: tools, Root: root, Images: archives, Postgres: true, Owner: owner, Log: os.Stdout,
 	})
 	if err != nil {
 		return err

@@ -7,9 +7,13 @@ import (
 	"strconv"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
@@ -51,6 +55,10 @@ func seedDemo(ctx context.Context, c *localcluster.Cluster) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	metricsURL, metricsToken, err := metricsAccess(ctx, c, cl)
+	if err != nil {
+		return nil, err
+	}
 	vars := []string{
 		"KUBECONFIG=" + c.Kubeconfig(),
 		"POSTURE_API_URL=" + apiURL,
@@ -60,6 +68,11 @@ func seedDemo(ctx context.Context, c *localcluster.Cluster) ([]string, error) {
 		"POSTURE_TENANT_NAMESPACE=" + seed.Namespace,
 		// postctl push and scan --push-to-cloud read these.
 		"SERVICE_CLOUD_API_BASE_URL=" + apiURL,
+		// One manager pod's metrics (each replica serves its own), and a
+		// day's token of a ServiceAccount bound to the chart's
+		// posture-metrics-reader, as a Prometheus in the cluster would be.
+		"POSTURE_METRICS_URL=" + metricsURL,
+		"POSTURE_METRICS_TOKEN=" + metricsToken,
 	}
 	return append(vars, seed.EnvVars...), nil
 }
@@ -90,4 +103,46 @@ func serviceAddr(ctx context.Context, cl client.Client, namespace, name string) 
 		return "", fmt.Errorf("service %s/%s has no ClusterIP or port", namespace, name)
 	}
 	return net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(svc.Spec.Ports[0].Port))), nil
+}
+
+// metricsReader scrapes the managers' metrics in .cluster/env's name.
+const metricsReader = "posture-metrics-reader"
+
+func metricsAccess(ctx context.Context, c *localcluster.Cluster, cl client.Client) (url, token string, err error) {
+	for _, o := range []client.Object{
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: metricsReader, Namespace: "posture-system"}},
+		&rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: metricsReader},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "posture-metrics-reader"},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: metricsReader, Namespace: "posture-system"}},
+		},
+	} {
+		if err := cl.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			return "", "", fmt.Errorf("create %T %s: %w", o, o.GetName(), err)
+		}
+	}
+	cfg, err := c.RESTConfig()
+	if err != nil {
+		return "", "", err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return "", "", err
+	}
+	tr, err := cs.CoreV1().ServiceAccounts("posture-system").CreateToken(ctx, metricsReader, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](24 * 3600)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return "", "", fmt.Errorf("token of ServiceAccount posture-system/%s: %w", metricsReader, err)
+	}
+	var pods corev1.PodList
+	if err := cl.List(ctx, &pods, client.InNamespace("posture-system"), client.MatchingLabels{"app.kubernetes.io/component": "manager"}); err != nil {
+		return "", "", err
+	}
+	for _, p := range pods.Items {
+		if p.Status.PodIP != "" && p.DeletionTimestamp == nil {
+			return "https://" + net.JoinHostPort(p.Status.PodIP, "8082") + "/metrics", tr.Status.Token, nil
+		}
+	}
+	return "", "", fmt.Errorf("no manager pod with an address in posture-system")
 }

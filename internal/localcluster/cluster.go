@@ -104,7 +104,6 @@ const (
 	// cluster beside make test, say); each has its own addresses.
 	slots    = 16
 	nodeName = "posture-node"
-	podCIDR  = "10.88.0.0/16"
 	// nsPrefix names the network namespaces and cgroups of our clusters.
 	nsPrefix = "posture-node-"
 )
@@ -176,7 +175,7 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 		return nil, err
 	}
 	c = &Cluster{cfg: cfg, log: cfg.Log, State: State{
-		Dir: dir, NodeName: nodeName, PodCIDR: podCIDR, Owner: cfg.Owner,
+		Dir: dir, NodeName: nodeName, Owner: cfg.Owner,
 		PIDs: map[string]int{}, Exes: map[string]string{}, Tools: cfg.Tools,
 	}}
 	defer func() {

@@ -13,7 +13,7 @@ import (
 )
 
 func (c *Cluster) k8s(bin string) string  { return filepath.Join(c.cfg.K8sBin, bin) }
-func (c *Cluster) tool(bin string) string { return filepath.Join(c.cfg.Tools, bin) }
+func (c *Cluster) tool(bin string) string { return filepath.Join(c.State.Tools, bin) }
 func (c *Cluster) pki(file string) string { return c.path("pki", file) }
 func (c *Cluster) etc(file string) string { return c.path("etc", file) }
 func (c *Cluster) apiServer() string      { return "https://" + net.JoinHostPort(c.State.NodeIP, "6443") }

@@ -16,7 +16,8 @@ func hostIf(slot int) string { return fmt.Sprintf("posture%d", slot) }
 // setupNetwork makes the cluster's network namespace:
 //
 //	host  posture<slot> 10.213.<slot>.1/30 ──veth── node0 10.213.<slot>.2/30 (the node IP)
-//	      route <service range> via the node IP, so the host reaches ClusterIPs
+//	      routes to the Service and pod ranges via the node IP, so the host
+//	      reaches ClusterIPs and pods
 //	netns void0: a bridge with no ports, holding the default route, so
 //	      every address but the host's leads nowhere
 //
@@ -51,6 +52,7 @@ func (c *Cluster) setupNetwork() error {
 	s.HostIP = fmt.Sprintf("10.213.%d.1", s.Slot)
 	s.NodeIP = fmt.Sprintf("10.213.%d.2", s.Slot)
 	s.ServiceCIDR = fmt.Sprintf("10.%d.0.0/16", 96+s.Slot)
+	s.PodCIDR = fmt.Sprintf("10.%d.0.0/16", 160+s.Slot)
 	s.CgroupRoot = "/" + s.NetNS
 	if err := c.save(); err != nil {
 		return err
@@ -78,8 +80,10 @@ func (c *Cluster) setupNetwork() error {
 			return err
 		}
 	}
-	if err := ip("route", "add", s.ServiceCIDR, "via", s.NodeIP, "dev", s.HostIf); err != nil {
-		return err
+	for _, cidr := range []string{s.ServiceCIDR, s.PodCIDR} {
+		if err := ip("route", "add", cidr, "via", s.NodeIP, "dev", s.HostIf); err != nil {
+			return err
+		}
 	}
 	// Forwarding inside the namespace only (host0 to the pods' bridge);
 	// the host's own setting is left alone. bridge-nf-call-iptables lets

@@ -292,16 +292,21 @@ func reachable(t testing.TB, addr string, timeout time.Duration) {
 // mode and returns what it printed.
 func inspector(t testing.TB, args ...string) string {
 	t.Helper()
-	bin := filepath.Join(testenv.Root(), "test", "node_modules", ".bin", "mcp-inspector")
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("%s is missing: hack/test-deps.sh installs it (make test runs it)", bin)
-	}
-	cmd := execCommand(bin, append([]string{"--cli"}, args...)...)
+	cmd := execCommand(inspectorBin(t), append([]string{"--cli"}, args...)...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("mcp-inspector %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+func inspectorBin(t testing.TB) string {
+	t.Helper()
+	bin := filepath.Join(testenv.Root(), "test", "node_modules", ".bin", "mcp-inspector")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("%s is missing: hack/test-deps.sh installs it (make test runs it)", bin)
+	}
+	return bin
 }
 
 // report100k writes a 100,000-record report once per test binary.

@@ -65,60 +65,84 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) (int, error) {
 	root := testenv.Root()
-	k8sBin, err := scriptDir(filepath.Join(root, "hack", "control-plane.sh"))
-	if err != nil {
-		return 1, err
-	}
-	tools, err := scriptDir(filepath.Join(root, "hack", "node-tools.sh"))
-	if err != nil {
-		return 1, err
-	}
+	var err error
 	workDir, err = os.MkdirTemp("", "posture-node-work-")
 	if err != nil {
 		return 1, err
 	}
 	defer os.RemoveAll(workDir)
 	imagesDir := filepath.Join(workDir, "images")
-	build := exec.Command("go", "run", "./hack/images", "-out", imagesDir)
-	build.Dir = root
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
+	if err := goRun(root, "./hack/images", "-out", imagesDir); err != nil {
 		return 1, fmt.Errorf("make images: %w", err)
 	}
-	archives, _ := filepath.Glob(filepath.Join(imagesDir, "*.tar"))
 	dir, err := localcluster.TempDir()
 	if err != nil {
 		return 1, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cluster, err = localcluster.Start(ctx, localcluster.Config{
-		Dir: dir, K8sBin: k8sBin, Tools: tools, Root: root, Images: archives,
-		Postgres: true, Owner: os.Getpid(), Log: os.Stderr,
-	})
+	before, err := hostIptables()
 	if err != nil {
 		return 1, err
 	}
+	// What make cluster runs: the node, helm install with the chart's
+	// defaults from these images, the demo tenants, .cluster/env.
+	if err := goRun(root, "./hack/cluster", "-dir", dir, "-images", imagesDir, "-owner", strconv.Itoa(os.Getpid()), "up"); err != nil {
+		localcluster.Down(dir)
+		return 1, fmt.Errorf("make cluster: %w", err)
+	}
+	if cluster, err = localcluster.Load(dir); err != nil {
+		return 1, err
+	}
+	envFile = filepath.Join(dir, "env")
 	code := m.Run()
+	// What make cluster-down runs, then what it must have left: nothing.
 	state := cluster.State
-	if err := cluster.Down(); err != nil {
-		return code, fmt.Errorf("tearing the cluster down: %w", err)
+	if err := goRun(root, "./hack/cluster", "-dir", dir, "down"); err != nil {
+		return code, fmt.Errorf("make cluster-down: %w", err)
 	}
 	if left := state.Leftovers(); len(left) > 0 {
-		return code, fmt.Errorf("tearing the cluster down left: %s", strings.Join(left, "; "))
+		return code, fmt.Errorf("make cluster-down left: %s", strings.Join(left, "; "))
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		return code, fmt.Errorf("make cluster-down left its state directory %s", dir)
+	}
+	after, err := hostIptables()
+	if err != nil {
+		return code, err
+	}
+	if before != after {
+		return code, fmt.Errorf("the host's iptables rules changed while the cluster ran:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 	return code, nil
 }
 
-func scriptDir(script string) (string, error) {
-	cmd := exec.Command(script)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
+// envFile is the cluster's .cluster/env.
+var envFile string
+
+func goRun(dir string, args ...string) error {
+	cmd := exec.Command("go", append([]string{"run"}, args...)...)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	return cmd.Run()
+}
+
+// hostIptables is the host's iptables rules, without counters: the
+// cluster's own live in its network namespace and must never show here.
+func hostIptables() (string, error) {
+	out, err := exec.Command("iptables-save").Output()
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", script, err)
+		return "", fmt.Errorf("iptables-save: %w", err)
 	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	return lines[len(lines)-1], nil
+	var rules []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		if i := strings.LastIndex(line, " ["); strings.HasPrefix(line, ":") && i > 0 {
+			line = line[:i]
+		}
+		rules = append(rules, line)
+	}
+	return strings.Join(rules, "\n"), nil
 }
 
 func needCluster(t testing.TB) {
