@@ -105,6 +105,11 @@ func up(ctx context.Context, dir, imagesDir string, owner int) error {
 			}
 		}
 	}()
+	// Every pod Posture runs meets the restricted Pod Security Standard;
+	// enforcing it here makes any that does not fail to start.
+	if err := restrictedNamespaces(ctx, c, "posture-system", "tenant-demo", "tenant-other", "tenant-nosub"); err != nil {
+		return err
+	}
 	step("helm install posture (chart defaults: job executor, PostgreSQL on the node, 2 replicas)")
 	t0 := time.Now()
 	if err := c.InstallPosture(ctx, localcluster.Posture{Chart: filepath.Join(root, "charts", "posture"), StoreSecret: true}, 2, true); err != nil {
@@ -130,6 +135,16 @@ Posture runs on a one-node cluster. From this shell:
 Stop it with: make cluster-down
 `, dir)
 	return nil
+}
+
+// restrictedNamespaces creates the namespaces with the restricted Pod
+// Security Standard enforced.
+func restrictedNamespaces(ctx context.Context, c *localcluster.Cluster, names ...string) error {
+	var b strings.Builder
+	for _, n := range names {
+		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n  labels:\n    pod-security.kubernetes.io/enforce: restricted\n    pod-security.kubernetes.io/enforce-version: latest\n", n)
+	}
+	return c.Apply(ctx, []byte(b.String()))
 }
 
 func writeEnv(path string, vars []string) error {
