@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +26,7 @@ import (
 	"github.com/posture-dev/posture/internal/auth"
 	"github.com/posture-dev/posture/internal/ingest"
 	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/termsafe"
 )
 
 // Event reasons, one per transition.
@@ -542,17 +541,13 @@ func (r *IngestionReconciler) maxAttempts() int {
 	return 3
 }
 
-// fileName is the report's name as events show it. The CRD refuses control
-// characters; an object stored before that rule existed still must not put one
-// in an event, where it would reach every terminal that prints events.
+// fileName is the report's name as events show it. Uploads refuse names
+// that act on a terminal; an object stored before that rule existed still
+// must not put such a character in an event, which every terminal that
+// prints events would act on.
 func fileName(ing *posturev1.Ingestion) string {
 	if ing.Spec.Source.Upload != nil {
-		return strings.Map(func(c rune) rune {
-			if c < 0x20 || (c >= 0x7f && c <= 0x9f) {
-				return utf8.RuneError
-			}
-			return c
-		}, ing.Spec.Source.Upload.Filename)
+		return termsafe.String(ing.Spec.Source.Upload.Filename)
 	}
 	return describeSource(ing)
 }

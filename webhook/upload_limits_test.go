@@ -129,6 +129,12 @@ func TestUploadFilenameRejected(t *testing.T) {
 		{"DEL in filename*", rfc2231("a\x7f.ocsf.json"), []string{"U+007F"}},
 		{"C1 CSI in filename*", rfc2231("a\u009b2J.ocsf.json"), []string{"U+009B"}},
 		{"C1 NEL in filename*", rfc2231("a\u0085.ocsf.json"), []string{"U+0085"}},
+		{"RIGHT-TO-LEFT OVERRIDE in filename*", rfc2231("invoice\u202Eexe.ocsf.json"), []string{`file name "invoice\u202eexe.ocsf.json"`, "bidirectional formatting character U+202E at byte 7"}},
+		{"RIGHT-TO-LEFT OVERRIDE in a quoted filename", "filename=\"invoice\u202Eexe.ocsf.json\"", []string{"bidirectional formatting character U+202E"}},
+		{"LEFT-TO-RIGHT ISOLATE in filename*", rfc2231("a\u2066b.ocsf.json"), []string{"U+2066"}},
+		{"POP DIRECTIONAL ISOLATE in filename*", rfc2231("a\u2069b.ocsf.json"), []string{"U+2069"}},
+		{"RIGHT-TO-LEFT MARK in filename*", rfc2231("a\u200Fb.ocsf.json"), []string{"U+200F"}},
+		{"LINE SEPARATOR in filename*", rfc2231("a\u2028b.ocsf.json"), []string{"line separator U+2028"}},
 		{"ESC in a quoted filename", "filename=\"a\x1b[31mred.ocsf.json\"", []string{"malformed MIME header"}},
 		{"CR in a quoted filename", "filename=\"a\rb.ocsf.json\"", []string{"malformed"}},
 		{"invalid UTF-8 in filename*", "filename*=UTF-8''a%FF.ocsf.json", []string{"UTF-8"}},
@@ -142,7 +148,7 @@ func TestUploadFilenameRejected(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := post(tc.disposition)
 			wantError(t, r, 400, "invalid", "pointer:/data/attributes/file", tc.fragments...)
-			if strings.ContainsAny(string(r.body), "\x1b\a\r\x7f\u009b\u0085") {
+			if strings.ContainsAny(string(r.body), "\x1b\a\r\x7f\u009b\u0085\u202e\u2066\u2069\u200f\u2028") {
 				t.Errorf("the error echoes a raw control character: %q", r.body)
 			}
 		})
@@ -183,6 +189,10 @@ func TestIngestionCRDRefusesUnsafeFilenames(t *testing.T) {
 		{"NUL", "a\x00.ocsf.json", false},
 		{"DEL", "a\x7f.ocsf.json", false},
 		{"C1 CSI", "a\u009b2J.ocsf.json", false},
+		{"RIGHT-TO-LEFT OVERRIDE", "invoice\u202Eexe.ocsf.json", false},
+		{"FIRST STRONG ISOLATE", "a\u2068.ocsf.json", false},
+		{"LEFT-TO-RIGHT MARK", "a\u200E.ocsf.json", false},
+		{"ARABIC LETTER MARK", "a\u061C.ocsf.json", false},
 		{"wrong suffix", "a.json", false},
 	}
 	for i, tc := range cases {

@@ -358,6 +358,38 @@ func TestThroughKubeAggregator(t *testing.T) {
 		}
 	})
 
+	t.Run("table cells show what a report holds and never act on the terminal", func(t *testing.T) {
+		k := kubectl{t: t, kubeconfig: k.kubeconfig}
+		report := filepath.Join(t.TempDir(), "hostile.ocsf.json")
+		if err := os.WriteFile(report, testenv.EscapesReport(t), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var ing posturev1.Ingestion
+		if err := json.Unmarshal([]byte(k.ok("create", "--raw", uploadPath(ns, "hostile.ocsf.json"), "-f", report)), &ing); err != nil {
+			t.Fatal(err)
+		}
+		waitCompleted(t, admin, ns, ing.Name)
+		for _, tc := range []struct {
+			resource string
+			shown    []string // cells that must appear, escaped
+		}{
+			{"findings", []string{"check" + testenv.HostileShown, "arn:" + testenv.HostileShown}},
+			{"ingestionerrors", []string{"/k" + testenv.HostileShown}},
+		} {
+			t.Run(tc.resource, func(t *testing.T) {
+				out := k.ok("get", tc.resource, "-n", ns, "--field-selector", "ingestion="+ing.Name)
+				if testenv.ActsOnTerminal(out) {
+					t.Errorf("kubectl get %s printed escape sequences raw:\n%q", tc.resource, out)
+				}
+				for _, want := range tc.shown {
+					if !strings.Contains(out, want) {
+						t.Errorf("kubectl get %s does not show %s:\n%s", tc.resource, want, out)
+					}
+				}
+			})
+		}
+	})
+
 	t.Run("kubectl explain finds the served kinds", func(t *testing.T) {
 		k := kubectl{t: t, kubeconfig: k.kubeconfig}
 		for resource, field := range map[string]string{"findings": "statusCode", "scans": "findingCount", "ingestionerrors": "recordIndex"} {
