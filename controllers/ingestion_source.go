@@ -27,6 +27,7 @@ import (
 	"github.com/posture-dev/posture/internal/ingest"
 	"github.com/posture-dev/posture/internal/ocsf"
 	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/termsafe"
 	"github.com/posture-dev/posture/internal/uploads"
 )
 
@@ -295,7 +296,15 @@ func (r *IngestionReconciler) storeDeclared(ctx context.Context, ing *posturev1.
 	case errors.As(err, &tl):
 		return store.Blob{}, 0, permanent(CodeTooLarge, "%s is larger than the limit of %d bytes", describeSource(ing), limit)
 	case errors.As(err, &fe):
-		return store.Blob{}, 0, permanent(ingest.CodeMalformed, "%s is not a valid OCSF report: %s", describeSource(ing), fe.Error())
+		why := fe.Error()
+		if s.ConfigMapRef == nil {
+			// view reads the Ingestion's status, events and errors, and
+			// the ConfigMap beside it, but not a Secret, nor what a URL
+			// answered the manager: their problems are told by position
+			// and kind, never by the bytes found there.
+			why = fe.WithoutContent()
+		}
+		return store.Blob{}, 0, permanent(ingest.CodeMalformed, "%s is not a valid OCSF report: %s", describeSource(ing), why)
 	case errors.As(err, &tma):
 		return store.Blob{}, 0, permanent(ingest.CodeProviderLimit, "%s names too many accounts: %s", describeSource(ing), tma.Error())
 	case err != nil && ctx.Err() == nil && s.URL != nil:
@@ -433,11 +442,11 @@ func (r *IngestionReconciler) getURL(ctx context.Context, ns string, src *postur
 	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
 		resp.Body.Close()
 		cancel()
-		return nil, nil, transient("fetching %s: the server answered %s", shown, resp.Status)
+		return nil, nil, transient("fetching %s: the server answered %s", shown, termsafe.String(resp.Status))
 	case resp.StatusCode != http.StatusOK:
 		resp.Body.Close()
 		cancel()
-		return nil, nil, permanent(ingest.CodeUnreadable, "fetching %s: the server answered %s, want 200 OK", shown, resp.Status)
+		return nil, nil, permanent(ingest.CodeUnreadable, "fetching %s: the server answered %s, want 200 OK", shown, termsafe.String(resp.Status))
 	case resp.ContentLength > limit:
 		resp.Body.Close()
 		cancel()
