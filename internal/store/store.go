@@ -30,13 +30,18 @@ var ErrInvalidArgument = errors.New("invalid argument")
 // Store is implemented by the SQLite and PostgreSQL engines.
 type Store interface {
 	// PutBlob streams r into a new blob (stored in chunks, never wholly in
-	// memory) and returns its id, size and SHA-256. On error nothing is kept.
+	// memory) and returns its id, size and SHA-256. On error nothing is kept:
+	// what was written is no longer readable when PutBlob returns, and is
+	// removed in the background, so the caller's answer never waits for a
+	// large partial upload to be deleted.
 	PutBlob(ctx context.Context, tenant string, r io.Reader) (Blob, error)
 	// OpenBlob streams a blob back, fetching one chunk at a time with ctx.
 	OpenBlob(ctx context.Context, tenant, id string) (io.ReadCloser, error)
 	// DeleteBlob deletes a complete blob; a missing one is ErrNotFound. The
-	// space is given back: SQLite returns the freed pages to the file system,
-	// PostgreSQL's autovacuum makes them reusable.
+	// blob cannot be opened once DeleteBlob returns. The space is given back:
+	// SQLite removes the chunks in the background, a few at a time, and
+	// returns the freed pages to the file system; PostgreSQL's autovacuum
+	// makes them reusable.
 	DeleteBlob(ctx context.Context, tenant, id string) error
 	// PutReport is PutBlob for a report whose accounts the caller finds
 	// while r streams: once r reaches EOF, accounts is called and its list

@@ -32,6 +32,8 @@ type Store struct {
 	// snapshot). For an in-memory database it is w, because every connection
 	// to ":memory:" would be a different database.
 	r *sql.DB
+	// discards removes failed uploads off their request.
+	discards *engine.Discards
 }
 
 var (
@@ -71,6 +73,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
 	s := &Store{w: w, r: w}
+	s.discards = engine.NewDiscards(s.removeBlob)
 	if err := w.PingContext(ctx); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
@@ -115,8 +118,10 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	return nil
 }
 
-// Close closes the database.
+// Close stops the removals of failed uploads in progress and closes the
+// database.
 func (s *Store) Close() error {
+	s.discards.Close()
 	var err error
 	if s.r != s.w {
 		err = s.r.Close()

@@ -109,6 +109,10 @@ func TestDeletedBlobsShrinkTheFile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The chunks go in the background; CountBlobs waits for that.
+	if blobs, chunks, err := s.CountBlobs(ctx, "t"); err != nil || blobs != 0 || chunks != 0 {
+		t.Fatalf("after deleting every blob the store holds %d blobs and %d chunks (%v)", blobs, chunks, err)
+	}
 	after := dbSize(t, path)
 	t.Logf("empty %d bytes, with 20 blobs %d, after deleting them %d", empty, full, after)
 	if after > empty+8<<20 {
