@@ -28,13 +28,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/controllers"
 	"github.com/posture-dev/posture/internal/auth"
 	"github.com/posture-dev/posture/internal/ingest"
+	"github.com/posture-dev/posture/internal/metricsauth"
 	"github.com/posture-dev/posture/internal/servingcert"
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/store/engines"
@@ -231,7 +231,7 @@ func serve(ctx context.Context, cfg *rest.Config, f managerFlags, log logr.Logge
 			BindAddress:    f.metricsAddr,
 			SecureServing:  true,
 			CertDir:        f.metricsCertDir,
-			FilterProvider: filters.WithAuthenticationAndAuthorization,
+			FilterProvider: metricsauth.Filter,
 		},
 		HealthProbeBindAddress:  f.probeAddr,
 		LeaderElection:          f.leaderElect,
