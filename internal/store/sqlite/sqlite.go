@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"runtime"
 	"strings"
 	"time"
@@ -56,6 +57,11 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: database path %q must not contain '?'", path)
 	}
 	memory := path == ":memory:"
+	if !memory {
+		if err := private(path); err != nil {
+			return nil, err
+		}
+	}
 	pragmas := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", busyTimeout.Milliseconds())
 	// synchronous=NORMAL is durable against process crashes in WAL mode; only
 	// an OS crash can lose the last commits, which a re-run ingestion redoes.
@@ -98,6 +104,26 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// private makes the database file readable by its owner alone: it holds
+// every tenant's reports and findings. A new file is created 0600, and SQLite
+// gives its -wal and -shm files the mode of the database file. An existing
+// file (one that an earlier release created 0644) loses its group and other
+// bits, and so do its -wal and -shm; a file the process may not change
+// (owned by another user) is left as it is.
+func private(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	f.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			_ = os.Chmod(p, fi.Mode().Perm()&0o700)
+		}
+	}
+	return nil
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {
