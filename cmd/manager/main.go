@@ -281,7 +281,7 @@ func serve(ctx context.Context, cfg *rest.Config, f managerFlags, log logr.Logge
 		return fmt.Errorf("unknown --executor %q: use job or inprocess", f.executor)
 	}
 
-	authn, staticKey, err := authenticator(ctx, f, mgr)
+	authn, staticKey, err := authenticator(ctx, f, mgr, st)
 	if err != nil {
 		return err
 	}
@@ -404,7 +404,7 @@ func serve(ctx context.Context, cfg *rest.Config, f managerFlags, log logr.Logge
 // authenticator is the CR authenticator (APIKeys and JWTs of Tenant users),
 // unless --static-tenant and POSTURE_STATIC_API_KEY ask for one static key:
 // an override for single-tenant installs without Tenant objects.
-func authenticator(ctx context.Context, f managerFlags, mgr ctrl.Manager) (auth.Authenticator, bool, error) {
+func authenticator(ctx context.Context, f managerFlags, mgr ctrl.Manager, st store.Store) (auth.Authenticator, bool, error) {
 	key := os.Getenv("POSTURE_STATIC_API_KEY")
 	if f.staticTenant != "" || key != "" {
 		if f.staticTenant == "" || key == "" {
@@ -429,10 +429,15 @@ func authenticator(ctx context.Context, f managerFlags, mgr ctrl.Manager) (auth.
 	if err := mgr.Add(keys); err != nil {
 		return nil, false, err
 	}
+	// Sign-outs go to the store, which every replica reads.
+	ended, ok := st.(store.Sessions)
+	if !ok {
+		return nil, false, fmt.Errorf("the %s store cannot record sign-outs", f.storeDriver)
+	}
 	return &auth.CRAuthenticator{
 		Reader:  mgr.GetClient(),
 		Secrets: mgr.GetAPIReader(),
-		Tokens:  &auth.TokenService{Keys: keys, MaxSessionAge: f.sessionMaxAge},
+		Tokens:  &auth.TokenService{Keys: keys, MaxSessionAge: f.sessionMaxAge, Ended: ended},
 	}, false, nil
 }
 

@@ -145,6 +145,17 @@ type SearchIndexFlusher interface {
 	FlushSearchIndex(ctx context.Context) error
 }
 
+// Sessions records the sign-ins that were ended (signed out) before their
+// tokens expire, in the store every replica shares, so that each replica
+// refuses their tokens. Both engines implement it.
+type Sessions interface {
+	// EndSession records that session id has ended. until is when its last
+	// token would have expired anyway; the record may be pruned after it.
+	EndSession(ctx context.Context, id string, until time.Time) error
+	// SessionEnded reports whether session id has ended.
+	SessionEnded(ctx context.Context, id string) (bool, error)
+}
+
 // Janitor is the housekeeping the manager runs periodically, away from the
 // upload and ingestion paths. Both engines implement it.
 type Janitor interface {

@@ -35,6 +35,7 @@ type Store struct {
 var (
 	_ store.Store              = (*Store)(nil)
 	_ store.Janitor            = (*Store)(nil)
+	_ store.Sessions           = (*Store)(nil)
 	_ store.SearchIndexFlusher = (*Store)(nil)
 )
 

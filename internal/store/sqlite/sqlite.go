@@ -38,8 +38,9 @@ type Store struct {
 }
 
 var (
-	_ store.Store   = (*Store)(nil)
-	_ store.Janitor = (*Store)(nil)
+	_ store.Store    = (*Store)(nil)
+	_ store.Janitor  = (*Store)(nil)
+	_ store.Sessions = (*Store)(nil)
 )
 
 // busyTimeout covers the rare case of a second process (or a WAL checkpoint)
