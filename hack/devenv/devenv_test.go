@@ -119,6 +119,15 @@ func TestDevEnvironment(t *testing.T) {
 		}
 	})
 
+	t.Run("a user bound to view reads findings, as in a cluster", func(t *testing.T) {
+		ns := api.vars["POSTURE_TENANT_NAMESPACE"]
+		api.kubectl(t, "create", "rolebinding", "auditor-view", "-n", ns, "--clusterrole=view", "--user=auditor")
+		names := strings.Fields(api.kubectl(t, "get", "findings", "-n", ns, "--as", "auditor", "-o", "name"))
+		if want := api.findingsCount(t); len(names) != want {
+			t.Errorf("kubectl get findings --as a view user lists %d, GET /api/v1/findings counts %d", len(names), want)
+		}
+	})
+
 	t.Run("the web UI is at POSTURE_UI_URL and both seeded users sign in there", func(t *testing.T) {
 		res, err := http.Get(api.vars["POSTURE_UI_URL"])
 		if err != nil {

@@ -141,6 +141,12 @@ func run(ctx context.Context, s settings) error {
 	if err := testenv.ApplyFile(ctx, admin, "config/rbac/aggregated_api_roles.yaml"); err != nil {
 		return err
 	}
+	// No kube-controller-manager runs here to fill view, edit and admin from
+	// the roles aggregated into them; without this, view granted nothing.
+	step("aggregating ClusterRoles into view, edit and admin")
+	if err := testenv.AggregateClusterRoles(ctx, admin); err != nil {
+		return err
+	}
 
 	step("seeding demo tenants")
 	seed, err := seedTenants(ctx, admin)
