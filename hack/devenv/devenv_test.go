@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/internal/cli"
 	"github.com/posture-dev/posture/internal/restapi"
 	"github.com/posture-dev/posture/internal/testenv"
 )
@@ -271,6 +272,23 @@ func TestDevEnvironment(t *testing.T) {
 		// The same report again rewrites the same 1,500 findings.
 		if n := again.findingsCount(t); n != 1503 {
 			t.Errorf("GET /api/v1/findings counts %d findings, want the first run's 1500 + 3", n)
+		}
+	})
+	t.Run("the README's push example runs with .dev/env alone", func(t *testing.T) {
+		again := second.api(t)
+		if again.vars["SERVICE_CLOUD_API_KEY"] != again.vars["POSTURE_API_KEY"] || again.vars["SERVICE_CLOUD_API_BASE_URL"] != again.vars["POSTURE_API_URL"] {
+			t.Fatalf(".dev/env has SERVICE_CLOUD_API_KEY=%q SERVICE_CLOUD_API_BASE_URL=%q, want the demo admin's key and %s",
+				again.vars["SERVICE_CLOUD_API_KEY"], again.vars["SERVICE_CLOUD_API_BASE_URL"], again.vars["POSTURE_API_URL"])
+		}
+		env := []string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin"}
+		for k, v := range again.vars {
+			env = append(env, k+"="+v)
+		}
+		var out, errOut bytes.Buffer
+		code := cli.RunWithInput(context.Background(), []string{"push", filepath.Join(testenv.Root(), "examples", "aws_mixed_7_records.ocsf.json")},
+			strings.NewReader(""), &out, &errOut, env)
+		if code != cli.ExitOK || !strings.Contains(out.String(), "Findings pushed") {
+			t.Errorf("postctl push with .dev/env: exit %d\n%s%s", code, out.String(), errOut.String())
 		}
 	})
 	second.stop(t)
