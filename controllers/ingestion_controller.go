@@ -73,6 +73,8 @@ type IngestionReconciler struct {
 	ReportRetention time.Duration
 	// Sources bounds how configMapRef, secretRef and url sources are read.
 	Sources SourceOptions
+
+	fetches *urlFetches
 }
 
 // +kubebuilder:rbac:groups=posture.dev,resources=ingestions,verbs=get;list;watch;create;patch
@@ -478,6 +480,11 @@ func (r *IngestionReconciler) reconcileDelete(ctx context.Context, ing *posturev
 		return ctrl.Result{RequeueAfter: min(r.pollInterval(), 250*time.Millisecond)}, nil
 	}
 	tenant := TenantOf(ing)
+	if r.fetches != nil {
+		if t, id := r.fetches.forget(ing.UID); id != "" {
+			r.dropBlob(ctx, t, id)
+		}
+	}
 	if id := reportBlobID(ing); id != "" {
 		if err := r.Store.DeleteBlob(ctx, tenant, id); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return ctrl.Result{}, fmt.Errorf("delete report %s of deleted ingestion %s/%s: %w", id, ing.Namespace, ing.Name, err)
@@ -583,6 +590,15 @@ func (r *IngestionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Done != nil {
 		b = b.WatchesRawSource(source.Channel(r.Done, &handler.TypedEnqueueRequestForObject[*posturev1.Ingestion]{}))
 	}
+	// url sources are read in the background; the end of a read wakes its
+	// Ingestion.
+	r.fetches = newURLFetches(r.Sources.URLFetchesPerTenant, func(tenant, id string) {
+		r.dropBlob(context.Background(), tenant, id)
+	})
+	if err := mgr.Add(r.fetches); err != nil {
+		return err
+	}
+	b = b.WatchesRawSource(source.Channel(r.fetches.wake, &handler.TypedEnqueueRequestForObject[*posturev1.Ingestion]{}))
 	return b.Complete(quietConflicts(r))
 }
 

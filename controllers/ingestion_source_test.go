@@ -575,3 +575,91 @@ func TestIngestionTenantLabelCannotNameAnotherTenant(t *testing.T) {
 		t.Errorf("the victim's run after deleting the forged Ingestions: %v", err)
 	}
 }
+
+// slowServer answers every GET with the start of a report and then holds the
+// body back until release is closed, counting the reads it serves at once.
+type slowServer struct {
+	*httptest.Server
+	release        chan struct{}
+	inFlight, peak atomic.Int32
+	served         atomic.Int32
+}
+
+func newSlowServer(t *testing.T) *slowServer {
+	t.Helper()
+	s := &slowServer{release: make(chan struct{})}
+	s.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := s.inFlight.Add(1)
+		defer s.inFlight.Add(-1)
+		for {
+			p := s.peak.Load()
+			if n <= p || s.peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		s.served.Add(1)
+		_, _ = w.Write([]byte("["))
+		w.(http.Flusher).Flush()
+		select {
+		case <-s.release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() {
+		close(s.release)
+		s.Close()
+	})
+	return s
+}
+
+// TestSlowURLSourcesHoldNoOtherTenant: url sources are read outside the
+// reconcile, a few per tenant at a time. Five url Ingestions of one tenant
+// whose server sends their body ever so slowly used to hold every worker of
+// the Ingestion controller for the URL timeout, and another tenant's upload
+// waited that long; now it completes at once, and the slow tenant's server
+// sees no more than its tenant's share of reads at a time.
+func TestSlowURLSourcesHoldNoOtherTenant(t *testing.T) {
+	st := newStore(t)
+	slow := newSlowServer(t)
+	runInProcessWith(t, st, func(r *controllers.IngestionReconciler) {
+		r.Sources = controllers.SourceOptions{AllowLoopback: true, Wait: time.Minute, URLTimeout: 40 * time.Second, URLFetchesPerTenant: 2}
+	})
+	slowNS := tenantNamespace(t, "slow-sources")
+	ca := (&reportServer{Server: slow.Server}).caSecret(t, slowNS)
+	var hanging []*posturev1.Ingestion
+	for i := range 5 {
+		ing := declaredIngestion(slowNS, fmt.Sprintf("slow-%d", i), posturev1.IngestionSource{URL: &posturev1.URLSource{URL: slow.URL + "/report.ocsf.json", CABundleSecretRef: ca}})
+		create(t, ing)
+		hanging = append(hanging, ing)
+	}
+	testenv.Eventually(t, 10*time.Second, "the slow server to be read", func() (bool, string) {
+		return slow.inFlight.Load() >= 2, fmt.Sprintf("%d reads in flight", slow.inFlight.Load())
+	})
+	for _, ing := range hanging {
+		waitFor(t, ing, 10*time.Second, "the pending status of a URL being read", func(i *posturev1.Ingestion) bool {
+			return i.Status.Phase == posturev1.IngestionPending
+		})
+	}
+
+	otherNS := tenantNamespace(t, "other-tenant")
+	start := time.Now()
+	ing := upload(t, st, otherNS, otherNS, testenv.Fixture("aws_3_records.ocsf.json"))
+	waitFor(t, ing, 30*time.Second, "the other tenant's upload to complete", func(i *posturev1.Ingestion) bool {
+		return i.Status.Phase == posturev1.IngestionCompleted
+	})
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("another tenant's 3-record upload took %v while slow URL sources were read", took)
+	}
+	if peak := slow.peak.Load(); peak > 2 {
+		t.Errorf("the slow tenant's server served %d reads at once, want at most 2 (URLFetchesPerTenant)", peak)
+	}
+	for _, ing := range hanging {
+		var got posturev1.Ingestion
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(ing), &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.Phase != posturev1.IngestionPending {
+			t.Errorf("%s is %s (%s) while its URL is still being read, want pending", ing.Name, got.Status.Phase, got.Status.Message)
+		}
+	}
+}

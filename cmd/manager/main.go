@@ -135,6 +135,7 @@ func parseManagerFlags(args []string) (managerFlags, *zap.Options, error) {
 	fs.Int64Var(&f.maxUploadBytes, "max-upload-bytes", webhook.DefaultMaxUploadBytes, "Largest accepted report; larger uploads get 413.")
 	fs.DurationVar(&f.sources.URLTimeout, "ingestion-url-timeout", time.Minute, "Ingestions with spec.source.url: how long one fetch of the report may take, body included.")
 	fs.BoolVar(&f.sources.AllowLoopback, "ingestion-url-allow-loopback", false, "Ingestions with spec.source.url: allow loopback addresses (127.0.0.0/8, ::1). For a single-machine setup only; link-local and metadata addresses stay refused.")
+	fs.IntVar(&f.sources.URLFetchesPerTenant, "ingestion-url-fetches-per-tenant", controllers.DefaultURLFetchesPerTenant, "Ingestions with spec.source.url: how many of one tenant's URLs are read at once; the others wait their turn. URLs are read in the background, never in a reconcile.")
 	fs.DurationVar(&f.sources.Wait, "ingestion-source-wait", 2*time.Minute, "Ingestions with a configMapRef, secretRef or url source: how long after creation a missing object or an unreachable URL is retried before the ingestion fails.")
 	fs.DurationVar(&f.shutdownDrain, "shutdown-drain", webhook.DefaultShutdownDrain, "On SIGTERM, how long API requests in flight (uploads) may run on before they are cut off with 503; keep it below the pod's terminationGracePeriodSeconds.")
 	fs.DurationVar(&f.pollInterval, "poll-interval", time.Second, "How often progress is mirrored into Ingestion status while processing.")
