@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +26,7 @@ import (
 	"github.com/posture-dev/posture/internal/auth"
 	"github.com/posture-dev/posture/internal/ingest"
 	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/termsafe"
 )
 
 // Event reasons, one per transition.
@@ -74,6 +73,8 @@ type IngestionReconciler struct {
 	ReportRetention time.Duration
 	// Sources bounds how configMapRef, secretRef and url sources are read.
 	Sources SourceOptions
+
+	fetches *urlFetches
 }
 
 // +kubebuilder:rbac:groups=posture.dev,resources=ingestions,verbs=get;list;watch;create;patch
@@ -480,6 +481,11 @@ func (r *IngestionReconciler) reconcileDelete(ctx context.Context, ing *posturev
 		return ctrl.Result{RequeueAfter: min(r.pollInterval(), 250*time.Millisecond)}, nil
 	}
 	tenant := TenantOf(ing)
+	if r.fetches != nil {
+		if t, id := r.fetches.forget(ing.UID); id != "" {
+			r.dropBlob(ctx, t, id)
+		}
+	}
 	if id := reportBlobID(ing); id != "" {
 		if err := r.Store.DeleteBlob(ctx, tenant, id); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return ctrl.Result{}, fmt.Errorf("delete report %s of deleted ingestion %s/%s: %w", id, ing.Namespace, ing.Name, err)
@@ -543,17 +549,13 @@ func (r *IngestionReconciler) maxAttempts() int {
 	return 3
 }
 
-// fileName is the report's name as events show it. The CRD refuses control
-// characters; an object stored before that rule existed still must not put one
-// in an event, where it would reach every terminal that prints events.
+// fileName is the report's name as events show it. Uploads refuse names
+// that act on a terminal; an object stored before that rule existed still
+// must not put such a character in an event, which every terminal that
+// prints events would act on.
 func fileName(ing *posturev1.Ingestion) string {
 	if ing.Spec.Source.Upload != nil {
-		return strings.Map(func(c rune) rune {
-			if c < 0x20 || (c >= 0x7f && c <= 0x9f) {
-				return utf8.RuneError
-			}
-			return c
-		}, ing.Spec.Source.Upload.Filename)
+		return termsafe.String(ing.Spec.Source.Upload.Filename)
 	}
 	return describeSource(ing)
 }
@@ -589,6 +591,15 @@ func (r *IngestionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Done != nil {
 		b = b.WatchesRawSource(source.Channel(r.Done, &handler.TypedEnqueueRequestForObject[*posturev1.Ingestion]{}))
 	}
+	// url sources are read in the background; the end of a read wakes its
+	// Ingestion.
+	r.fetches = newURLFetches(r.Sources.URLFetchesPerTenant, func(tenant, id string) {
+		r.dropBlob(context.Background(), tenant, id)
+	})
+	if err := mgr.Add(r.fetches); err != nil {
+		return err
+	}
+	b = b.WatchesRawSource(source.Channel(r.fetches.wake, &handler.TypedEnqueueRequestForObject[*posturev1.Ingestion]{}))
 	return b.Complete(quietConflicts(r))
 }
 

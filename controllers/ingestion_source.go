@@ -27,6 +27,7 @@ import (
 	"github.com/posture-dev/posture/internal/ingest"
 	"github.com/posture-dev/posture/internal/ocsf"
 	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/termsafe"
 	"github.com/posture-dev/posture/internal/uploads"
 )
 
@@ -56,6 +57,10 @@ type SourceOptions struct {
 	// fails. GitOps tools may create the report's object after the
 	// Ingestion. Default 2 minutes.
 	Wait time.Duration
+	// URLFetchesPerTenant bounds the url sources of one tenant read at once
+	// (DefaultURLFetchesPerTenant when zero). URLs are read in the
+	// background, never in a reconcile.
+	URLFetchesPerTenant int
 }
 
 func (o SourceOptions) maxBytes() int64 {
@@ -147,10 +152,20 @@ func (r *IngestionReconciler) fetch(ctx context.Context, p *ingestionPass, ing *
 	}
 	var blob store.Blob
 	var records int
-	if err == nil {
-		blob, records, err = r.storeDeclared(ctx, ing, TenantOf(ing))
-	}
 	tenant := TenantOf(ing)
+	if err == nil && ing.Spec.Source.URL != nil && r.fetches != nil {
+		var again time.Duration
+		blob, records, again, err = r.fetchURL(ing, tenant)
+		if again > 0 {
+			// The status as decided so far (pending, on a first pass)
+			// is written; the fetch's end wakes the next reconcile, and
+			// the requeue stands in should that wake-up be lost.
+			res, err := r.writeThen(ctx, p, ing, again)
+			return res, false, err
+		}
+	} else if err == nil {
+		blob, records, err = r.storeDeclared(ctx, ing, tenant)
+	}
 	var se *sourceError
 	if errors.As(err, &se) {
 		if se.transient {
@@ -215,6 +230,32 @@ func (r *IngestionReconciler) labelTenant(ctx context.Context, ing *posturev1.In
 		return fmt.Errorf("label Ingestion %s/%s with its tenant %s: %w", ing.Namespace, ing.Name, t.Name, err)
 	}
 	return nil
+}
+
+// fetchURL takes the result of the background read of ing's url source, or
+// starts that read; while it goes on, again is when to look again.
+func (r *IngestionReconciler) fetchURL(ing *posturev1.Ingestion, tenant string) (blob store.Blob, records int, again time.Duration, err error) {
+	running := r.Sources.wait() + r.Sources.urlTimeout()
+	if res, busy := r.fetches.take(ing); busy {
+		return store.Blob{}, 0, running, nil
+	} else if res != nil {
+		return res.blob, res.records, 0, res.err
+	}
+	slotBy := ing.CreationTimestamp.Add(r.Sources.wait())
+	if now := r.now().Time; slotBy.Before(now) {
+		// A read started again once the wait is over (a stored copy lost
+		// before a run) still gets its turn.
+		slotBy = now.Add(r.Sources.urlTimeout())
+	}
+	// The read outlives this reconcile, which goes on changing ing (a status
+	// patch rewrites the whole object): it reads a copy.
+	snapshot := ing.DeepCopy()
+	read := func(ctx context.Context) (store.Blob, int, error) { return r.storeDeclared(ctx, snapshot, tenant) }
+	if !r.fetches.begin(ing, tenant, slotBy, read) {
+		// Fetches start with the manager; this reconcile came first.
+		return store.Blob{}, 0, 200 * time.Millisecond, nil
+	}
+	return store.Blob{}, 0, running, nil
 }
 
 func (r *IngestionReconciler) waitForSource(ctx context.Context, p *ingestionPass, ing *posturev1.Ingestion, why string, deadline time.Time) (ctrl.Result, bool, error) {
@@ -295,7 +336,15 @@ func (r *IngestionReconciler) storeDeclared(ctx context.Context, ing *posturev1.
 	case errors.As(err, &tl):
 		return store.Blob{}, 0, permanent(CodeTooLarge, "%s is larger than the limit of %d bytes", describeSource(ing), limit)
 	case errors.As(err, &fe):
-		return store.Blob{}, 0, permanent(ingest.CodeMalformed, "%s is not a valid OCSF report: %s", describeSource(ing), fe.Error())
+		why := fe.Error()
+		if s.ConfigMapRef == nil {
+			// view reads the Ingestion's status, events and errors, and
+			// the ConfigMap beside it, but not a Secret, nor what a URL
+			// answered the manager: their problems are told by position
+			// and kind, never by the bytes found there.
+			why = fe.WithoutContent()
+		}
+		return store.Blob{}, 0, permanent(ingest.CodeMalformed, "%s is not a valid OCSF report: %s", describeSource(ing), why)
 	case errors.As(err, &tma):
 		return store.Blob{}, 0, permanent(ingest.CodeProviderLimit, "%s names too many accounts: %s", describeSource(ing), tma.Error())
 	case err != nil && ctx.Err() == nil && s.URL != nil:
@@ -433,11 +482,11 @@ func (r *IngestionReconciler) getURL(ctx context.Context, ns string, src *postur
 	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
 		resp.Body.Close()
 		cancel()
-		return nil, nil, transient("fetching %s: the server answered %s", shown, resp.Status)
+		return nil, nil, transient("fetching %s: the server answered %s", shown, termsafe.String(resp.Status))
 	case resp.StatusCode != http.StatusOK:
 		resp.Body.Close()
 		cancel()
-		return nil, nil, permanent(ingest.CodeUnreadable, "fetching %s: the server answered %s, want 200 OK", shown, resp.Status)
+		return nil, nil, permanent(ingest.CodeUnreadable, "fetching %s: the server answered %s, want 200 OK", shown, termsafe.String(resp.Status))
 	case resp.ContentLength > limit:
 		resp.Body.Close()
 		cancel()

@@ -312,6 +312,74 @@ func TestDeclaredSourceFailures(t *testing.T) {
 	}
 }
 
+// TestDeclaredSourceNeverQuotesItsContent: a Secret or URL that is not a
+// report fails its Ingestion with the position and the kind of problem, and
+// never a byte of what it holds: view reads an Ingestion's status, events and
+// errors, but not Secrets, nor what the manager fetched from a URL. A
+// ConfigMap's problem still names the character, since view reads the
+// ConfigMap itself.
+func TestDeclaredSourceNeverQuotesItsContent(t *testing.T) {
+	st := newStore(t)
+	pw := newReportServer(t, []byte("password1"))
+	runDeclared(t, st, 2*time.Second)
+	secret := func(content string) func(t *testing.T, ns string) posturev1.IngestionSource {
+		return func(t *testing.T, ns string) posturev1.IngestionSource {
+			create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns}, Data: map[string][]byte{"password": []byte(content)}})
+			return posturev1.IngestionSource{SecretRef: &posturev1.ReportKeyRef{Name: "db", Key: "password"}}
+		}
+	}
+	cases := []struct {
+		name   string
+		source func(t *testing.T, ns string) posturev1.IngestionSource
+		want   string
+		quoted bool // whether the message may quote the content
+	}{
+		{"a Secret holding a password", secret("password1"),
+			"Secret db key password is not a valid OCSF report: expected a JSON array at byte 0", false},
+		{"a Secret holding an array of tokens", secret("[1, s3cr3t]"),
+			"Secret db key password is not a valid OCSF report: malformed JSON at byte 4: unexpected character looking for beginning of value", false},
+		{"a Secret holding what starts as a literal", secret("[tXue]"),
+			"malformed JSON at byte 2: unexpected character in a literal (true, false or null)", false},
+		{"a URL answering a password", func(t *testing.T, ns string) posturev1.IngestionSource {
+			return posturev1.IngestionSource{URL: &posturev1.URLSource{URL: pw.URL + "/report.ocsf.json", CABundleSecretRef: pw.caSecret(t, ns)}}
+		}, "/report.ocsf.json is not a valid OCSF report: expected a JSON array at byte 0", false},
+		{"a ConfigMap names the character", func(t *testing.T, ns string) posturev1.IngestionSource {
+			create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "notes", Namespace: ns}, Data: map[string]string{"r": "password1"}})
+			return posturev1.IngestionSource{ConfigMapRef: &posturev1.ReportKeyRef{Name: "notes", Key: "r"}}
+		}, "ConfigMap notes key r is not a valid OCSF report: expected a JSON array at byte 0, found invalid character 'p'", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := tenantNamespace(t, "declared-quote")
+			ing := declaredIngestion(ns, "scan", tc.source(t, ns))
+			create(t, ing)
+			got := waitPhase(t, ing, posturev1.IngestionFailed)
+			if !strings.Contains(got.Status.Message, tc.want) {
+				t.Errorf("message = %q, want it to contain %q", got.Status.Message, tc.want)
+			}
+			errs, _, err := st.ListIngestionErrors(context.Background(), ns, ing.Name, store.Page{Number: 1, Size: 10})
+			if err != nil || len(errs) != 1 || !strings.Contains(errs[0].Detail, tc.want) {
+				t.Fatalf("error rows = %+v (err %v), want one saying %q", errs, err, tc.want)
+			}
+			var notes []string
+			testenv.Eventually(t, 10*time.Second, "the failure's event", func() (bool, string) {
+				notes = eventNotes(t, ing)
+				return strings.Contains(strings.Join(notes, "\n"), tc.want), strings.Join(notes, "\n")
+			})
+			if tc.quoted {
+				return
+			}
+			for _, text := range append([]string{got.Status.Message, errs[0].Detail, errs[0].Value}, notes...) {
+				for _, leak := range []string{"'p'", "'s'", "'X'", "'t'", "invalid character", "found", "password1", "s3cr3t", "literal true"} {
+					if strings.Contains(text, leak) {
+						t.Errorf("%q quotes the content (%s)", text, leak)
+					}
+				}
+			}
+		})
+	}
+}
+
 // TestURLSourceRefusesInternalAddresses runs the manager as shipped: loopback
 // and link-local addresses are not fetched.
 func TestURLSourceRefusesInternalAddresses(t *testing.T) {
@@ -505,5 +573,93 @@ func TestIngestionTenantLabelCannotNameAnotherTenant(t *testing.T) {
 	}
 	if _, err := st.GetRun(ctx, victim, "nightly"); err != nil {
 		t.Errorf("the victim's run after deleting the forged Ingestions: %v", err)
+	}
+}
+
+// slowServer answers every GET with the start of a report and then holds the
+// body back until release is closed, counting the reads it serves at once.
+type slowServer struct {
+	*httptest.Server
+	release        chan struct{}
+	inFlight, peak atomic.Int32
+	served         atomic.Int32
+}
+
+func newSlowServer(t *testing.T) *slowServer {
+	t.Helper()
+	s := &slowServer{release: make(chan struct{})}
+	s.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := s.inFlight.Add(1)
+		defer s.inFlight.Add(-1)
+		for {
+			p := s.peak.Load()
+			if n <= p || s.peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		s.served.Add(1)
+		_, _ = w.Write([]byte("["))
+		w.(http.Flusher).Flush()
+		select {
+		case <-s.release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() {
+		close(s.release)
+		s.Close()
+	})
+	return s
+}
+
+// TestSlowURLSourcesHoldNoOtherTenant: url sources are read outside the
+// reconcile, a few per tenant at a time. Five url Ingestions of one tenant
+// whose server sends their body ever so slowly used to hold every worker of
+// the Ingestion controller for the URL timeout, and another tenant's upload
+// waited that long; now it completes at once, and the slow tenant's server
+// sees no more than its tenant's share of reads at a time.
+func TestSlowURLSourcesHoldNoOtherTenant(t *testing.T) {
+	st := newStore(t)
+	slow := newSlowServer(t)
+	runInProcessWith(t, st, func(r *controllers.IngestionReconciler) {
+		r.Sources = controllers.SourceOptions{AllowLoopback: true, Wait: time.Minute, URLTimeout: 40 * time.Second, URLFetchesPerTenant: 2}
+	})
+	slowNS := tenantNamespace(t, "slow-sources")
+	ca := (&reportServer{Server: slow.Server}).caSecret(t, slowNS)
+	var hanging []*posturev1.Ingestion
+	for i := range 5 {
+		ing := declaredIngestion(slowNS, fmt.Sprintf("slow-%d", i), posturev1.IngestionSource{URL: &posturev1.URLSource{URL: slow.URL + "/report.ocsf.json", CABundleSecretRef: ca}})
+		create(t, ing)
+		hanging = append(hanging, ing)
+	}
+	testenv.Eventually(t, 10*time.Second, "the slow server to be read", func() (bool, string) {
+		return slow.inFlight.Load() >= 2, fmt.Sprintf("%d reads in flight", slow.inFlight.Load())
+	})
+	for _, ing := range hanging {
+		waitFor(t, ing, 10*time.Second, "the pending status of a URL being read", func(i *posturev1.Ingestion) bool {
+			return i.Status.Phase == posturev1.IngestionPending
+		})
+	}
+
+	otherNS := tenantNamespace(t, "other-tenant")
+	start := time.Now()
+	ing := upload(t, st, otherNS, otherNS, testenv.Fixture("aws_3_records.ocsf.json"))
+	waitFor(t, ing, 30*time.Second, "the other tenant's upload to complete", func(i *posturev1.Ingestion) bool {
+		return i.Status.Phase == posturev1.IngestionCompleted
+	})
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("another tenant's 3-record upload took %v while slow URL sources were read", took)
+	}
+	if peak := slow.peak.Load(); peak > 2 {
+		t.Errorf("the slow tenant's server served %d reads at once, want at most 2 (URLFetchesPerTenant)", peak)
+	}
+	for _, ing := range hanging {
+		var got posturev1.Ingestion
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(ing), &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.Phase != posturev1.IngestionPending {
+			t.Errorf("%s is %s (%s) while its URL is still being read, want pending", ing.Name, got.Status.Phase, got.Status.Message)
+		}
 	}
 }

@@ -100,12 +100,13 @@ func startTenancy(t *testing.T, opts tenancyOpts) *tenancyEnv {
 	}
 	te.env = apitest.Start(t, apitest.Options{
 		Auth: te.authn,
-		Setup: func(mgr ctrl.Manager, _ store.Store) error {
+		Setup: func(mgr ctrl.Manager, st store.Store) error {
 			te.authn.Reader = mgr.GetClient()
 			te.authn.Secrets = mgr.GetAPIReader()
 			te.authn.Tokens = &auth.TokenService{
-				Keys: &auth.SecretKeySource{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: jwtNS.Name, Name: "posture-jwt-signing"},
-				Now:  te.clock.Now,
+				Keys:  &auth.SecretKeySource{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: jwtNS.Name, Name: "posture-jwt-signing"},
+				Now:   te.clock.Now,
+				Ended: st.(store.Sessions),
 			}
 			if err := (&controllers.TenantReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(ctx, mgr); err != nil {
 				return err

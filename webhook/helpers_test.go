@@ -347,7 +347,9 @@ type bareEnv struct {
 	Client    client.Client
 	Store     store.Store
 	Server    *webhook.Server
-	key       string
+	// DBPath is the SQLite file of Store.
+	DBPath string
+	key    string
 }
 
 func (b *bareEnv) api(t testing.TB) *api {
@@ -382,7 +384,8 @@ func startBare(t testing.TB, opts bareOpts) *bareEnv {
 	if err := k8s.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "posture.db"))
+	dbPath := filepath.Join(t.TempDir(), "posture.db")
+	st, err := sqlite.Open(ctx, dbPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,7 +406,7 @@ func startBare(t testing.TB, opts bareOpts) *bareEnv {
 		hs.Close()
 		st.Close()
 	})
-	return &bareEnv{URL: hs.URL, Namespace: ns.Name, Tenant: ns.Name, Client: k8s, Store: st, Server: srv, key: key}
+	return &bareEnv{URL: hs.URL, Namespace: ns.Name, Tenant: ns.Name, Client: k8s, Store: st, Server: srv, DBPath: dbPath, key: key}
 }
 
 // jobState is what a test wants an Ingestion to look like.

@@ -132,7 +132,16 @@ func (s *Server) createIngestion(w http.ResponseWriter, r *http.Request) (err er
 	budget := &budgetReader{r: http.MaxBytesReader(w, r.Body, s.maxUpload()+multipartSlack)}
 	// Measured from here: what came before is refused from the headers alone.
 	start := time.Now()
-	defer func() { observeUpload(start, budget.read, err) }()
+	defer func() {
+		observeUpload(start, budget.read, err)
+		if err != nil {
+			// A refusal leaves the rest of the body unread. net/http would
+			// read up to 256 KiB of it before sending the answer, to keep
+			// the connection; a chunked upload that is slow or stalls
+			// would hold the 413 (or 400) back meanwhile.
+			w.Header().Set("Connection", "close")
+		}
+	}()
 	mr := multipart.NewReader(budget, params["boundary"])
 	for {
 		budget.left = maxPartHeaderBytes

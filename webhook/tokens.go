@@ -22,11 +22,28 @@ type TokenIssuer interface {
 	Refresh(ctx context.Context, refresh string) (auth.TokenPair, error)
 }
 
+// SessionEnder signs a session out; auth.CRAuthenticator implements it.
+type SessionEnder interface {
+	SignOut(ctx context.Context, token string) error
+}
+
 const maxTokenBody = 64 << 10
 
 func (s *Server) tokenRoutes(mux *http.ServeMux) {
 	mux.Handle("/api/v1/tokens", s.methods(map[string]handlerFunc{http.MethodPost: s.createToken}))
 	mux.Handle("/api/v1/tokens/refresh", s.methods(map[string]handlerFunc{http.MethodPost: s.refreshToken}))
+	mux.Handle("/api/v1/tokens/revoke", s.methods(map[string]handlerFunc{http.MethodPost: s.revokeToken}))
+}
+
+// sessionEnder finds the sign-out service behind the (possibly wrapped)
+// authenticator.
+func (s *Server) sessionEnder() SessionEnder {
+	var se SessionEnder
+	unwrapAuth(s.Auth, func(a auth.Authenticator) bool {
+		se, _ = a.(SessionEnder)
+		return se != nil
+	})
+	return se
 }
 
 // tokenIssuer finds the sign-in service behind the (possibly wrapped) authenticator.
@@ -47,6 +64,7 @@ type tokenRequest struct {
 			Password string `json:"password"`
 			Tenant   string `json:"tenant"`
 			Refresh  string `json:"refresh"`
+			Token    string `json:"token"`
 		} `json:"attributes"`
 	} `json:"data"`
 }
@@ -216,6 +234,29 @@ func (s *Server) refreshToken(w http.ResponseWriter, r *http.Request) error {
 		return s.tokenError(err)
 	}
 	writeTokens(w, pair)
+	return nil
+}
+
+// revokeToken is POST /api/v1/tokens/revoke: sign-out. The session the token
+// (access or refresh) belongs to ends on every replica: none of its tokens
+// authenticates or refreshes afterwards, wherever it was copied to.
+func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) error {
+	se := s.sessionEnder()
+	if se == nil {
+		return newError(404, CodeNotFound, "token sign-in is not available: this server authenticates a static API key only")
+	}
+	req, aerr := readTokenRequest(w, r, "tokens-revoke")
+	if aerr != nil {
+		return aerr
+	}
+	if req.Data.Attributes.Token == "" {
+		return newError(400, CodeInvalid, "data.attributes.token is required: the access or refresh token of the session to end").pointer("/data/attributes/token")
+	}
+	if err := se.SignOut(r.Context(), req.Data.Attributes.Token); err != nil {
+		return s.tokenError(err)
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package webhook_test
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"net"
@@ -15,7 +16,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/internal/testenv"
 )
 
 // rawPost writes an upload request by hand, so a test controls the declared
@@ -103,6 +107,94 @@ func TestUploadDeclaredTooLarge(t *testing.T) {
 	})
 }
 
+// TestChunkedUploadPastTheLimitAnswersAtOnce: a chunked body (no declared
+// length) is read up to the limit, and the 413 comes as soon as one byte
+// more does, whatever the store is doing: here another connection holds
+// SQLite's write lock, as a large write of another tenant would. The partial
+// upload is removed afterwards, off the request.
+func TestChunkedUploadPastTheLimitAnswersAtOnce(t *testing.T) {
+	// Two whole chunks, so the last byte within the limit completes the
+	// second chunk's write before the lock is taken.
+	const limit = 2 << 20
+	b := startBare(t, bareOpts{maxUpload: limit})
+	u, err := url.Parse(b.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	w := bufio.NewWriter(conn)
+	chunk := func(s string) {
+		fmt.Fprintf(w, "%x\r\n%s\r\n", len(s), s)
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fmt.Fprintf(w, "POST /api/v1/ingestions HTTP/1.1\r\nHost: %s\r\nAuthorization: Api-Key %s\r\nAccept: application/vnd.api+json\r\n"+
+		"Content-Type: multipart/form-data; boundary=x\r\nTransfer-Encoding: chunked\r\n\r\n", u.Host, b.key)
+	chunk("--x\r\nContent-Disposition: form-data; name=\"file\"; filename=\"big.ocsf.json\"\r\n\r\n[")
+	for sent := 1; sent < limit; sent += 64 << 10 {
+		chunk(strings.Repeat(" ", min(64<<10, limit-sent)))
+	}
+	ctx := context.Background()
+	testenv.Eventually(t, 10*time.Second, "both chunks of the upload to be stored", func() (bool, string) {
+		_, chunks, err := b.Store.(blobCounter).CountBlobs(ctx, b.Tenant)
+		return err == nil && chunks == 2, fmt.Sprintf("%d chunks (%v)", chunks, err)
+	})
+
+	db, err := sql.Open("sqlite", b.DBPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	lock, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lock.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	locked := true
+	unlock := func() {
+		if locked {
+			locked = false
+			if _, err := lock.ExecContext(ctx, "ROLLBACK"); err != nil {
+				t.Error(err)
+			}
+			lock.Close()
+		}
+	}
+	defer unlock()
+
+	start := time.Now()
+	chunk("  ")
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer %v after the limit was passed: %v", time.Since(start), err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	took := time.Since(start)
+	wantError(t, response{status: resp.StatusCode, header: resp.Header, body: body}, 413, "file_too_large", "pointer:/data/attributes/file")
+	if took > 2*time.Second {
+		t.Errorf("the 413 came %v after the limit was passed; it must not wait for the partial upload's removal", took)
+	}
+
+	unlock()
+	blobs, chunks, err := b.Store.(blobCounter).CountBlobs(ctx, b.Tenant)
+	if err != nil || blobs != 0 || chunks != 0 {
+		t.Fatalf("after the 413 the store holds %d blobs and %d chunks (%v)", blobs, chunks, err)
+	}
+	var ings posturev1.IngestionList
+	if err := b.Client.List(ctx, &ings, client.InNamespace(b.Namespace)); err != nil || len(ings.Items) != 0 {
+		t.Fatalf("%d Ingestions after a 413 (%v)", len(ings.Items), err)
+	}
+}
+
 // TestUploadFilenameRejected: names that would repaint a terminal or bloat
 // every listing get a 400 before anything is stored, however they are
 // spelled in the part header.
@@ -129,6 +221,12 @@ func TestUploadFilenameRejected(t *testing.T) {
 		{"DEL in filename*", rfc2231("a\x7f.ocsf.json"), []string{"U+007F"}},
 		{"C1 CSI in filename*", rfc2231("a\u009b2J.ocsf.json"), []string{"U+009B"}},
 		{"C1 NEL in filename*", rfc2231("a\u0085.ocsf.json"), []string{"U+0085"}},
+		{"RIGHT-TO-LEFT OVERRIDE in filename*", rfc2231("invoice\u202Eexe.ocsf.json"), []string{`file name "invoice\u202eexe.ocsf.json"`, "bidirectional formatting character U+202E at byte 7"}},
+		{"RIGHT-TO-LEFT OVERRIDE in a quoted filename", "filename=\"invoice\u202Eexe.ocsf.json\"", []string{"bidirectional formatting character U+202E"}},
+		{"LEFT-TO-RIGHT ISOLATE in filename*", rfc2231("a\u2066b.ocsf.json"), []string{"U+2066"}},
+		{"POP DIRECTIONAL ISOLATE in filename*", rfc2231("a\u2069b.ocsf.json"), []string{"U+2069"}},
+		{"RIGHT-TO-LEFT MARK in filename*", rfc2231("a\u200Fb.ocsf.json"), []string{"U+200F"}},
+		{"LINE SEPARATOR in filename*", rfc2231("a\u2028b.ocsf.json"), []string{"line separator U+2028"}},
 		{"ESC in a quoted filename", "filename=\"a\x1b[31mred.ocsf.json\"", []string{"malformed MIME header"}},
 		{"CR in a quoted filename", "filename=\"a\rb.ocsf.json\"", []string{"malformed"}},
 		{"invalid UTF-8 in filename*", "filename*=UTF-8''a%FF.ocsf.json", []string{"UTF-8"}},
@@ -142,7 +240,7 @@ func TestUploadFilenameRejected(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := post(tc.disposition)
 			wantError(t, r, 400, "invalid", "pointer:/data/attributes/file", tc.fragments...)
-			if strings.ContainsAny(string(r.body), "\x1b\a\r\x7f\u009b\u0085") {
+			if strings.ContainsAny(string(r.body), "\x1b\a\r\x7f\u009b\u0085\u202e\u2066\u2069\u200f\u2028") {
 				t.Errorf("the error echoes a raw control character: %q", r.body)
 			}
 		})
@@ -183,6 +281,10 @@ func TestIngestionCRDRefusesUnsafeFilenames(t *testing.T) {
 		{"NUL", "a\x00.ocsf.json", false},
 		{"DEL", "a\x7f.ocsf.json", false},
 		{"C1 CSI", "a\u009b2J.ocsf.json", false},
+		{"RIGHT-TO-LEFT OVERRIDE", "invoice\u202Eexe.ocsf.json", false},
+		{"FIRST STRONG ISOLATE", "a\u2068.ocsf.json", false},
+		{"LEFT-TO-RIGHT MARK", "a\u200E.ocsf.json", false},
+		{"ARABIC LETTER MARK", "a\u061C.ocsf.json", false},
 		{"wrong suffix", "a.json", false},
 	}
 	for i, tc := range cases {

@@ -26,10 +26,12 @@ type UploadSource struct {
 	// +kubebuilder:validation:MinLength=1
 	BlobID string `json:"blobID"`
 	// Filename as uploaded; ends in .ocsf.json, holds no control character
-	// (C0, DEL, C1) and is at most 255 characters long: kubectl prints it and
-	// events carry it, so it must not be able to repaint a terminal.
+	// (C0, DEL, C1), line separator or bidirectional formatting character
+	// (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069) and is at most
+	// 255 characters long: kubectl prints it and events carry it, so it must
+	// not be able to repaint a terminal or show itself as another name.
 	// +kubebuilder:validation:MaxLength=255
-	// +kubebuilder:validation:Pattern=`^[^\x00-\x1F\x7F-\x9F]*\.ocsf\.json$`
+	// +kubebuilder:validation:Pattern=`^[^\x00-\x1F\x7F-\x9F\x{061C}\x{200E}\x{200F}\x{2028}-\x{202E}\x{2066}-\x{2069}]*\.ocsf\.json$`
 	Filename string `json:"filename"`
 	// Size in bytes.
 	// +kubebuilder:validation:Minimum=0

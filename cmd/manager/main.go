@@ -33,13 +33,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/controllers"
 	"github.com/posture-dev/posture/internal/auth"
 	"github.com/posture-dev/posture/internal/ingest"
+	"github.com/posture-dev/posture/internal/metricsauth"
 	"github.com/posture-dev/posture/internal/servingcert"
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/store/engines"
@@ -141,6 +141,7 @@ func parseManagerFlags(args []string) (managerFlags, *zap.Options, error) {
 	fs.Int64Var(&f.maxUploadBytes, "max-upload-bytes", webhook.DefaultMaxUploadBytes, "Largest accepted report; larger uploads get 413.")
 	fs.DurationVar(&f.sources.URLTimeout, "ingestion-url-timeout", time.Minute, "Ingestions with spec.source.url: how long one fetch of the report may take, body included.")
 	fs.BoolVar(&f.sources.AllowLoopback, "ingestion-url-allow-loopback", false, "Ingestions with spec.source.url: allow loopback addresses (127.0.0.0/8, ::1). For a single-machine setup only; link-local and metadata addresses stay refused.")
+	fs.IntVar(&f.sources.URLFetchesPerTenant, "ingestion-url-fetches-per-tenant", controllers.DefaultURLFetchesPerTenant, "Ingestions with spec.source.url: how many of one tenant's URLs are read at once; the others wait their turn. URLs are read in the background, never in a reconcile.")
 	fs.DurationVar(&f.sources.Wait, "ingestion-source-wait", 2*time.Minute, "Ingestions with a configMapRef, secretRef or url source: how long after creation a missing object or an unreachable URL is retried before the ingestion fails.")
 	fs.DurationVar(&f.shutdownDrain, "shutdown-drain", webhook.DefaultShutdownDrain, "On SIGTERM, how long API requests in flight (uploads) may run on before they are cut off with 503; keep it below the pod's terminationGracePeriodSeconds.")
 	fs.DurationVar(&f.pollInterval, "poll-interval", time.Second, "How often progress is mirrored into Ingestion status while processing.")
@@ -238,7 +239,7 @@ func serve(ctx context.Context, cfg *rest.Config, f managerFlags, log logr.Logge
 			BindAddress:    f.metricsAddr,
 			SecureServing:  true,
 			CertDir:        f.metricsCertDir,
-			FilterProvider: filters.WithAuthenticationAndAuthorization,
+			FilterProvider: metricsauth.Filter,
 		},
 		HealthProbeBindAddress:  f.probeAddr,
 		LeaderElection:          f.leaderElect,
@@ -293,7 +294,7 @@ func serve(ctx context.Context, cfg *rest.Config, f managerFlags, log logr.Logge
 		return fmt.Errorf("unknown --executor %q: use job or inprocess", f.executor)
 	}
 
-	authn, staticKey, err := authenticator(ctx, f, mgr)
+	authn, staticKey, err := authenticator(ctx, f, mgr, st)
 	if err != nil {
 		return err
 	}
@@ -416,7 +417,7 @@ func serve(ctx context.Context, cfg *rest.Config, f managerFlags, log logr.Logge
 // authenticator is the CR authenticator (APIKeys and JWTs of Tenant users),
 // unless --static-tenant and POSTURE_STATIC_API_KEY ask for one static key:
 // an override for single-tenant installs without Tenant objects.
-func authenticator(ctx context.Context, f managerFlags, mgr ctrl.Manager) (auth.Authenticator, bool, error) {
+func authenticator(ctx context.Context, f managerFlags, mgr ctrl.Manager, st store.Store) (auth.Authenticator, bool, error) {
 	key := os.Getenv("POSTURE_STATIC_API_KEY")
 	if f.staticTenant != "" || key != "" {
 		if f.staticTenant == "" || key == "" {
@@ -441,10 +442,15 @@ func authenticator(ctx context.Context, f managerFlags, mgr ctrl.Manager) (auth.
 	if err := mgr.Add(keys); err != nil {
 		return nil, false, err
 	}
+	// Sign-outs go to the store, which every replica reads.
+	ended, ok := st.(store.Sessions)
+	if !ok {
+		return nil, false, fmt.Errorf("the %s store cannot record sign-outs", f.storeDriver)
+	}
 	return &auth.CRAuthenticator{
 		Reader:  mgr.GetClient(),
 		Secrets: mgr.GetAPIReader(),
-		Tokens:  &auth.TokenService{Keys: keys, MaxSessionAge: f.sessionMaxAge},
+		Tokens:  &auth.TokenService{Keys: keys, MaxSessionAge: f.sessionMaxAge, Ended: ended},
 	}, false, nil
 }
 

@@ -412,6 +412,8 @@ func testMetricsAuth(t *testing.T, m *runningManager) {
 		want   int
 	}{
 		{"anonymous", "", http.StatusUnauthorized},
+		{"a bearer token that is not Kubernetes' (an API key)", "pk_abcdefgh.notakubernetestoken", http.StatusUnauthorized},
+		{"a JWT that kube-apiserver did not sign", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl", http.StatusUnauthorized},
 		{"a ServiceAccount without the metrics-reader role", token("stranger", false), http.StatusForbidden},
 		{"a ServiceAccount bound to posture-metrics-reader", token("prometheus", true), http.StatusOK},
 	} {

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/internal/cli"
 	"github.com/posture-dev/posture/internal/restapi"
 	"github.com/posture-dev/posture/internal/testenv"
 )
@@ -116,6 +117,15 @@ func TestDevEnvironment(t *testing.T) {
 		names := strings.Fields(api.kubectl(t, "get", "findings", "-n", api.vars["POSTURE_TENANT_NAMESPACE"], "--chunk-size=400", "-o", "name"))
 		if want := api.findingsCount(t); len(names) != want {
 			t.Errorf("kubectl get findings lists %d, GET /api/v1/findings counts %d", len(names), want)
+		}
+	})
+
+	t.Run("a user bound to view reads findings, as in a cluster", func(t *testing.T) {
+		ns := api.vars["POSTURE_TENANT_NAMESPACE"]
+		api.kubectl(t, "create", "rolebinding", "auditor-view", "-n", ns, "--clusterrole=view", "--user=auditor")
+		names := strings.Fields(api.kubectl(t, "get", "findings", "-n", ns, "--as", "auditor", "-o", "name"))
+		if want := api.findingsCount(t); len(names) != want {
+			t.Errorf("kubectl get findings --as a view user lists %d, GET /api/v1/findings counts %d", len(names), want)
 		}
 	})
 
@@ -262,6 +272,23 @@ func TestDevEnvironment(t *testing.T) {
 		// The same report again rewrites the same 1,500 findings.
 		if n := again.findingsCount(t); n != 1503 {
 			t.Errorf("GET /api/v1/findings counts %d findings, want the first run's 1500 + 3", n)
+		}
+	})
+	t.Run("the README's push example runs with .dev/env alone", func(t *testing.T) {
+		again := second.api(t)
+		if again.vars["SERVICE_CLOUD_API_KEY"] != again.vars["POSTURE_API_KEY"] || again.vars["SERVICE_CLOUD_API_BASE_URL"] != again.vars["POSTURE_API_URL"] {
+			t.Fatalf(".dev/env has SERVICE_CLOUD_API_KEY=%q SERVICE_CLOUD_API_BASE_URL=%q, want the demo admin's key and %s",
+				again.vars["SERVICE_CLOUD_API_KEY"], again.vars["SERVICE_CLOUD_API_BASE_URL"], again.vars["POSTURE_API_URL"])
+		}
+		env := []string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin"}
+		for k, v := range again.vars {
+			env = append(env, k+"="+v)
+		}
+		var out, errOut bytes.Buffer
+		code := cli.RunWithInput(context.Background(), []string{"push", filepath.Join(testenv.Root(), "examples", "aws_mixed_7_records.ocsf.json")},
+			strings.NewReader(""), &out, &errOut, env)
+		if code != cli.ExitOK || !strings.Contains(out.String(), "Findings pushed") {
+			t.Errorf("postctl push with .dev/env: exit %d\n%s%s", code, out.String(), errOut.String())
 		}
 	})
 	second.stop(t)

@@ -168,6 +168,16 @@ func (a *CRAuthenticator) userPrincipal(ctx context.Context, claims *Claims) (Pr
 	return p, nil
 }
 
+// SignOut ends the session that token (an access or a refresh token)
+// belongs to.
+func (a *CRAuthenticator) SignOut(ctx context.Context, token string) error {
+	if a.Tokens == nil {
+		return &Error{"Bearer tokens are not enabled on this server"}
+	}
+	_, err := a.Tokens.End(ctx, token)
+	return err
+}
+
 // errBadCredentials is the one answer to every failed sign-in, so that the
 // response does not tell which of email, password or tenant was wrong.
 var errBadCredentials = &Error{"invalid email or password"}
@@ -296,5 +306,5 @@ func (a *CRAuthenticator) Refresh(ctx context.Context, refresh string) (TokenPai
 	if !hmac.Equal([]byte(binding), []byte(claims.PasswordBinding)) {
 		return TokenPair{}, passwordChanged
 	}
-	return a.Tokens.Issue(ctx, Session{Tenant: p.Tenant, User: p.User, AuthTime: claims.AuthTime.Time, PasswordBinding: binding})
+	return a.Tokens.Issue(ctx, Session{Tenant: p.Tenant, User: p.User, AuthTime: claims.AuthTime.Time, PasswordBinding: binding, ID: claims.SessionID})
 }

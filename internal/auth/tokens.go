@@ -60,6 +60,10 @@ type Claims struct {
 	// password Secret as it was at sign-in (see TokenService.Binding): a
 	// refresh is refused once the Secret has changed.
 	PasswordBinding string `json:"pwb,omitempty"`
+	// SessionID names the password sign-in the token descends from; both
+	// tokens of a pair and every refresh after it carry it, so a sign-out
+	// ends them all (TokenService.End).
+	SessionID string `json:"sid,omitempty"`
 	jwt.RegisteredClaims
 }
 
@@ -72,6 +76,16 @@ type Session struct {
 	AuthTime time.Time
 	// PasswordBinding goes into the refresh token; see TokenService.Binding.
 	PasswordBinding string
+	// ID is the session a refresh continues; empty starts a new one (a
+	// password sign-in).
+	ID string
+}
+
+// SessionLedger records ended sessions where every replica reads them
+// (store.Sessions).
+type SessionLedger interface {
+	EndSession(ctx context.Context, id string, until time.Time) error
+	SessionEnded(ctx context.Context, id string) (bool, error)
 }
 
 // TokenPair is what POST /api/v1/tokens returns.
@@ -106,9 +120,13 @@ type TokenService struct {
 	MaxSessionAge time.Duration
 	// Now is injectable for lifetime tests.
 	Now func() time.Time
+	// Ended records sign-outs for every replica (the store). Without it
+	// they are kept in this process alone, which suits one replica.
+	Ended SessionLedger
 
-	mu   sync.Mutex
-	used map[string]time.Time // redeemed refresh jti -> its expiry
+	mu    sync.Mutex
+	used  map[string]time.Time // redeemed refresh jti -> its expiry
+	ended map[string]time.Time // without Ended: ended session -> until
 }
 
 func (s *TokenService) now() time.Time {
@@ -156,13 +174,19 @@ func (s *TokenService) Issue(ctx context.Context, sess Session) (TokenPair, erro
 	if !now.Before(end) {
 		return TokenPair{}, s.sessionOver(authTime)
 	}
+	sid := sess.ID
+	if sid == "" {
+		if sid, err = randomID(); err != nil {
+			return TokenPair{}, err
+		}
+	}
 	pair := TokenPair{AccessExpiresAt: earliest(now.Add(s.accessTTL()), end), RefreshExpiresAt: earliest(now.Add(s.refreshTTL()), end)}
 	mint := func(typ string, exp time.Time) (string, string, error) {
 		jti, err := randomID()
 		if err != nil {
 			return "", "", err
 		}
-		claims := Claims{Tenant: sess.Tenant, TokenType: typ, AuthTime: jwt.NewNumericDate(authTime), RegisteredClaims: jwt.RegisteredClaims{
+		claims := Claims{Tenant: sess.Tenant, TokenType: typ, AuthTime: jwt.NewNumericDate(authTime), SessionID: sid, RegisteredClaims: jwt.RegisteredClaims{
 			Issuer:    tokenIssuer,
 			Subject:   sess.User,
 			Audience:  jwt.ClaimStrings{tokenAudience},
@@ -190,8 +214,33 @@ func (s *TokenService) Issue(ctx context.Context, sess Session) (TokenPair, erro
 }
 
 // Verify checks a token's signature, algorithm, issuer, audience, lifetime and
-// type. Its errors are *Error with a reason safe to show the caller.
+// type, and that its session has not been ended. Its errors are *Error with a
+// reason safe to show the caller.
 func (s *TokenService) Verify(ctx context.Context, token, wantType string) (*Claims, error) {
+	claims, err := s.parse(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	if claims.TokenType != wantType {
+		return nil, &Error{fmt.Sprintf("a %s token was sent where a %s token is needed", orUnknown(claims.TokenType), wantType)}
+	}
+	if claims.SessionID != "" {
+		ended, err := s.sessionEnded(ctx, claims.SessionID)
+		if err != nil {
+			return nil, err
+		}
+		if ended {
+			return nil, errSignedOut
+		}
+	}
+	return claims, nil
+}
+
+var errSignedOut = &Error{"this sign-in has ended (signed out); sign in again with POST /api/v1/tokens"}
+
+// parse checks what a token says of itself: signature, algorithm, issuer,
+// audience, lifetime, and that it names its subject, tenant and id.
+func (s *TokenService) parse(ctx context.Context, token string) (*Claims, error) {
 	key, err := s.Keys.SigningKey(ctx)
 	if err != nil {
 		return nil, err
@@ -224,9 +273,6 @@ func (s *TokenService) Verify(ctx context.Context, token, wantType string) (*Cla
 	case err != nil:
 		return nil, &Error{"the token is not valid: " + err.Error()}
 	}
-	if claims.TokenType != wantType {
-		return nil, &Error{fmt.Sprintf("a %s token was sent where a %s token is needed", orUnknown(claims.TokenType), wantType)}
-	}
 	if claims.Subject == "" || claims.Tenant == "" || claims.ID == "" {
 		return nil, &Error{"the token lacks its subject, tenant or id"}
 	}
@@ -255,8 +301,8 @@ func (s *TokenService) Redeem(ctx context.Context, refresh string) (*Claims, err
 	if err != nil {
 		return nil, err
 	}
-	if claims.AuthTime == nil || claims.PasswordBinding == "" {
-		return nil, &Error{"this refresh token does not say when its sign-in happened or which password it was made with; sign in again with POST /api/v1/tokens"}
+	if claims.AuthTime == nil || claims.PasswordBinding == "" || claims.SessionID == "" {
+		return nil, &Error{"this refresh token does not say when its sign-in happened, which password it was made with or which session it belongs to; sign in again with POST /api/v1/tokens"}
 	}
 	if !s.now().Before(claims.AuthTime.Add(s.maxSessionAge())) {
 		return nil, s.sessionOver(claims.AuthTime.Time)
@@ -273,6 +319,52 @@ func (s *TokenService) Redeem(ctx context.Context, refresh string) (*Claims, err
 	return claims, nil
 }
 
+// End ends the session of token, an access or a refresh token of it: from
+// then on every token of that sign-in is refused, on every replica that
+// shares Ended, and no refresh continues it. A token that is not valid
+// (expired, forged, of an ended session) ends nothing and is an *Error.
+func (s *TokenService) End(ctx context.Context, token string) (*Claims, error) {
+	claims, err := s.parse(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	if claims.SessionID == "" {
+		return nil, &Error{"this token does not name its session, so it cannot end it; it expires at " + claims.ExpiresAt.UTC().Format(time.RFC3339)}
+	}
+	// No token of the session outlives its chain's bound.
+	until := claims.ExpiresAt.Add(s.refreshTTL())
+	if claims.AuthTime != nil {
+		until = earliest(until, claims.AuthTime.Add(s.maxSessionAge()))
+	}
+	if s.Ended != nil {
+		if err := s.Ended.EndSession(ctx, claims.SessionID, until); err != nil {
+			return nil, fmt.Errorf("end session: %w", err)
+		}
+		return claims, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended == nil {
+		s.ended = map[string]time.Time{}
+	}
+	s.ended[claims.SessionID] = until
+	return claims, nil
+}
+
+func (s *TokenService) sessionEnded(ctx context.Context, id string) (bool, error) {
+	if s.Ended != nil {
+		ended, err := s.Ended.SessionEnded(ctx, id)
+		if err != nil {
+			return false, fmt.Errorf("look up session: %w", err)
+		}
+		return ended, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ended := s.ended[id]
+	return ended, nil
+}
+
 // forgetExpired drops spent ids whose tokens have expired: Verify refuses
 // those anyway, so the memory stays bounded by the tokens still alive.
 func (s *TokenService) forgetExpired() {
@@ -282,6 +374,11 @@ func (s *TokenService) forgetExpired() {
 	for jti, exp := range s.used {
 		if !now.Before(exp) {
 			delete(s.used, jti)
+		}
+	}
+	for sid, until := range s.ended {
+		if !now.Before(until) {
+			delete(s.ended, sid)
 		}
 	}
 }

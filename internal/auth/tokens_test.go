@@ -296,7 +296,7 @@ func TestRedeemRefusesUnboundTokens(t *testing.T) {
 	base := map[string]any{
 		"iss": "posture", "aud": []string{"posture-api"}, "sub": "a@b.test", "tenant": "demo",
 		"token_type": "refresh", "jti": "r1", "iat": now.Unix(), "nbf": now.Unix(), "exp": now.Add(time.Hour).Unix(),
-		"auth_time": now.Unix(), "pwb": "b",
+		"auth_time": now.Unix(), "pwb": "b", "sid": "s1",
 	}
 	sign := func(in string) []byte {
 		sig, err := jwt.SigningMethodHS256.Sign(in, key)
@@ -313,6 +313,7 @@ func TestRedeemRefusesUnboundTokens(t *testing.T) {
 		{"bound", base, true},
 		{"no auth_time (issued before chains were bounded)", with(base, "auth_time", nil), false},
 		{"no password binding", with(base, "pwb", nil), false},
+		{"no session (issued before sign-out ended sessions)", with(base, "sid", nil), false},
 		{"signed in eight days ago", with(base, "auth_time", now.Add(-8*24*time.Hour).Unix()), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -325,6 +326,61 @@ func TestRedeemRefusesUnboundTokens(t *testing.T) {
 				if _, isAuth := err.(*Error); !isAuth || !strings.Contains(err.Error(), "sign in again") {
 					t.Errorf("error %T %v must be an *Error asking to sign in again", err, err)
 				}
+			}
+		})
+	}
+}
+
+// TestEndEndsTheWholeSession: ending a session with either of its tokens
+// refuses both, and every pair refreshed from them; another sign-in of the
+// same user lives on; a token that is not valid ends nothing.
+func TestEndEndsTheWholeSession(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		with func(p TokenPair) string
+	}{
+		{"with the access token", func(p TokenPair) string { return p.Access }},
+		{"with the refresh token", func(p TokenPair) string { return p.Refresh }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _, _ := newService(t)
+			first, err := s.Issue(ctx, Session{Tenant: "demo", User: "a@b.test", PasswordBinding: "b"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			claims, err := s.Redeem(ctx, first.Refresh)
+			if err != nil {
+				t.Fatal(err)
+			}
+			refreshed, err := s.Issue(ctx, Session{Tenant: "demo", User: "a@b.test", PasswordBinding: "b", AuthTime: claims.AuthTime.Time, ID: claims.SessionID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			elsewhere, err := s.Issue(ctx, Session{Tenant: "demo", User: "a@b.test", PasswordBinding: "b"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.End(ctx, tc.with(first)); err != nil {
+				t.Fatalf("End: %v", err)
+			}
+			for _, tok := range []struct{ name, token, typ string }{
+				{"the access token", first.Access, TokenAccess},
+				{"the refreshed access token", refreshed.Access, TokenAccess},
+				{"the refreshed refresh token", refreshed.Refresh, TokenRefresh},
+			} {
+				if _, err := s.Verify(ctx, tok.token, tok.typ); err == nil || !strings.Contains(err.Error(), "signed out") {
+					t.Errorf("%s after sign-out: %v, want refused as signed out", tok.name, err)
+				}
+			}
+			if _, err := s.Redeem(ctx, refreshed.Refresh); err == nil {
+				t.Error("a refresh of the ended session was granted")
+			}
+			if _, err := s.Verify(ctx, elsewhere.Access, TokenAccess); err != nil {
+				t.Errorf("another sign-in of the same user: %v", err)
+			}
+			if _, err := s.End(ctx, "not.a.token"); err == nil {
+				t.Error("a malformed token ended a session")
 			}
 		})
 	}

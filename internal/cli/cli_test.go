@@ -460,6 +460,28 @@ func TestAgainstTheAPI(t *testing.T) {
 		t.Errorf("get: %s", res)
 	}
 
+	// A report whose fields hold escape sequences: the errors table shows
+	// them, escaped, and none reaches the terminal.
+	hostile := filepath.Join(t.TempDir(), "hostile.ocsf.json")
+	must(t, os.WriteFile(hostile, testenv.EscapesReport(t), 0o600))
+	res = run(t, envWith(pushclient.EnvAPIKey, env.APIKey, pushclient.EnvBaseURL, env.URL), "push", hostile)
+	if res.code != ExitOK {
+		t.Fatalf("push: %s", res)
+	}
+	hostileJob := jobRE.FindStringSubmatch(res.stdout)[1]
+	if res = run(t, api, "ingestions", "wait", hostileJob, "--interval", "50ms"); res.code != ExitOK {
+		t.Fatalf("wait: %s", res)
+	}
+	res = run(t, api, "ingestions", "errors", hostileJob)
+	if res.code != ExitOK || testenv.ActsOnTerminal(res.stdout) {
+		t.Errorf("errors printed escape sequences raw: %q", res)
+	}
+	for _, want := range []string{"/k" + testenv.HostileShown, "uid" + testenv.HostileShown} {
+		if !strings.Contains(res.stdout, want) {
+			t.Errorf("errors does not show %s:\n%s", want, res.stdout)
+		}
+	}
+
 	// Failures of the ingestions commands.
 	for _, tc := range []struct {
 		env  []string

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/posture-dev/posture/internal/restapi"
+	"github.com/posture-dev/posture/internal/termsafe"
 )
 
 type outputFlag struct{ format string }
@@ -95,7 +96,7 @@ func (a *app) listCommand(client func() (*apiClient, error)) *cobra.Command {
 			fmt.Fprintln(w, "ID\tSTATUS\tTOTAL\tPROCESSED\tINVALID\tREQUESTED\tCOMPLETED")
 			for _, i := range items {
 				s := i.Attributes.Summary
-				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%s\t%s\n", i.ID, i.Attributes.Status, s.Total, s.Processed, s.Invalid,
+				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%s\t%s\n", termsafe.String(i.ID), termsafe.String(i.Attributes.Status), s.Total, s.Processed, s.Invalid,
 					deref(i.Attributes.RequestedAt), deref(i.Attributes.CompletedAt))
 			}
 			if err := w.Flush(); err != nil {
@@ -183,7 +184,8 @@ func (a *app) errorsCommand(client func() (*apiClient, error)) *cobra.Command {
 				if e.Attributes.RecordIndex != nil {
 					rec = strconv.FormatInt(*e.Attributes.RecordIndex, 10)
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", rec, e.Attributes.Code, orDash(e.Attributes.Pointer), orDash(e.Attributes.FindingUID), oneLine(e.Attributes.Detail))
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", rec, termsafe.String(e.Attributes.Code), termsafe.String(orDash(e.Attributes.Pointer)),
+					termsafe.String(orDash(e.Attributes.FindingUID)), termsafe.String(oneLine(e.Attributes.Detail)))
 			}
 			if err := w.Flush(); err != nil {
 				return err
@@ -327,8 +329,8 @@ func (a *app) printJSON(raw []byte) error {
 func (a *app) printJob(job ingestion) {
 	s := job.Attributes.Summary
 	w := tabwriter.NewWriter(a.stdout, 0, 4, 1, ' ', 0)
-	fmt.Fprintf(w, "ID:\t%s\n", job.ID)
-	fmt.Fprintf(w, "Status:\t%s\n", job.Attributes.Status)
+	fmt.Fprintf(w, "ID:\t%s\n", termsafe.String(job.ID))
+	fmt.Fprintf(w, "Status:\t%s\n", termsafe.String(job.Attributes.Status))
 	fmt.Fprintf(w, "Records:\t%d total, %d processed, %d invalid\n", s.Total, s.Processed, s.Invalid)
 	fmt.Fprintf(w, "Requested at:\t%s\n", deref(job.Attributes.RequestedAt))
 	fmt.Fprintf(w, "Started at:\t%s\n", deref(job.Attributes.StartedAt))
@@ -451,7 +453,7 @@ func deref(s *string) string {
 	if s == nil || *s == "" {
 		return "-"
 	}
-	return *s
+	return termsafe.String(*s)
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/posture-dev/posture/internal/restapi"
 	"github.com/posture-dev/posture/internal/scanner"
+	"github.com/posture-dev/posture/internal/termsafe"
 )
 
 // Paths of the two API groups the plugin speaks to. Ingestions are
@@ -345,7 +346,7 @@ func (k *kubectlPlugin) wait(ctx context.Context, c *kube, name string, interval
 				if s.Phase == "failed" {
 					msg := ""
 					if s.Message != "" {
-						msg = ": " + s.Message
+						msg = ": " + termsafe.String(s.Message)
 					}
 					return exit(ExitJobFailed, "ingestion %s failed%s; kubectl posture errors %s -n %s tells why", name, msg, name, c.namespace)
 				}
@@ -528,7 +529,7 @@ func (k *kubectlPlugin) list(ctx context.Context, c *kube, path string, l listFl
 				var cols []string
 				for _, col := range t.ColumnDefinitions {
 					if col.Priority == 0 {
-						cols = append(cols, strings.ToUpper(col.Name))
+						cols = append(cols, termsafe.String(strings.ToUpper(col.Name)))
 					}
 				}
 				fmt.Fprintln(tw, strings.Join(cols, "\t"))
@@ -541,7 +542,7 @@ func (k *kubectlPlugin) list(ctx context.Context, c *kube, path string, l listFl
 						Metadata metav1.ObjectMeta `json:"metadata"`
 					}
 					_ = json.Unmarshal(r.Object.Raw, &m)
-					fmt.Fprintln(tw, m.Metadata.Name)
+					fmt.Fprintln(tw, termsafe.String(m.Metadata.Name))
 					continue
 				}
 				var cells []string
@@ -581,7 +582,9 @@ func (k *kubectlPlugin) list(ctx context.Context, c *kube, path string, l listFl
 	return tw.Flush()
 }
 
-// cell prints one table cell as kubectl does: <none> for nothing.
+// cell prints one table cell as kubectl does: <none> for nothing. Text is
+// the report's, shown through termsafe: the server escapes it too, but the
+// plugin also prints what another (older) server sends.
 func cell(v any) string {
 	switch x := v.(type) {
 	case nil:
@@ -590,7 +593,7 @@ func cell(v any) string {
 		if x == "" {
 			return "<none>"
 		}
-		return x
+		return termsafe.String(x)
 	case float64:
 		if x == float64(int64(x)) {
 			return fmt.Sprint(int64(x))

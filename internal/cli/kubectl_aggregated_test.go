@@ -159,6 +159,35 @@ func TestKubectlPluginThroughKubeAggregator(t *testing.T) {
 		}
 	})
 
+	t.Run("table cells show what a report holds and never act on the terminal", func(t *testing.T) {
+		report := filepath.Join(t.TempDir(), "hostile.ocsf.json")
+		if err := os.WriteFile(report, testenv.EscapesReport(t), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r := plugin("push", report, "-n", tenantNS, "--wait", "--interval", "100ms")
+		m := created.FindStringSubmatch(r.stdout)
+		if r.code != ExitOK || m == nil {
+			t.Fatalf("push --wait of a report with escape sequences: %s", r)
+		}
+		for _, tc := range []struct {
+			args  []string
+			shown []string
+		}{
+			{[]string{"get", "findings", "-n", tenantNS, "--field-selector", "ingestion=" + m[1]}, []string{"check" + testenv.HostileShown, "arn:" + testenv.HostileShown}},
+			{[]string{"errors", m[1], "-n", tenantNS}, []string{"/k" + testenv.HostileShown}},
+		} {
+			r := plugin(tc.args...)
+			if r.code != ExitOK || testenv.ActsOnTerminal(r.stdout) {
+				t.Errorf("kubectl posture %s printed escape sequences raw: %q", strings.Join(tc.args, " "), r)
+			}
+			for _, want := range tc.shown {
+				if !strings.Contains(r.stdout, want) {
+					t.Errorf("kubectl posture %s does not show %s:\n%s", strings.Join(tc.args, " "), want, r.stdout)
+				}
+			}
+		}
+	})
+
 	t.Run("a malformed report is refused with the byte offset", func(t *testing.T) {
 		bad := filepath.Join(t.TempDir(), "bad.ocsf.json")
 		if err := os.WriteFile(bad, []byte(`[{"a":1},{"b":]`), 0o600); err != nil {

@@ -15,6 +15,8 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/posture-dev/posture/internal/testenv"
 )
 
 // seenRequest is what the stand-in API server received.
@@ -246,4 +248,43 @@ func TestKubectlPluginRequests(t *testing.T) {
 			t.Fatalf("%s", r)
 		}
 	})
+}
+
+// TestKubectlPluginEscapesCells: the plugin prints table cells, names and
+// an Ingestion's message through termsafe whatever the server sends, so a
+// server that does not escape them (an older manager) cannot reach the
+// terminal through it either.
+func TestKubectlPluginEscapesCells(t *testing.T) {
+	hostile, _ := json.Marshal(testenv.HostileText)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case strings.Contains(r.URL.Path, "/ingestions/"):
+			fmt.Fprintf(w, `{"metadata":{"name":"ing-1"},"status":{"phase":"failed","message":%s,"summary":{"total":1,"processed":1,"invalid":1}}}`, hostile)
+		default:
+			fmt.Fprintf(w, `{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{},"columnDefinitions":[{"name":"Check","type":"string"},{"name":"Resource","type":"string"}],
+				"rows":[{"cells":[%s,%s],"object":{"metadata":{"name":%s}}}]}`, hostile, hostile, hostile)
+		}
+	}))
+	defer srv.Close()
+	kc := pluginKubeconfig(t, srv.URL, srv.URL)
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"table", []string{"get", "findings"}},
+		{"-o name", []string{"get", "findings", "-o", "name"}},
+		{"errors", []string{"errors", "ing-1"}},
+		{"wait on a failed ingestion", []string{"wait", "ing-1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runPlugin(nil, append([]string{"--kubeconfig", kc}, tc.args...)...)
+			if testenv.ActsOnTerminal(r.stdout) || testenv.ActsOnTerminal(r.stderr) {
+				t.Errorf("escape sequences printed raw: %q", r)
+			}
+			if !strings.Contains(r.stdout+r.stderr, testenv.HostileShown) {
+				t.Errorf("the text is not shown escaped: %s", r)
+			}
+		})
+	}
 }

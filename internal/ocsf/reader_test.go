@@ -410,3 +410,40 @@ func TestNextBorrowedMatchesNext(t *testing.T) {
 		}
 	}
 }
+
+// TestFileErrorsWithoutContent: the redacted form of a whole-file problem
+// says where and what kind, and quotes no byte of the file: a Secret that is
+// not a report must not show its first character in an Ingestion's status.
+func TestFileErrorsWithoutContent(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+	}{
+		{"a password", "password", "expected a JSON array at byte 0"},
+		{"a key after whitespace", "\n  hunter2", "expected a JSON array at byte 3"},
+		{"a JSON object", `{"token":"s3cr3t"}`, "expected a JSON array at byte 0"},
+		{"a number", `12345`, "expected a JSON array at byte 0"},
+		{"a literal", `true`, "expected a JSON array at byte 0"},
+		{"a bad literal", `[tXue]`, "malformed JSON at byte 2: unexpected character in a literal (true, false or null) (in record 0, which starts at byte 1)"},
+		{"a word in an array", `[s3cr3t]`, "malformed JSON at byte 1: unexpected character looking for beginning of value"},
+		{"after an element", `[1 p]`, "malformed JSON at byte 3: unexpected character after array element"},
+		{"an object key", `[{p:1}]`, "malformed JSON at byte 2: unexpected character looking for beginning of object key string (in record 0, which starts at byte 1)"},
+		{"after a key", `[{"a" p}]`, "malformed JSON at byte 6: unexpected character after object key (in record 0, which starts at byte 1)"},
+		{"a string escape", `["\p"]`, "malformed JSON at byte 3: unexpected character in string escape code (in record 0, which starts at byte 1)"},
+		{"a hex escape", `["\u12pq"]`, "malformed JSON at byte 6: unexpected character in \\u hexadecimal character escape (in record 0, which starts at byte 1)"},
+		{"a number", `[-p]`, "malformed JSON at byte 2: unexpected character in numeric literal (in record 0, which starts at byte 1)"},
+		{"a bad byte order mark", "\xEF\xBBp", "malformed JSON at byte 0: unexpected character looking for beginning of value"},
+		{"no content to quote", `[1`, "unexpected end of file at byte 2 (truncated JSON) (in record 0, which starts at byte 1)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Count(strings.NewReader(tt.in))
+			var fe *FileError
+			if !errors.As(err, &fe) {
+				t.Fatalf("got %v, want a *FileError", err)
+			}
+			if got := fe.WithoutContent(); got != tt.want {
+				t.Errorf("WithoutContent() = %q\nwant %q\n(Reason %q)", got, tt.want, fe.Reason)
+			}
+		})
+	}
+}

@@ -38,9 +38,24 @@ const MaxDepth = 1000
 type FileError struct {
 	Offset int64
 	Reason string
+	// Redacted is Reason without the bytes of the file it quotes (the
+	// offending character, what a value looked like), or "" when Reason
+	// quotes none.
+	Redacted string
 }
 
 func (e *FileError) Error() string { return e.Reason }
+
+// WithoutContent says where the problem is and what kind it is, and quotes
+// nothing of the file: for a report whose readers may not read its source
+// (a Secret's content must not reach an Ingestion's status, which view
+// reads).
+func (e *FileError) WithoutContent() string {
+	if e.Redacted != "" {
+		return e.Redacted
+	}
+	return e.Reason
+}
 
 type event uint8
 
@@ -168,7 +183,7 @@ loop:
 				s.escStart = off
 				s.st = stStrEsc
 			case c < 0x20:
-				s.fail(off, "invalid character %s in string literal (control characters must be escaped)", quoteChar(c))
+				s.badChar(off, c, "in string literal (control characters must be escaped)", "")
 				break loop
 			default:
 				if !s.utf8Start(c, off) {
@@ -192,7 +207,7 @@ loop:
 				s.hexN, s.hexV = 0, 0
 				s.st = stStrHex
 			default:
-				s.fail(off, "invalid character %s in string escape code", quoteChar(c))
+				s.badChar(off, c, "in string escape code", "")
 				break loop
 			}
 		case stStrHex:
@@ -205,7 +220,7 @@ loop:
 			case c >= 'A' && c <= 'F':
 				d = c - 'A' + 10
 			default:
-				s.fail(off, "invalid character %s in \\u hexadecimal character escape", quoteChar(c))
+				s.badChar(off, c, "in \\u hexadecimal character escape", "")
 				break loop
 			}
 			s.hexV = s.hexV<<4 | rune(d)
@@ -242,10 +257,10 @@ loop:
 					break loop
 				}
 			case top == '[':
-				s.fail(off, "invalid character %s after array element", quoteChar(c))
+				s.badChar(off, c, "after array element", "")
 				break loop
 			default:
-				s.fail(off, "invalid character %s after object key:value pair", quoteChar(c))
+				s.badChar(off, c, "after object key:value pair", "")
 				break loop
 			}
 		case stValue, stArrayFirst:
@@ -275,7 +290,7 @@ loop:
 					break loop
 				}
 			default:
-				s.fail(off, "invalid character %s looking for beginning of object key string", quoteChar(c))
+				s.badChar(off, c, "looking for beginning of object key string", "")
 				break loop
 			}
 		case stColon:
@@ -284,12 +299,12 @@ loop:
 			case c == ':':
 				s.st = stValue
 			default:
-				s.fail(off, "invalid character %s after object key", quoteChar(c))
+				s.badChar(off, c, "after object key", "")
 				break loop
 			}
 		case stLit:
 			if c != s.lit[s.litI] {
-				s.fail(off, "invalid character %s in literal %s (expecting %s)", quoteChar(c), s.lit, quoteChar(s.lit[s.litI]))
+				s.badChar(off, c, fmt.Sprintf("in literal %s (expecting %s)", s.lit, quoteChar(s.lit[s.litI])), "in a literal (true, false or null)")
 				break loop
 			}
 			if s.litI++; s.litI == len(s.lit) {
@@ -305,7 +320,7 @@ loop:
 			case c >= '1' && c <= '9':
 				s.st = stNumInt
 			default:
-				s.fail(off, "invalid character %s in numeric literal", quoteChar(c))
+				s.badChar(off, c, "in numeric literal", "")
 				break loop
 			}
 		case stNumInt:
@@ -334,7 +349,7 @@ loop:
 			}
 		case stNumDot:
 			if c < '0' || c > '9' {
-				s.fail(off, "invalid character %s after decimal point in numeric literal", quoteChar(c))
+				s.badChar(off, c, "after decimal point in numeric literal", "")
 				break loop
 			}
 			s.st = stNumFrac
@@ -362,12 +377,12 @@ loop:
 			case c >= '0' && c <= '9':
 				s.st = stNumExp
 			default:
-				s.fail(off, "invalid character %s in exponent of numeric literal", quoteChar(c))
+				s.badChar(off, c, "in exponent of numeric literal", "")
 				break loop
 			}
 		case stNumESign:
 			if c < '0' || c > '9' {
-				s.fail(off, "invalid character %s in exponent of numeric literal", quoteChar(c))
+				s.badChar(off, c, "in exponent of numeric literal", "")
 				break loop
 			}
 			s.st = stNumExp
@@ -402,7 +417,7 @@ loop:
 				want = 0xBF
 			}
 			if c != want {
-				s.fail(0, "invalid character %s looking for beginning of value", quoteChar(0xEF))
+				s.badChar(0, 0xEF, "looking for beginning of value", "")
 				break loop
 			}
 			if s.st == stBOM1 {
@@ -472,7 +487,7 @@ func (s *scanner) beginValue(c byte, off int64) event {
 			s.count--
 			s.inElem = false
 		}
-		s.fail(off, "invalid character %s looking for beginning of value", quoteChar(c))
+		s.badChar(off, c, "looking for beginning of value", "")
 		return evErr
 	}
 	return ev
@@ -555,9 +570,24 @@ func (s *scanner) utf8Start(c byte, off int64) bool {
 	return true
 }
 
+// fail is a problem whose message quotes nothing of the file.
 func (s *scanner) fail(off int64, format string, args ...any) {
 	reason := fmt.Sprintf("malformed JSON at byte %d: %s", off, fmt.Sprintf(format, args...))
 	s.err = &FileError{Offset: off, Reason: reason + s.where()}
+}
+
+// badChar is an unexpected byte c at off, where says in what. The message
+// quotes c; its redacted form does not, nor where when redactedWhere is
+// set (a literal's name tells its first letter).
+func (s *scanner) badChar(off int64, c byte, where, redactedWhere string) {
+	if redactedWhere == "" {
+		redactedWhere = where
+	}
+	s.err = &FileError{
+		Offset:   off,
+		Reason:   fmt.Sprintf("malformed JSON at byte %d: invalid character %s %s", off, quoteChar(c), where) + s.where(),
+		Redacted: fmt.Sprintf("malformed JSON at byte %d: unexpected character %s", off, redactedWhere) + s.where(),
+	}
 }
 
 // where names the record being read, which is what a user searching a large
@@ -593,7 +623,8 @@ func (s *scanner) notArray(c byte, off int64) {
 	default:
 		found = "invalid character " + quoteChar(c)
 	}
-	s.err = &FileError{Offset: off, Reason: fmt.Sprintf("expected a JSON array at byte %d, found %s", off, found)}
+	s.err = &FileError{Offset: off, Reason: fmt.Sprintf("expected a JSON array at byte %d, found %s", off, found),
+		Redacted: fmt.Sprintf("expected a JSON array at byte %d", off)}
 }
 
 // finish is called at end of input and gives the number of records.

@@ -33,6 +33,7 @@ const (
 	PathTenant         = "/tenant"
 	PathTokens         = "/tokens"
 	PathTokensRefresh  = "/tokens/refresh"
+	PathTokensRevoke   = "/tokens/revoke"
 	PathSchema         = "/schema"
 )
 

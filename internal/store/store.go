@@ -30,13 +30,18 @@ var ErrInvalidArgument = errors.New("invalid argument")
 // Store is implemented by the SQLite and PostgreSQL engines.
 type Store interface {
 	// PutBlob streams r into a new blob (stored in chunks, never wholly in
-	// memory) and returns its id, size and SHA-256. On error nothing is kept.
+	// memory) and returns its id, size and SHA-256. On error nothing is kept:
+	// what was written is no longer readable when PutBlob returns, and is
+	// removed in the background, so the caller's answer never waits for a
+	// large partial upload to be deleted.
 	PutBlob(ctx context.Context, tenant string, r io.Reader) (Blob, error)
 	// OpenBlob streams a blob back, fetching one chunk at a time with ctx.
 	OpenBlob(ctx context.Context, tenant, id string) (io.ReadCloser, error)
 	// DeleteBlob deletes a complete blob; a missing one is ErrNotFound. The
-	// space is given back: SQLite returns the freed pages to the file system,
-	// PostgreSQL's autovacuum makes them reusable.
+	// blob cannot be opened once DeleteBlob returns. The space is given back:
+	// SQLite removes the chunks in the background, a few at a time, and
+	// returns the freed pages to the file system; PostgreSQL's autovacuum
+	// makes them reusable.
 	DeleteBlob(ctx context.Context, tenant, id string) error
 	// PutReport is PutBlob for a report whose accounts the caller finds
 	// while r streams: once r reaches EOF, accounts is called and its list
@@ -138,6 +143,17 @@ type Store interface {
 // searches after an ingestion cost what they did before it.
 type SearchIndexFlusher interface {
 	FlushSearchIndex(ctx context.Context) error
+}
+
+// Sessions records the sign-ins that were ended (signed out) before their
+// tokens expire, in the store every replica shares, so that each replica
+// refuses their tokens. Both engines implement it.
+type Sessions interface {
+	// EndSession records that session id has ended. until is when its last
+	// token would have expired anyway; the record may be pruned after it.
+	EndSession(ctx context.Context, id string, until time.Time) error
+	// SessionEnded reports whether session id has ended.
+	SessionEnded(ctx context.Context, id string) (bool, error)
 }
 
 // Janitor is the housekeeping the manager runs periodically, away from the

@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -279,16 +280,26 @@ func (r *AggregatorRoute) Register(ctx context.Context, c client.Client) error {
 	}
 	api := APIService(r.Namespace, r.CABundle)
 	err := c.Create(ctx, api)
-	if apierrors.IsAlreadyExists(err) {
+	if !apierrors.IsAlreadyExists(err) {
+		if err != nil {
+			return fmt.Errorf("create APIService %s: %w", api.GetName(), err)
+		}
+		return nil
+	}
+	// A kept APIService (make dev on kept data) is updated. kube-aggregator
+	// writes its status meanwhile, so the version read may be stale by the
+	// time of the update: read it again and retry, as its other writers do.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		current := APIService(r.Namespace, nil)
 		if err := c.Get(ctx, client.ObjectKeyFromObject(current), current); err != nil {
 			return err
 		}
+		api = APIService(r.Namespace, r.CABundle)
 		api.SetResourceVersion(current.GetResourceVersion())
-		err = c.Update(ctx, api)
-	}
+		return c.Update(ctx, api)
+	})
 	if err != nil {
-		return fmt.Errorf("create APIService %s: %w", api.GetName(), err)
+		return fmt.Errorf("update APIService %s: %w", api.GetName(), err)
 	}
 	return nil
 }

@@ -25,7 +25,40 @@ import (
 // Root is the repository root.
 func Root() string {
 	_, file, _, _ := goruntime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	wd, _ := os.Getwd()
+	return rootFrom(file, wd)
+}
+
+// modulePath is the repository's module.
+const modulePath = "github.com/posture-dev/posture"
+
+// rootFrom finds the repository root from this file's compiled path, or,
+// when the binary was built with -trimpath (make dev builds every binary in
+// one go build, with the flags of make build, so that the tree compiles
+// once) and that path is the module's rather than the disk's, from the
+// working directory up to the go.mod of this module.
+func rootFrom(file, wd string) string {
+	if filepath.IsAbs(file) {
+		return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && moduleOf(data) == modulePath {
+			return dir
+		}
+		if filepath.Dir(dir) == dir {
+			return wd
+		}
+	}
+}
+
+// moduleOf is the module path a go.mod declares.
+func moduleOf(gomod []byte) string {
+	for _, line := range strings.Split(string(gomod), "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "module "); ok {
+			return strings.Trim(strings.TrimSpace(rest), `"`)
+		}
+	}
+	return ""
 }
 
 // Scheme knows core Kubernetes kinds and posture.dev.

@@ -24,6 +24,7 @@ import (
 	"github.com/posture-dev/posture/internal/billing"
 	"github.com/posture-dev/posture/internal/ocsf"
 	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/termsafe"
 )
 
 // FileSuffix is the only accepted report file name ending.
@@ -100,7 +101,9 @@ type Request struct {
 
 // CheckFilename refuses names that would be unsafe to show: the name is
 // printed by kubectl and carried in events, where control characters repaint
-// a terminal or forge lines, and a huge name bloats every listing.
+// a terminal or forge lines and a bidi override shows "report\u202Enosj.exe"
+// as something else, and a huge name bloats every listing. What is unsafe is
+// termsafe's rule, the one every table cell is printed by.
 func CheckFilename(name string) *Error {
 	if name == "" {
 		return invalidf("the part file carries no file name; its name must end in %s", FileSuffix)
@@ -115,10 +118,8 @@ func CheckFilename(name string) *Error {
 	if !utf8.ValidString(name) {
 		return invalidf("file name %q is not valid UTF-8", shown)
 	}
-	for i, c := range name {
-		if isControl(c) {
-			return invalidf("file name %q has the control character %U at byte %d; control characters are not allowed", shown, c, i)
-		}
+	if c, i := termsafe.Find(name); i >= 0 {
+		return invalidf("file name %q has the %s %U at byte %d; control characters, line separators and bidirectional formatting characters are not allowed", shown, kindOf(c), c, i)
 	}
 	if !strings.HasSuffix(name, FileSuffix) {
 		return invalidf("file name %q must end in %s", name, FileSuffix)
@@ -126,21 +127,19 @@ func CheckFilename(name string) *Error {
 	return nil
 }
 
-// Printable replaces control characters, so text from a request can be
-// shown in an answer or a log without acting on a terminal.
-func Printable(s string) string {
-	return strings.Map(func(c rune) rune {
-		if isControl(c) {
-			return utf8.RuneError
-		}
-		return c
-	}, s)
+func kindOf(c rune) string {
+	switch {
+	case c < 0x20 || (c >= 0x7f && c <= 0x9f):
+		return "control character"
+	case c == 0x2028 || c == 0x2029:
+		return "line separator"
+	}
+	return "bidirectional formatting character"
 }
 
-// isControl is C0, DEL and C1: the ranges the Ingestion CRD's pattern excludes.
-func isControl(c rune) bool {
-	return c < 0x20 || (c >= 0x7f && c <= 0x9f)
-}
+// Printable shows text from a request (a file name, a malformed header) in
+// an answer or a log without it acting on a terminal.
+func Printable(s string) string { return termsafe.String(s) }
 
 // Accept streams the report into a blob while counting its records, then
 // creates the Ingestion (pending). A malformed report ends the stream at the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -355,6 +356,67 @@ func TestThroughKubeAggregator(t *testing.T) {
 		}
 		if r := k.run(nil, "get", errs[0], "-n", ns, "-o", "yaml"); r.err != nil || !strings.Contains(r.stdout, "ingestion: "+dotted.Name) {
 			t.Errorf("kubectl get %s: %v\n%s%s", errs[0], r.err, r.stdout, r.stderr)
+		}
+	})
+
+	t.Run("table cells show what a report holds and never act on the terminal", func(t *testing.T) {
+		k := kubectl{t: t, kubeconfig: k.kubeconfig}
+		report := filepath.Join(t.TempDir(), "hostile.ocsf.json")
+		if err := os.WriteFile(report, testenv.EscapesReport(t), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var ing posturev1.Ingestion
+		if err := json.Unmarshal([]byte(k.ok("create", "--raw", uploadPath(ns, "hostile.ocsf.json"), "-f", report)), &ing); err != nil {
+			t.Fatal(err)
+		}
+		waitCompleted(t, admin, ns, ing.Name)
+		for _, tc := range []struct {
+			resource string
+			shown    []string // cells that must appear, escaped
+		}{
+			{"findings", []string{"check" + testenv.HostileShown, "arn:" + testenv.HostileShown}},
+			{"ingestionerrors", []string{"/k" + testenv.HostileShown}},
+		} {
+			t.Run(tc.resource, func(t *testing.T) {
+				out := k.ok("get", tc.resource, "-n", ns, "--field-selector", "ingestion="+ing.Name)
+				if testenv.ActsOnTerminal(out) {
+					t.Errorf("kubectl get %s printed escape sequences raw:\n%q", tc.resource, out)
+				}
+				for _, want := range tc.shown {
+					if !strings.Contains(out, want) {
+						t.Errorf("kubectl get %s does not show %s:\n%s", tc.resource, want, out)
+					}
+				}
+			})
+		}
+	})
+
+	t.Run("?filename= is refused when repeated or unsafe to print", func(t *testing.T) {
+		k := kubectl{t: t, kubeconfig: k.kubeconfig}
+		fixture := testenv.Fixture("aws_3_records.ocsf.json")
+		for _, tc := range []struct {
+			name, query, want string
+		}{
+			{"given twice", "?filename=a.ocsf.json&filename=b.ocsf.json", "query parameter filename is given 2 times; give it once"},
+			{"a right-to-left override", "?filename=" + url.QueryEscape("invoice\u202Eexe.ocsf.json"), `query parameter filename: file name "invoice\u202eexe.ocsf.json" has the bidirectional formatting character U+202E at byte 7`},
+			{"an isolate", "?filename=" + url.QueryEscape("a\u2066.ocsf.json"), "bidirectional formatting character U+2066 at byte 1"},
+			{"an escape", "?filename=" + url.QueryEscape("a\x1b[31m.ocsf.json"), "control character U+001B at byte 1"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				r := k.run(nil, "create", "--raw", "/apis/data.posture.dev/v1alpha1/namespaces/"+ns+"/uploads"+tc.query, "-f", fixture)
+				if r.err == nil || !strings.Contains(r.stderr, "BadRequest") || !strings.Contains(r.stderr, tc.want) {
+					t.Errorf("want a 400 saying %q, got %v\n%s%s", tc.want, r.err, r.stdout, r.stderr)
+				}
+			})
+		}
+		var list posturev1.IngestionList
+		if err := admin.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		for _, ing := range list.Items {
+			if f := ing.Spec.Source.Upload; f != nil && (f.Filename == "a.ocsf.json" || f.Filename == "b.ocsf.json") {
+				t.Errorf("a refused upload was stored as %s (%s)", ing.Name, f.Filename)
+			}
 		}
 	})
 

@@ -24,6 +24,7 @@ import (
 	datav1 "github.com/posture-dev/posture/api/data/v1alpha1"
 	"github.com/posture-dev/posture/internal/findings"
 	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/termsafe"
 )
 
 // DefaultListLimit is the page size of a list that sets no limit, and the
@@ -227,12 +228,21 @@ func (*findingStorage) ConvertToTable(_ context.Context, obj runtime.Object, _ r
 		if f.ProviderType != "" {
 			provider = f.ProviderType + "/" + f.ProviderUID
 		}
-		t.Rows = append(t.Rows, metav1.TableRow{
-			Cells:  []any{f.Name, f.Severity, f.StatusCode, f.CheckID, f.ResourceUID, provider, age(f.CreationTimestamp)},
-			Object: runtime.RawExtension{Object: f},
-		})
+		t.Rows = append(t.Rows, row(f, f.Name, f.Severity, f.StatusCode, f.CheckID, f.ResourceUID, provider, age(f.CreationTimestamp)))
 	}
 	return t, eachItem(obj, t, func(o runtime.Object) { add(o.(*datav1.Finding)) })
+}
+
+// row is one table row. kubectl prints cells as they come, and their text is
+// the report's: every string cell goes through termsafe, so an escape
+// sequence in a check id or resource uid is shown, not acted on.
+func row(obj runtime.Object, cells ...any) metav1.TableRow {
+	for i, c := range cells {
+		if s, ok := c.(string); ok {
+			cells[i] = termsafe.String(s)
+		}
+	}
+	return metav1.TableRow{Cells: cells, Object: runtime.RawExtension{Object: obj}}
 }
 
 // eachItem calls add for obj or each item of a list, and carries the list's

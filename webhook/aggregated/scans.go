@@ -116,10 +116,7 @@ func (*scanStorage) ConvertToTable(_ context.Context, obj runtime.Object, _ runt
 	}}
 	return t, eachItem(obj, t, func(o runtime.Object) {
 		sc := o.(*datav1.Scan)
-		t.Rows = append(t.Rows, metav1.TableRow{
-			Cells:  []any{sc.Name, sc.ProviderType + "/" + sc.ProviderUID, int64(sc.FindingCount), sc.Ingestion, age(sc.CreationTimestamp)},
-			Object: runtime.RawExtension{Object: sc},
-		})
+		t.Rows = append(t.Rows, row(sc, sc.Name, sc.ProviderType+"/"+sc.ProviderUID, int64(sc.FindingCount), sc.Ingestion, age(sc.CreationTimestamp)))
 	})
 }
 
@@ -237,9 +234,6 @@ func (*errorStorage) ConvertToTable(_ context.Context, obj runtime.Object, _ run
 		if e.RecordIndex != nil {
 			rec = fmt.Sprint(*e.RecordIndex)
 		}
-		t.Rows = append(t.Rows, metav1.TableRow{
-			Cells:  []any{e.Name, rec, e.Code, e.Pointer, e.Detail},
-			Object: runtime.RawExtension{Object: e},
-		})
+		t.Rows = append(t.Rows, row(e, e.Name, rec, e.Code, e.Pointer, e.Detail))
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -50,9 +51,18 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	filename := r.URL.Query().Get("filename")
-	if filename == "" {
-		filename = DefaultUploadFilename
+	// Two names would leave the stored one to the order of the query, as
+	// the REST API refuses repeated parameters for.
+	names := r.URL.Query()["filename"]
+	if len(names) > 1 {
+		return apierrors.NewBadRequest(fmt.Sprintf("query parameter filename is given %d times; give it once", len(names)))
+	}
+	filename := DefaultUploadFilename
+	if len(names) == 1 && names[0] != "" {
+		filename = names[0]
+	}
+	if err := uploads.CheckFilename(filename); err != nil {
+		return apierrors.NewBadRequest("query parameter filename: " + err.Message)
 	}
 	// A body declared too large is refused from its header alone: reading
 	// it only to reject it would let one request fill the store.

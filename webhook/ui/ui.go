@@ -6,7 +6,9 @@
 // page script cannot read them; SameSite=Strict and a required request
 // header, so another site cannot send requests with them). Keeping the pair
 // in the cookie rather than in a server-side table lets any replica serve
-// any request.
+// any request. Sign-out ends the session on the server too
+// (POST /api/v1/tokens/revoke): the store every replica reads records it, so
+// a copy of the cookie, or of the tokens in it, stops working everywhere.
 package ui
 
 import (
@@ -288,11 +290,47 @@ func (u *UI) serveSession(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 	case http.MethodDelete:
 		clearCookie(w, r)
+		if c, err := r.Cookie(CookieName); err == nil {
+			if s, ok := decodeSession(c.Value); ok {
+				if err := u.endSession(r, s); err != nil {
+					writeError(w, http.StatusBadGateway, "server_error", "signed out of this browser, but the server could not end the session ("+err.Error()+"); its tokens stay valid until they expire")
+					return
+				}
+			}
+		}
 		w.WriteHeader(http.StatusNoContent)
 	default:
 		w.Header().Set("Allow", "DELETE, POST")
 		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "method "+r.Method+" is not allowed on "+SessionPath)
 	}
+}
+
+// endSession ends the session on the server through the API, in process. The
+// refresh token is tried first, as it lives longest; a token that is no
+// longer valid (401) has nothing left to end.
+func (u *UI) endSession(r *http.Request, s session) error {
+	for _, token := range []string{s.Refresh, s.Access} {
+		body, _ := json.Marshal(map[string]any{"data": map[string]any{"type": "tokens-revoke", "attributes": map[string]string{"token": token}}})
+		req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, "/api/v1/tokens/revoke", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.RemoteAddr = r.RemoteAddr
+		req.Host = r.Host
+		req.Header.Set("Content-Type", "application/vnd.api+json")
+		req.Header.Set("Accept", "application/vnd.api+json")
+		rec := &recorder{header: http.Header{}, code: http.StatusOK}
+		u.api.ServeHTTP(rec, req)
+		switch {
+		case rec.code == http.StatusNoContent:
+			return nil
+		case rec.code == http.StatusUnauthorized:
+			continue
+		default:
+			return &apiFailure{code: rec.code, header: rec.header, body: rec.body.Bytes()}
+		}
+	}
+	return nil
 }
 
 func secure(r *http.Request) bool {

@@ -32,16 +32,36 @@ func (s *Store) PutReport(ctx context.Context, tenant string, r io.Reader, accou
 	}
 	b, err := s.writeChunks(ctx, id, r, accounts)
 	if err != nil {
-		// The caller's context is often the reason we failed; the clean-up
-		// must still run.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		if _, derr := s.pool.Exec(cctx, `DELETE FROM blobs WHERE id = $1`, id); derr != nil {
-			err = errors.Join(err, fmt.Errorf("postgres: remove failed upload %s: %w", id, derr))
-		}
+		// The blob is incomplete, so no reader sees it; its removal runs
+		// in the background, since the caller's answer (a 413 at the
+		// limit) must not wait for up to a GiB to be deleted.
+		s.discards.Add(id.String())
 		return store.Blob{}, err
 	}
 	return b, nil
+}
+
+// removeBlob deletes an incomplete blob's chunks DiscardBatch at a time, then
+// its row: each statement is short, and none holds a connection long.
+func (s *Store) removeBlob(ctx context.Context, id string) error {
+	uid, err := uuid.Parse(id)
+	if err != nil {
+		return nil
+	}
+	for {
+		tag, err := s.pool.Exec(ctx, `DELETE FROM blob_chunks WHERE blob_id = $1 AND seq IN
+			(SELECT seq FROM blob_chunks WHERE blob_id = $1 ORDER BY seq LIMIT $2)`, uid, engine.DiscardBatch)
+		if err != nil {
+			return fmt.Errorf("postgres: remove blob %s: %w", id, err)
+		}
+		if tag.RowsAffected() == 0 {
+			break
+		}
+	}
+	if _, err := s.pool.Exec(ctx, `DELETE FROM blobs WHERE id = $1 AND NOT complete`, uid); err != nil {
+		return fmt.Errorf("postgres: remove blob %s: %w", id, err)
+	}
+	return nil
 }
 
 func (s *Store) writeChunks(ctx context.Context, id uuid.UUID, r io.Reader, accounts func() ([]store.Account, error)) (store.Blob, error) {
@@ -285,9 +305,13 @@ func (s *Store) DeleteBlob(ctx context.Context, tenant, id string) error {
 	return nil
 }
 
-// CountBlobs counts the tenant's blob rows, complete or not, and their chunks.
-// It exists so tests can prove that a failed upload left nothing behind.
+// CountBlobs counts the tenant's blob rows, complete or not, and their chunks,
+// once the removals of failed uploads in progress have ended. It exists so
+// tests can prove that a failed upload left nothing behind.
 func (s *Store) CountBlobs(ctx context.Context, tenant string) (blobs, chunks int, err error) {
+	if err := s.discards.Wait(ctx); err != nil {
+		return 0, 0, err
+	}
 	err = s.pool.QueryRow(ctx,
 		`SELECT (SELECT count(*) FROM blobs WHERE tenant = $1),
 		        (SELECT count(*) FROM blob_chunks c JOIN blobs b ON b.id = c.blob_id WHERE b.tenant = $1)`,

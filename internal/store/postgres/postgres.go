@@ -18,6 +18,7 @@ import (
 	"github.com/pressly/goose/v3/lock"
 
 	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/store/internal/engine"
 )
 
 //go:embed migrations/*.sql
@@ -27,11 +28,14 @@ var migrations embed.FS
 type Store struct {
 	pool *pgxpool.Pool
 	lz4  bool // the server can compress with lz4
+	// discards removes failed uploads off their request.
+	discards *engine.Discards
 }
 
 var (
 	_ store.Store              = (*Store)(nil)
 	_ store.Janitor            = (*Store)(nil)
+	_ store.Sessions           = (*Store)(nil)
 	_ store.SearchIndexFlusher = (*Store)(nil)
 )
 
@@ -71,6 +75,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{pool: pool}
+	s.discards = engine.NewDiscards(s.removeBlob)
 	// No row before PostgreSQL 14, which has no lz4 either.
 	err = pool.QueryRow(ctx, `SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'`).Scan(&s.lz4)
 	if err != nil && !isNoRows(err) {
@@ -117,6 +122,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 
 // Close closes the connection pool.
 func (s *Store) Close() error {
+	s.discards.Close()
 	s.pool.Close()
 	return nil
 }

@@ -31,13 +31,10 @@ func (s *Store) PutReport(ctx context.Context, tenant string, r io.Reader, accou
 	}
 	b, err := s.writeChunks(ctx, id, r, accounts)
 	if err != nil {
-		// The caller's context is often the reason we failed; the clean-up
-		// must still run.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		if _, derr := s.w.ExecContext(cctx, `DELETE FROM blobs WHERE id = ?1`, id); derr != nil {
-			err = errors.Join(err, fmt.Errorf("sqlite: remove failed upload %s: %w", id, derr))
-		}
+		// The blob is incomplete, so no reader sees it; its removal runs
+		// in the background, since the caller's answer (a 413 at the
+		// limit) must not wait for up to a GiB to be deleted.
+		s.discards.Add(id)
 		return store.Blob{}, err
 	}
 	return b, nil
@@ -203,50 +200,106 @@ func (b *blobReader) Close() error {
 	return nil
 }
 
-// DeleteBlob implements store.Store.
+// DeleteBlob implements store.Store. The blob is marked incomplete in one
+// short write, so no reader opens it from then on; its chunks
+// are deleted in the background, a few at a time, so neither the caller nor
+// other writers wait behind a large report's deletion. If the process ends
+// first, the upload sweeper finds the blob once it is stale.
 func (s *Store) DeleteBlob(ctx context.Context, tenant, id string) error {
-	res, err := s.w.ExecContext(ctx, `DELETE FROM blobs WHERE id = ?1 AND tenant = ?2 AND complete = 1`, id, tenant)
+	// touched_at now: the sweeper leaves it to the discard unless the
+	// process ends before that is done.
+	res, err := s.w.ExecContext(ctx, `UPDATE blobs SET complete = 0, touched_at = ?3 WHERE id = ?1 AND tenant = ?2 AND complete = 1`, id, tenant, micros(time.Now()))
 	if err != nil {
 		return fmt.Errorf("sqlite: delete blob %s: %w", id, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return store.ErrNotFound
 	}
+	s.discards.Add(id)
+	return nil
+}
+
+// removeBlob deletes an incomplete blob's chunks DiscardBatch at a time,
+// each batch its own short transaction, then its row, then hands the freed
+// pages back to the file system.
+func (s *Store) removeBlob(ctx context.Context, id string) error {
+	for {
+		res, err := s.w.ExecContext(ctx, `DELETE FROM blob_chunks WHERE blob_id = ?1 AND seq IN
+			(SELECT seq FROM blob_chunks WHERE blob_id = ?1 ORDER BY seq LIMIT ?2)`, id, engine.DiscardBatch)
+		if err != nil {
+			return fmt.Errorf("sqlite: remove blob %s: %w", id, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			break
+		}
+	}
+	// An upload still writing (a sweep of a stalled one) may have added a
+	// chunk since: the row's cascade takes it.
+	if _, err := s.w.ExecContext(ctx, `DELETE FROM blobs WHERE id = ?1 AND complete = 0`, id); err != nil {
+		return fmt.Errorf("sqlite: remove blob %s: %w", id, err)
+	}
 	return s.reclaim(ctx)
 }
 
 // SweepIncompleteBlobs implements store.Janitor.
 func (s *Store) SweepIncompleteBlobs(ctx context.Context, before time.Time) (int, error) {
-	res, err := s.w.ExecContext(ctx, `DELETE FROM blobs WHERE complete = 0 AND touched_at < ?1`, micros(before))
+	rows, err := s.w.QueryContext(ctx, `SELECT id FROM blobs WHERE complete = 0 AND touched_at < ?1`, micros(before))
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: sweep incomplete blobs: %w", err)
 	}
-	n, _ := res.RowsAffected()
-	if n == 0 {
-		return 0, nil
-	}
-	return int(n), s.reclaim(ctx)
-}
-
-// reclaim hands the pages that deletions freed back to the file system
-// (auto_vacuum is INCREMENTAL); without it the file never shrinks. The
-// passive checkpoint then copies the shrunken database out of the WAL, which
-// is what truncates the file; it never waits for readers. The deletion has
-// committed by now, so a caller giving up (a manager shutting down) must not
-// cut its clean-up short and see an error for a delete that happened.
-func (s *Store) reclaim(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	defer cancel()
-	// The pragma frees one page per step of its statement: it must be read
-	// to the end (an Exec steps it once).
-	rows, err := s.w.QueryContext(ctx, `PRAGMA incremental_vacuum`)
-	if err != nil {
-		return fmt.Errorf("sqlite: incremental vacuum: %w", err)
-	}
+	var ids []string
 	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("sqlite: sweep incomplete blobs: %w", err)
+		}
+		ids = append(ids, id)
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return fmt.Errorf("sqlite: incremental vacuum: %w", err)
+		return 0, fmt.Errorf("sqlite: sweep incomplete blobs: %w", err)
+	}
+	for i, id := range ids {
+		if err := s.removeBlob(ctx, id); err != nil {
+			return i, err
+		}
+	}
+	return len(ids), nil
+}
+
+// reclaimStep is how many free pages one step of the incremental vacuum
+// hands back: a few MiB, one short write each.
+const reclaimStep = 1024
+
+// reclaim hands the pages that deletions freed back to the file system
+// (auto_vacuum is INCREMENTAL); without it the file never shrinks. It runs in
+// steps of reclaimStep pages, each its own write, so a GiB of freed pages
+// does not hold the write lock for minutes. The passive checkpoint then
+// copies the shrunken database out of the WAL, which is what truncates the
+// file; it never waits for readers.
+func (s *Store) reclaim(ctx context.Context) error {
+	last := -1
+	for {
+		// The pragma frees one page per step of its statement: it must be
+		// read to the end (an Exec steps it once).
+		rows, err := s.w.QueryContext(ctx, fmt.Sprintf(`PRAGMA incremental_vacuum(%d)`, reclaimStep))
+		if err != nil {
+			return fmt.Errorf("sqlite: incremental vacuum: %w", err)
+		}
+		for rows.Next() {
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return fmt.Errorf("sqlite: incremental vacuum: %w", err)
+		}
+		var free int
+		if err := s.w.QueryRowContext(ctx, `PRAGMA freelist_count`).Scan(&free); err != nil {
+			return fmt.Errorf("sqlite: incremental vacuum: %w", err)
+		}
+		// A database without incremental auto-vacuum frees nothing.
+		if free == 0 || free == last {
+			break
+		}
+		last = free
 	}
 	if _, err := s.w.ExecContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`); err != nil {
 		return fmt.Errorf("sqlite: checkpoint: %w", err)
@@ -254,9 +307,13 @@ func (s *Store) reclaim(ctx context.Context) error {
 	return nil
 }
 
-// CountBlobs counts the tenant's blob rows, complete or not, and their chunks.
-// It exists so tests can prove that a failed upload left nothing behind.
+// CountBlobs counts the tenant's blob rows, complete or not, and their chunks,
+// once the removals of failed uploads in progress have ended. It exists so
+// tests can prove that a failed upload left nothing behind.
 func (s *Store) CountBlobs(ctx context.Context, tenant string) (blobs, chunks int, err error) {
+	if err := s.discards.Wait(ctx); err != nil {
+		return 0, 0, err
+	}
 	err = s.r.QueryRowContext(ctx,
 		`SELECT (SELECT count(*) FROM blobs WHERE tenant = ?1),
 		        (SELECT count(*) FROM blob_chunks c JOIN blobs b ON b.id = c.blob_id WHERE b.tenant = ?1)`,

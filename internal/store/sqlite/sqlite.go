@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"runtime"
 	"strings"
 	"time"
@@ -32,11 +33,14 @@ type Store struct {
 	// snapshot). For an in-memory database it is w, because every connection
 	// to ":memory:" would be a different database.
 	r *sql.DB
+	// discards removes failed uploads off their request.
+	discards *engine.Discards
 }
 
 var (
-	_ store.Store   = (*Store)(nil)
-	_ store.Janitor = (*Store)(nil)
+	_ store.Store    = (*Store)(nil)
+	_ store.Janitor  = (*Store)(nil)
+	_ store.Sessions = (*Store)(nil)
 )
 
 // busyTimeout covers the rare case of a second process (or a WAL checkpoint)
@@ -54,6 +58,11 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: database path %q must not contain '?'", path)
 	}
 	memory := path == ":memory:"
+	if !memory {
+		if err := private(path); err != nil {
+			return nil, err
+		}
+	}
 	pragmas := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", busyTimeout.Milliseconds())
 	// synchronous=NORMAL is durable against process crashes in WAL mode; only
 	// an OS crash can lose the last commits, which a re-run ingestion redoes.
@@ -71,6 +80,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
 	s := &Store{w: w, r: w}
+	s.discards = engine.NewDiscards(s.removeBlob)
 	if err := w.PingContext(ctx); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
@@ -97,6 +107,26 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	return s, nil
 }
 
+// private makes the database file readable by its owner alone: it holds
+// every tenant's reports and findings. A new file is created 0600, and SQLite
+// gives its -wal and -shm files the mode of the database file. An existing
+// file (one that an earlier release created 0644) loses its group and other
+// bits, and so do its -wal and -shm; a file the process may not change
+// (owned by another user) is left as it is.
+func private(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	f.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			_ = os.Chmod(p, fi.Mode().Perm()&0o700)
+		}
+	}
+	return nil
+}
+
 func migrate(ctx context.Context, db *sql.DB) error {
 	fsys, err := fs.Sub(migrations, "migrations")
 	if err != nil {
@@ -115,8 +145,10 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	return nil
 }
 
-// Close closes the database.
+// Close stops the removals of failed uploads in progress and closes the
+// database.
 func (s *Store) Close() error {
+	s.discards.Close()
 	var err error
 	if s.r != s.w {
 		err = s.r.Close()

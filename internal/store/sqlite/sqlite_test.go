@@ -109,9 +109,66 @@ func TestDeletedBlobsShrinkTheFile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The chunks go in the background; CountBlobs waits for that.
+	if blobs, chunks, err := s.CountBlobs(ctx, "t"); err != nil || blobs != 0 || chunks != 0 {
+		t.Fatalf("after deleting every blob the store holds %d blobs and %d chunks (%v)", blobs, chunks, err)
+	}
 	after := dbSize(t, path)
 	t.Logf("empty %d bytes, with 20 blobs %d, after deleting them %d", empty, full, after)
 	if after > empty+8<<20 {
 		t.Fatalf("after deleting every blob the store takes %d bytes on disk (%d with them, %d empty)", after, full, empty)
+	}
+}
+
+// TestDatabaseFilesArePrivate: the database and its -wal and -shm files
+// hold every tenant's reports, so only their owner may read them (make dev's
+// .dev/posture.db among them), whether Open creates them or finds them left
+// 0644 by an earlier release.
+func TestDatabaseFilesArePrivate(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		before func(t *testing.T, path string)
+	}{
+		{"a new database", func(*testing.T, string) {}},
+		{"a database left 0644", func(t *testing.T, path string) {
+			s, err := sqlite.Open(ctx, path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			if _, err := s.PutBlob(ctx, "t", io.LimitReader(rand.NewChaCha8([32]byte{}), 1<<10)); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range []string{path, path + "-wal", path + "-shm"} {
+				if err := os.Chmod(p, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Still open, so its -wal and -shm files stay, as after an
+			// unclean stop.
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "posture.db")
+			tc.before(t, path)
+			s, err := sqlite.Open(ctx, path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if _, err := s.PutBlob(ctx, "t", io.LimitReader(rand.NewChaCha8([32]byte{1}), 1<<10)); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range []string{path, path + "-wal", path + "-shm"} {
+				fi, err := os.Stat(p)
+				if err != nil {
+					t.Fatalf("%s: %v", filepath.Base(p), err)
+				}
+				if fi.Mode().Perm() != 0o600 {
+					t.Errorf("%s is %v, want -rw-------", filepath.Base(p), fi.Mode().Perm())
+				}
+			}
+		})
 	}
 }

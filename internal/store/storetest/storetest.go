@@ -73,6 +73,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ConcurrentReadsAndWrites", testConcurrent},
 		{"DeleteRunKeepsFindings", testDeleteRun},
 		{"DeleteTenantData", testDeleteTenantData},
+		{"EndedSessions", testEndedSessions},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
@@ -1680,4 +1681,34 @@ var sortQueries = []store.FindingQuery{
 	{Sort: []string{"uid"}},
 	{Sort: []string{"-uid"}},
 	{Sort: []string{"-time", "severity_id"}, StatusCode: []string{"FAIL"}},
+}
+
+// testEndedSessions: an ended session is known to every reader of the store
+// (each replica), and is forgotten only once its tokens would have expired.
+func testEndedSessions(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	ss, ok := s.(store.Sessions)
+	if !ok {
+		t.Fatalf("%T does not implement store.Sessions", s)
+	}
+	ended := func(id string) bool {
+		t.Helper()
+		got, err := ss.SessionEnded(ctx, id)
+		must(t, err, "SessionEnded "+id)
+		return got
+	}
+	if ended("s-1") {
+		t.Fatal("a session no one ended is ended")
+	}
+	must(t, ss.EndSession(ctx, "s-1", time.Now().Add(time.Hour)), "EndSession")
+	must(t, ss.EndSession(ctx, "s-1", time.Now().Add(time.Minute)), "EndSession again")
+	must(t, ss.EndSession(ctx, "s-past", time.Now().Add(-time.Second)), "EndSession of a session already over")
+	if !ended("s-1") || ended("s-2") {
+		t.Fatalf("s-1 ended %t, s-2 ended %t; want true, false", ended("s-1"), ended("s-2"))
+	}
+	// The next sign-out prunes what can no longer be used.
+	must(t, ss.EndSession(ctx, "s-3", time.Now().Add(time.Hour)), "EndSession s-3")
+	if ended("s-past") || !ended("s-1") || !ended("s-3") {
+		t.Errorf("after pruning: s-past %t, s-1 %t, s-3 %t; want false, true, true", ended("s-past"), ended("s-1"), ended("s-3"))
+	}
 }
