@@ -67,15 +67,14 @@ func seedDemo(ctx context.Context, c *localcluster.Cluster) ([]string, error) {
 		"POSTURE_UI_URL=" + apiURL + "/",
 		"POSTURE_MCP_URL=http://" + mcp + "/mcp",
 		"POSTURE_TENANT_NAMESPACE=" + seed.Namespace,
-		// postctl push and scan --push-to-cloud read these.
-		"SERVICE_CLOUD_API_BASE_URL=" + apiURL,
 		// One manager pod's metrics (each replica serves its own), and a
 		// day's token of a ServiceAccount bound to the chart's
 		// posture-metrics-reader, as a Prometheus in the cluster would be.
 		"POSTURE_METRICS_URL=" + metricsURL,
 		"POSTURE_METRICS_TOKEN=" + metricsToken,
 	}
-	return append(vars, seed.EnvVars...), nil
+	vars = append(vars, seed.EnvVars...)
+	return append(vars, demo.PushVars(vars, apiURL)...), nil
 }
 
 // waitFor retries f while the Deployment it waits for does not exist yet.

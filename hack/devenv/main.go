@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/posture-dev/posture/internal/demo"
-	"github.com/posture-dev/posture/internal/pushclient"
 	"github.com/posture-dev/posture/internal/testenv"
 )
 
@@ -221,7 +220,7 @@ func run(ctx context.Context, s settings) error {
 		vars = append(vars, "POSTURE_MCP_URL="+mcpURL)
 	}
 	vars = append(vars, seed.EnvVars...)
-	vars = append(vars, pushVars(vars, apiURL)...)
+	vars = append(vars, demo.PushVars(vars, apiURL)...)
 	if err := writeEnv(envFile, vars); err != nil {
 		return err
 	}
@@ -294,18 +293,6 @@ func writeKubeconfig(env *envtest.Environment, dir string) (string, error) {
 
 func adminClient(env *envtest.Environment) (client.Client, error) {
 	return client.New(env.Config, client.Options{Scheme: testenv.Scheme()})
-}
-
-// pushVars are the variables the scanner's push reads (postctl push,
-// postctl scan --push-to-cloud, as the spec names them), for the demo
-// admin's key, so the README's push example runs with .dev/env alone.
-func pushVars(vars []string, apiURL string) []string {
-	for _, v := range vars {
-		if key, ok := strings.CutPrefix(v, "POSTURE_API_KEY="); ok {
-			return []string{pushclient.EnvAPIKey + "=" + key, pushclient.EnvBaseURL + "=" + apiURL}
-		}
-	}
-	return nil
 }
 
 func writeEnv(path string, vars []string) error {

@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/internal/pushclient"
 )
 
 // Seeded is what the seeding hands to the env file.
@@ -168,6 +170,18 @@ func (s *Seeded) AwaitKeys(ctx context.Context, c client.Client) error {
 				return fmt.Errorf("APIKey %s/%s got no key from the manager (its status: %+v; see the manager's lines above)", k.namespace, k.name, key.Status)
 			case <-time.After(100 * time.Millisecond):
 			}
+		}
+	}
+	return nil
+}
+
+// PushVars are the variables postctl push and scan --push-to-cloud read,
+// for the env file: the demo admin's key (POSTURE_API_KEY among vars) and
+// the API's address.
+func PushVars(vars []string, apiURL string) []string {
+	for _, v := range vars {
+		if key, ok := strings.CutPrefix(v, "POSTURE_API_KEY="); ok {
+			return []string{pushclient.EnvAPIKey + "=" + key, pushclient.EnvBaseURL + "=" + apiURL}
 		}
 	}
 	return nil
