@@ -161,8 +161,9 @@ func killAll(pids []int) {
 }
 
 // processes lists what belongs to the cluster: anything in its network
-// namespace or under its cgroup root, and containerd shims serving its
-// containerd.
+// namespace (every component, and the shims containerd starts) or under its
+// cgroup root (every container), and shims of its containerd wherever they
+// are.
 func (s *State) processes() []int {
 	var nsIno uint64
 	if s.NetNS != "" {
@@ -190,9 +191,11 @@ func (s *State) processes() []int {
 			pids = append(pids, pid)
 			continue
 		}
+		// A shim of this cluster's containerd names its socket; only shims,
+		// never (say) a shell tailing a log under the state directory.
 		if s.Dir != "" {
 			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-			if strings.Contains(string(cmdline), s.Dir+"/") {
+			if strings.Contains(string(cmdline), "containerd-shim") && strings.Contains(string(cmdline), s.Dir+"/") {
 				pids = append(pids, pid)
 			}
 		}
