@@ -107,17 +107,49 @@ func (w *world) awaitRecovery(ctx context.Context, old int, killed time.Time) (s
 }
 
 func apiServiceAvailable(ctx context.Context, c client.Client) bool {
+	ok, _ := apiServiceCondition(ctx, c)
+	return ok
+}
+
+// apiServiceCondition is the APIService's Available condition: whether
+// kube-apiserver routes to the aggregated API, and if not, why.
+func apiServiceCondition(ctx context.Context, c client.Client) (bool, string) {
 	api := testenv.APIService("", nil)
 	if err := c.Get(ctx, client.ObjectKeyFromObject(api), api); err != nil {
-		return false
+		return false, err.Error()
 	}
 	conds, _, _ := unstructured.NestedSlice(api.Object, "status", "conditions")
 	for _, cond := range conds {
 		if m, _ := cond.(map[string]any); m["type"] == "Available" {
-			return m["status"] == "True"
+			return m["status"] == "True", fmt.Sprintf("%v: %v", m["reason"], m["message"])
 		}
 	}
-	return false
+	return false, "no Available condition"
+}
+
+// watchAPIService notes when kube-apiserver judges the aggregated API
+// unavailable: it answers 503 for it then, after a kill and also when its
+// probe of a busy manager times out. Those 503s are kube-apiserver's
+// judgement, not the manager's answers; the report lists the spans.
+func (w *world) watchAPIService(ctx context.Context) {
+	open := -1
+	for sleep(ctx, time.Second) {
+		ok, why := apiServiceCondition(ctx, w.sys.Admin)
+		if ctx.Err() != nil {
+			break
+		}
+		switch {
+		case !ok && open < 0:
+			// It was read available a second ago at most.
+			open = w.outages.beginSpan(span{from: time.Now().Add(-time.Second), kubeOnly: true, why: why})
+		case ok && open >= 0:
+			w.outages.end(open, time.Now())
+			open = -1
+		}
+	}
+	if open >= 0 {
+		w.outages.end(open, time.Now())
+	}
 }
 
 // rssLog is the manager's resident memory over time.

@@ -141,21 +141,8 @@ func (w *world) callTool(ctx context.Context, t *tenant, s *mcpsdk.ClientSession
 	case err != nil:
 		c.err = err
 	case res.IsError:
-		// The tool's structured error carries the API's status; without
-		// one, the API did not answer.
-		var e struct {
-			Error struct {
-				Status  int    `json:"http_status"`
-				Code    string `json:"code"`
-				Message string `json:"message"`
-			} `json:"error"`
-		}
-		b, _ := json.Marshal(res.StructuredContent)
-		_ = json.Unmarshal(b, &e)
-		c.status, c.code = e.Error.Status, e.Error.Code
-		if c.status == 0 {
-			c.err = errors.New(e.Error.Message)
-		}
+		// The tool's structured error carries the API's status.
+		c.status, c.code, c.err = toolErrorOf(res)
 	default:
 		c.status = 200
 		body, _ = json.Marshal(res.StructuredContent)
@@ -198,4 +185,53 @@ func (w *world) callTool(ctx context.Context, t *tenant, s *mcpsdk.ClientSession
 	if name == "get_tenant_usage" && out.Name != t.name {
 		w.probs.add("isolation", "%s as %s answers tenant %q", c.op, t.name, out.Name)
 	}
+}
+
+// crossTool calls a tool as tenant a about another tenant's object: the
+// tool must fail with the API's 404.
+func (w *world) crossTool(ctx context.Context, a *tenant, name string, args map[string]any) {
+	start := time.Now()
+	session, err := w.mcpSession(ctx, "Bearer "+a.agent.APIKey)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.rec.record(call{op: "mcp.connect", start: start, took: time.Since(start), err: err, want: []int{200}, what: "agent key"})
+		}
+		return
+	}
+	defer session.Close()
+	_ = a.agentPace.Wait(ctx)
+	start = time.Now()
+	res, err := session.CallTool(ctx, &mcpsdk.CallToolParams{Name: name, Arguments: args})
+	if ctx.Err() != nil {
+		return
+	}
+	c := call{op: "cross.mcp." + name, start: start, took: time.Since(start), want: []int{404}, what: fmt.Sprintf("%v as %s", args, a.name)}
+	switch {
+	case err != nil:
+		c.err = err
+	case res.IsError:
+		c.status, c.code, c.err = toolErrorOf(res)
+	default:
+		c.status = 200
+		w.probs.add("isolation", "%s as %s answered another tenant's object", c.op, a.name)
+	}
+	w.rec.record(c)
+}
+
+// toolErrorOf reads a tool error's API status and code; without a status,
+// the API did not answer.
+func toolErrorOf(res *mcpsdk.CallToolResult) (int, string, error) {
+	var e struct {
+		Error struct {
+			Status  int    `json:"http_status"`
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	_ = json.Unmarshal(b, &e)
+	if e.Error.Status == 0 {
+		return 0, "", errors.New(e.Error.Message)
+	}
+	return e.Error.Status, e.Error.Code, nil
 }

@@ -527,7 +527,7 @@ func (w *world) crossTenant(ctx context.Context) {
 				w.probs.add("isolation", "%s of %s's %s as %s answered 200", op, b.name, id, a.name)
 			}
 		}
-		switch rng.IntN(6) {
+		switch rng.IntN(7) {
 		case 0:
 			probe("cross.ingestions.get", restapi.PathIngestions+"/"+ingestion, ingestion)
 		case 1:
@@ -544,6 +544,12 @@ func (w *world) crossTenant(ctx context.Context) {
 			// Another tenant's namespace: RBAC, which the aggregated API
 			// asks, forbids it.
 			w.kubeGet(ctx, a, "cross.kube.findings.list", dataPath(b.ns, "findings")+"?limit=10", "application/json", 403)
+		case 6:
+			if finding != "" {
+				w.crossTool(ctx, a, "get_finding", map[string]any{"id": finding})
+			} else if ingestion != "" {
+				w.crossTool(ctx, a, "get_ingestion", map[string]any{"id": ingestion})
+			}
 		}
 		if strings.Contains(finding, "/") {
 			w.probs.add("answer", "finding id %q holds a slash", finding)

@@ -17,7 +17,7 @@ func (w *world) report(load, drain time.Duration, sum checked, kills int) {
 	w.rec.writeOps(out, load)
 	fmt.Fprintf(out, "\n### Answers other than 2xx, by status and code\n\n")
 	w.rec.writeCodes(out)
-	fmt.Fprintf(out, "\n### Kills\n\n")
+	fmt.Fprintf(out, "\n### Kills, and the aggregated API's availability\n\n")
 	ks := w.killsSoFar()
 	if len(ks) == 0 {
 		fmt.Fprintln(out, "none")
@@ -25,6 +25,12 @@ func (w *world) report(load, drain time.Duration, sum checked, kills int) {
 	for _, k := range ks {
 		fmt.Fprintf(out, "- kill -9 at %s: serving again after %s, aggregated API available through kube-apiserver after %s\n",
 			k.at.Round(time.Second), k.serving.Round(10*time.Millisecond), k.available.Round(10*time.Millisecond))
+	}
+	for _, s := range w.outages.list() {
+		if s.kubeOnly {
+			fmt.Fprintf(out, "- kube-apiserver read the aggregated API unavailable from %s to %s (%s)\n",
+				s.from.Sub(w.start).Round(time.Second), s.to.Sub(w.start).Round(time.Second), s.why)
+		}
 	}
 	fmt.Fprintf(out, "\n### Manager RSS over time\n\n")
 	w.writeRSS(out, load)

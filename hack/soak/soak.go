@@ -273,6 +273,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		goLoad(func(ctx context.Context) { w.kubeReader(ctx, t) })
 		goLoad(func(ctx context.Context) { w.mcpCaller(ctx, t) })
 	}
+	goLoad(w.watchAPIService)
 	goLoad(w.signIns)
 	goLoad(w.crossTenant)
 	goLoad(w.progress)

@@ -60,7 +60,7 @@ func (r *recorder) record(c call) bool {
 	label := answerLabel(c)
 	wanted := c.status != 0 && slices.Contains(c.want, c.status)
 	restart := false
-	if !wanted && restartRelated(c) && r.outages.overlaps(c.start, c.start.Add(c.took)) {
+	if !wanted && restartRelated(c) && r.outages.overlaps(c.start, c.start.Add(c.took), throughKube(c.op)) {
 		restart = true
 		label = "restart: " + label
 	}
@@ -147,20 +147,33 @@ func restartRelated(c call) bool {
 	return false
 }
 
+// throughKube tells whether an operation goes through kube-apiserver.
+func throughKube(op string) bool {
+	return strings.Contains(op, "kube.")
+}
+
 // outages are the spans in which the manager was down: from a kill until
 // it served again (and kube-apiserver found its aggregated API again), and
-// a grace period after.
+// a grace period after; and those in which kube-apiserver judged the
+// aggregated API unavailable, which excuse only its own 503s.
 type outages struct {
 	mu    sync.Mutex
 	spans []span
 }
 
-type span struct{ from, to time.Time } // to is zero while open
+type span struct {
+	from, to time.Time // to is zero while open
+	// kubeOnly marks kube-apiserver's judgement rather than a kill.
+	kubeOnly bool
+	why      string
+}
 
-func (o *outages) begin(t time.Time) int {
+func (o *outages) begin(t time.Time) int { return o.beginSpan(span{from: t}) }
+
+func (o *outages) beginSpan(s span) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.spans = append(o.spans, span{from: t})
+	o.spans = append(o.spans, s)
 	return len(o.spans) - 1
 }
 
@@ -170,14 +183,18 @@ func (o *outages) end(i int, t time.Time) {
 	o.spans[i].to = t
 }
 
-// overlaps tells whether a call that ran from a to b met an outage.
-func (o *outages) overlaps(a, b time.Time) bool {
+// overlaps tells whether a call that ran from a to b met an outage; kube
+// says it went through kube-apiserver.
+func (o *outages) overlaps(a, b time.Time, kube bool) bool {
 	if o == nil {
 		return false
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, s := range o.spans {
+		if s.kubeOnly && !kube {
+			continue
+		}
 		if !b.Before(s.from) && (s.to.IsZero() || !a.After(s.to)) {
 			return true
 		}
