@@ -295,8 +295,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	<-rssDone
 
 	w.report(loadTook, drainTook, checks, res.Kills)
-	total, unexpected := w.rec.counts()
-	_ = total
+	_, unexpected := w.rec.counts()
 	res.Problems = append(res.Problems, w.probs.list()...)
 	if unexpected > 0 {
 		res.Problems = append(res.Problems, fmt.Sprintf("%d answers nobody expected (see the table above)", unexpected))
@@ -370,12 +369,6 @@ func (p *problems) add(kind, format string, args ...any) {
 	if len(p.samples[kind]) < 10 {
 		p.samples[kind] = append(p.samples[kind], fmt.Sprintf(format, args...))
 	}
-}
-
-func (p *problems) count(kind string) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.n[kind]
 }
 
 func (p *problems) list() []string {

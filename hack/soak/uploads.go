@@ -239,8 +239,6 @@ func (u *upload) body() (io.Reader, int64) {
 	switch {
 	case u.content != nil:
 		return bytes.NewReader(u.content), int64(len(u.content))
-	case u.kind == "oversize.declared":
-		return nil, 0
 	case u.spec.n > 5000:
 		pr, pw := io.Pipe()
 		go func() { pw.CloseWithError(u.spec.write(pw, u.t.gen)) }()
@@ -333,13 +331,10 @@ func fillCall(c *call, resp *restapi.Response, err error) {
 		c.status = resp.Status
 		return
 	}
-	var e *restapi.Error
-	if ae, ok := err.(*restapi.Error); ok {
-		e = ae
-	}
-	if e == nil || e.Status == 0 || e.Cause != nil && e.Status == 0 {
+	e, ok := err.(*restapi.Error)
+	if !ok || e.Status == 0 {
 		c.err = err
-		if e != nil && e.Cause != nil {
+		if ok && e.Cause != nil {
 			c.err = e.Cause
 		}
 		return
