@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"os"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -268,4 +272,32 @@ func (w *world) eachRow(ctx context.Context, conn *pgx.Conn, sql string, f func(
 func (c checked) String() string {
 	return fmt.Sprintf("%d uploads: %d accepted (%d of them re-uploads; %d of those without an answer were found accepted), %d refused (%d without an answer were found refused)",
 		c.uploads, c.accepted, c.reuploads, c.unknownAccepted, c.refused, c.unknownNot)
+}
+
+// errorLine is an error in a program's log: zap's JSON (the manager),
+// slog's text or JSON (the MCP server), or klog's E lines (client-go and
+// the generic API server inside the manager).
+var errorLine = regexp.MustCompile(`^\[(manager|mcp-server)\] (.*"level":"error"|.*level=ERROR|E\d{4} )`)
+
+// checkLogs fails the run on every error the manager or the MCP server
+// logged: a load the system handles as it should leaves none, kills
+// included (a killed process logs nothing, and its successor has nothing
+// to complain about).
+func (w *world) checkLogs(path string) {
+	f, err := os.Open(path)
+	if err != nil {
+		w.probs.add("logs", "%v", err)
+		return
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 4<<20)
+	for sc.Scan() {
+		if line := sc.Text(); errorLine.MatchString(line) {
+			if i := strings.Index(line, `"stacktrace"`); i > 0 {
+				line = line[:i]
+			}
+			w.probs.add("errors in the log", "%.400s", line)
+		}
+	}
 }

@@ -44,6 +44,6 @@ func (w *world) report(load, drain time.Duration, sum checked, kills int) {
 			fmt.Fprintf(out, "- %s\n", p)
 		}
 	} else {
-		fmt.Fprintf(out, "\nEvery check passed: every accepted record is stored exactly once, every refused record and upload has its reason, and no tenant saw another's data.\n")
+		fmt.Fprintf(out, "\nEvery check passed: every accepted record is stored exactly once, every refused record and upload has its reason, no tenant saw another's data, and neither the manager nor the MCP server logged an error.\n")
 	}
 }

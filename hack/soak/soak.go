@@ -290,6 +290,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	drainStart := time.Now()
 	waitGroup(drainCtx, &w.followers)
 	checks := w.check(drainCtx)
+	w.checkLogs(logPath)
 	drainTook := time.Since(drainStart)
 	stopRSS()
 	<-rssDone
