@@ -51,7 +51,7 @@ func main() {
 	flag.Float64Var(&minutes, "minutes", minutes, "Minutes of mixed load (default: SOAK_MINUTES, else 10); the drain and the checks come after.")
 	seed := flag.Uint64("seed", uint64(time.Now().UnixNano()), "Seed of the run's choices (kinds and sizes of uploads, reads, kill moments); the run prints it.")
 	flag.StringVar(&cfg.BinDir, "bin", "bin", "Directory holding the manager and mcp-server binaries (make soak builds them).")
-	flag.StringVar(&cfg.Dir, "dir", ".soak", "Directory for the system's log (soak.log), kubeconfig and pid files; emptied first.")
+	flag.StringVar(&cfg.Dir, "dir", ".soak", "Directory for the system's log (soak.log), kubeconfig and pid files, each replaced.")
 	flag.BoolVar(&cfg.Short, "short", false, "make test's version: smaller reports and upload limit, one kill.")
 	flag.Parse()
 	cfg.Load = time.Duration(minutes * float64(time.Minute))
@@ -60,7 +60,6 @@ func main() {
 	if abs, err := filepath.Abs(cfg.BinDir); err == nil {
 		cfg.BinDir = abs
 	}
-	_ = os.RemoveAll(cfg.Dir)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -203,8 +203,6 @@ type world struct {
 	// followers are the goroutines following accepted ingestions.
 	followers sync.WaitGroup
 	start     time.Time
-	// loadEnded is closed when the load stops; the drain follows.
-	loadEnded chan struct{}
 	seedMu    sync.Mutex
 	seedRng   *rand.Rand
 	killMu    sync.Mutex
@@ -240,7 +238,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer logFile.Close()
-	w := &world{cfg: cfg, outages: &outages{}, probs: &problems{}, loadEnded: make(chan struct{}),
+	w := &world{cfg: cfg, outages: &outages{}, probs: &problems{},
 		seedRng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}
 	w.rec = newRecorder(w.outages)
 	w.start = time.Now()
@@ -282,7 +280,6 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	load.Wait()
 	res.Kills = <-kills
 	loadTook := time.Since(w.start)
-	close(w.loadEnded)
 	w.logf("load over after %s; draining: waiting for every accepted ingestion to end", loadTook.Round(time.Second))
 
 	drainCtx, endDrain := context.WithTimeout(ctx, drainTimeout(cfg))
