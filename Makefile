@@ -88,6 +88,14 @@ bench: ## End-to-end ingestion benchmark (records/s, MB/s, peak RSS), then findi
 bench-node: ## On a real one-node cluster: helm install until Ready, uploads through Job pods (1,500 and 100,000 records, 4 in parallel), manager RSS, image sizes; medians of NODE_RUNS (5).
 	go test ./test/node -run '^$$' -bench . -benchtime 1x -timeout 60m -node-runs $${NODE_RUNS:-5}
 
+# Minutes of make soak's mixed load; the drain and the checks come after.
+SOAK_MINUTES ?= 10
+
+.PHONY: soak
+soak: ## The whole system on PostgreSQL under SOAK_MINUTES (10) of mixed load from several tenants, kill -9 of the manager included: throughput, p50/p95/p99, errors by code and RSS, then every record, refusal and tenant boundary checked.
+	CGO_ENABLED=0 go build -trimpath -o $(LOCALBIN)/ ./cmd/... ./hack/soak
+	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh)" SOAK_MINUTES=$(SOAK_MINUTES) $(LOCALBIN)/soak
+
 .PHONY: bench-reads-large
 bench-reads-large: ## The read phase alone on PostgreSQL (shared_buffers 6GB) at 10k, 1M and 10M findings (long: loads 10M through the worker). BENCH_FLAGS=-read-hold keeps the 10M database up for EXPLAIN until Ctrl-C.
 	go run ./hack/bench -records= -big-mib 0 -engines postgres -pg-shared-buffers 6GB -read-sizes 10000,1000000,10000000 $(BENCH_FLAGS)
@@ -116,4 +124,4 @@ cluster-down: ## Stops make cluster's node and removes everything it made (proce
 
 .PHONY: clean
 clean:
-	rm -rf $(LOCALBIN) .dev
+	rm -rf $(LOCALBIN) .dev .soak
