@@ -90,6 +90,8 @@ type options struct {
 	// leaveOut selects the leave-out mode (leaveout.go): "all", or the
 	// structures whose names contain it.
 	leaveOut string
+	// check judges the run against the bounds of make bench-check.
+	check bool
 }
 
 func main() {
@@ -107,6 +109,7 @@ func main() {
 	flag.IntVar(&o.readProbes, "read-probes", 3, "Pairs of probe ingestions (into the read database and into an empty one) at each read size, and with -read-dsn; the ratio printed is their median.")
 	flag.StringVar(&o.probeInto, "probe-into", probeIntoNew, "Tenant the probe ingestions write to: \"new\", a new tenant for each pair (what the table's size costs), or \"loaded\", the tenant the read phase loaded (what a tenant's own findings cost).")
 	flag.StringVar(&o.leaveOut, "leave-out", "", "What each read structure costs ingestion: \"all\", a part of a structure's name, or \"none\" (the ingestion alone, every structure kept); ingests the first -records report with every structure and without that one, in -repeat pairs, and prints the differences per 100,000 records (nothing else runs).")
+	flag.BoolVar(&o.check, "check", false, "make bench-check: the 100,000-record ingestion (3 runs) and the read shapes at 10,000 and 1,000,000 findings on both engines, one process; fails when PostgreSQL's worker / COPY passes 3×, SQLite's worker falls below 3,000 records/s, or a read shape's p95 at 1M passes 3× its p95 at 10k (documented exceptions listed apart). Sets -records, -repeat, -big-mib, -read-sizes and -read-probes unless given.")
 	cpuProfile := flag.String("cpuprofile", "", "Write this process's CPU profile to the file (the in-process worker of -leave-out and of the read phase; the upload's API server).")
 	readShapes := flag.String("read-shapes", "", "A regular expression: time only the read shapes whose names it matches (e.g. '^latest: sort').")
 	flag.Parse()
@@ -117,6 +120,15 @@ func main() {
 			os.Exit(2)
 		}
 		shapeFilter = re
+	}
+	if o.check {
+		given := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { given[f.Name] = true })
+		for name, v := range map[string]string{"records": "100000", "repeat": "3", "big-mib": "0", "read-sizes": "10000,1000000", "read-probes": "1"} {
+			if !given[name] {
+				_ = flag.Set(name, v)
+			}
+		}
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -243,6 +255,7 @@ func run(o options) error {
 	}
 
 	var results []result
+	var reads []readOutcome
 	for _, engine := range strings.Split(o.engines, ",") {
 		engine = strings.TrimSpace(engine)
 		var pg *pgServer
@@ -294,20 +307,33 @@ func run(o options) error {
 		}
 		if len(readSizes) > 0 && slices.Contains(strings.Split(o.readEngines, ","), engine) {
 			b := &bench{k8s: k8s, ns: ns, manager: manager, dir: dir, engine: engine, pg: pg}
-			if err := runReads(ctx, b, gen, readSizes, o.readProbes, o.probeInto, o.readHold); err != nil {
+			retime := 0.0
+			if o.check {
+				retime = checkReadRatio
+			}
+			r, err := runReads(ctx, b, gen, readSizes, o.readProbes, o.probeInto, o.readHold, retime)
+			if err != nil {
 				if pg != nil {
 					pg.stop()
 				}
 				return fmt.Errorf("read phase, %s: %w", engine, err)
 			}
+			reads = append(reads, r)
 		}
 		if pg != nil {
 			pg.stop()
 		}
 	}
-	if len(results) == 0 {
-		return nil
+	if len(results) > 0 {
+		printResults(o, results)
 	}
+	if o.check {
+		return check(results, reads)
+	}
+	return nil
+}
+
+func printResults(o options, results []result) {
 	fmt.Println()
 	fmt.Printf("Medians of %d runs (peak RSS: the highest); worker / COPY: the median of each run's ratio, with the range.\n\n", o.repeat)
 	fmt.Println("| engine | records | MB | upload s | upload MB/s | API peak RSS MiB | worker s | worker records/s | worker MB/s | end-to-end records/s | worker peak RSS MiB | worker CPU s | server CPU s | COPY s | COPY server CPU s | worker / COPY |")
@@ -332,7 +358,17 @@ func run(o options) error {
 			float64(r.records)/(r.upload+r.worker).Seconds(), float64(r.workerRSS)/1024, r.workerCPU.Seconds(),
 			serverCPU, copyS, copyCPU, ratio)
 	}
-	return nil
+	// What a change to the store is read by: records a second on both
+	// engines, and against the COPY floor on PostgreSQL.
+	fmt.Println()
+	for _, r := range results {
+		line := fmt.Sprintf("%s, %d records: worker %.0f records/s", r.engine, r.records, float64(r.records)/r.worker.Seconds())
+		if r.copyFloor > 0 {
+			line += fmt.Sprintf(", worker / COPY %.2f× (%.2f–%.2f), server CPU %.2f s against the COPY's %.2f s (%.2f×)",
+				r.medRatio, r.minRatio, r.maxRatio, r.serverCPU.Seconds(), r.copyCPU.Seconds(), r.serverCPU.Seconds()/r.copyCPU.Seconds())
+		}
+		fmt.Println(line)
+	}
 }
 
 // serverSettings are -pg-settings' name=value pairs.
