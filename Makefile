@@ -84,6 +84,10 @@ BENCH_FLAGS ?=
 bench: ## End-to-end ingestion benchmark (records/s, MB/s, peak RSS), then findings reads through the REST API at 10k and 1M findings. BENCH_FLAGS adds flags.
 	go run ./hack/bench $(BENCH_FLAGS)
 
+.PHONY: bench-check
+bench-check: ## The guard for any change to the store: the 100,000-record ingestion and the read shapes at 10k and 1M findings on both engines, in one process; fails when PostgreSQL's worker / COPY passes 3×, SQLite's worker falls below 3,000 records/s, or a read shape's p95 ratio 1M / 10k passes 3×. Not part of make test (about 20 minutes).
+	go run ./hack/bench -check $(BENCH_FLAGS)
+
 .PHONY: bench-node
 bench-node: ## On a real one-node cluster: helm install until Ready, uploads through Job pods (1,500 and 100,000 records, 4 in parallel), manager RSS, image sizes; medians of NODE_RUNS (5).
 	go test ./test/node -run '^$$' -bench . -benchtime 1x -timeout 60m -node-runs $${NODE_RUNS:-5}
