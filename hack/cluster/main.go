@@ -12,7 +12,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -23,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/posture-dev/posture/internal/demo"
 	"github.com/posture-dev/posture/internal/localcluster"
 )
 
@@ -120,7 +120,7 @@ func up(ctx context.Context, dir, imagesDir string, owner int) error {
 	if err != nil {
 		return err
 	}
-	if err := writeEnv(filepath.Join(c.State.Dir, "env"), env); err != nil {
+	if err := demo.WriteEnv(filepath.Join(c.State.Dir, "env"), "Written by make cluster; source it from the host shell.", env); err != nil {
 		return err
 	}
 	ok = true
@@ -145,17 +145,4 @@ func restrictedNamespaces(ctx context.Context, c *localcluster.Cluster, names ..
 		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n  labels:\n    pod-security.kubernetes.io/enforce: restricted\n    pod-security.kubernetes.io/enforce-version: latest\n", n)
 	}
 	return c.Apply(ctx, []byte(b.String()))
-}
-
-func writeEnv(path string, vars []string) error {
-	var b strings.Builder
-	b.WriteString("# Written by make cluster; source it from the host shell.\n")
-	for _, v := range vars {
-		name, value, _ := strings.Cut(v, "=")
-		fmt.Fprintf(&b, "export %s=%q\n", name, value)
-	}
-	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
-		return errors.Join(err)
-	}
-	return nil
 }

@@ -7,13 +7,9 @@ import (
 	"strconv"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
@@ -105,35 +101,16 @@ func serviceAddr(ctx context.Context, cl client.Client, namespace, name string) 
 	return net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(svc.Spec.Ports[0].Port))), nil
 }
 
-// metricsReader scrapes the managers' metrics in .cluster/env's name.
-const metricsReader = "posture-metrics-reader"
-
+// metricsAccess is one manager pod's metrics address and a token of the
+// chart's metrics reader.
 func metricsAccess(ctx context.Context, c *localcluster.Cluster, cl client.Client) (url, token string, err error) {
-	for _, o := range []client.Object{
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: metricsReader, Namespace: "posture-system"}},
-		&rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: metricsReader},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "posture-metrics-reader"},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: metricsReader, Namespace: "posture-system"}},
-		},
-	} {
-		if err := cl.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
-			return "", "", fmt.Errorf("create %T %s: %w", o, o.GetName(), err)
-		}
-	}
 	cfg, err := c.RESTConfig()
 	if err != nil {
 		return "", "", err
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	token, err = demo.MetricsToken(ctx, cfg, cl)
 	if err != nil {
 		return "", "", err
-	}
-	tr, err := cs.CoreV1().ServiceAccounts("posture-system").CreateToken(ctx, metricsReader, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](24 * 3600)},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		return "", "", fmt.Errorf("token of ServiceAccount posture-system/%s: %w", metricsReader, err)
 	}
 	var pods corev1.PodList
 	if err := cl.List(ctx, &pods, client.InNamespace("posture-system"), client.MatchingLabels{"app.kubernetes.io/component": "manager"}); err != nil {
@@ -141,7 +118,7 @@ func metricsAccess(ctx context.Context, c *localcluster.Cluster, cl client.Clien
 	}
 	for _, p := range pods.Items {
 		if p.Status.PodIP != "" && p.DeletionTimestamp == nil {
-			return "https://" + net.JoinHostPort(p.Status.PodIP, "8082") + "/metrics", tr.Status.Token, nil
+			return "https://" + net.JoinHostPort(p.Status.PodIP, "8082") + "/metrics", token, nil
 		}
 	}
 	return "", "", fmt.Errorf("no manager pod with an address in posture-system")

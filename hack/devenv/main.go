@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/posture-dev/posture/internal/demo"
 	"github.com/posture-dev/posture/internal/localsystem"
 )
 
@@ -113,7 +114,7 @@ func run(ctx context.Context, s settings) error {
 		return err
 	}
 	defer sys.Stop()
-	if err := writeEnv(envFile, sys.Vars); err != nil {
+	if err := demo.WriteEnv(envFile, "Written by make dev; valid while it runs. Use: source .dev/env", sys.Vars); err != nil {
 		return err
 	}
 	defer os.Remove(envFile)
@@ -167,18 +168,4 @@ func portFree(addr string) error {
 		return fmt.Errorf("%s is taken (%v); set POSTURE_DEV_API_ADDR / POSTURE_DEV_MCP_ADDR to other addresses", addr, err)
 	}
 	return l.Close()
-}
-
-func writeEnv(path string, vars []string) error {
-	var b strings.Builder
-	b.WriteString("# Written by make dev; valid while it runs. Use: source .dev/env\n")
-	for _, v := range vars {
-		name, value, _ := strings.Cut(v, "=")
-		fmt.Fprintf(&b, "export %s=%q\n", name, value)
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -233,4 +234,22 @@ func PushVars(vars []string, apiURL string) []string {
 		}
 	}
 	return nil
+}
+
+// WriteEnv writes an env file (.dev/env, .cluster/env) that a shell sources:
+// a comment line, then one export per NAME=value of vars. It is readable by
+// its owner only (it holds keys and passwords) and replaced whole, so a
+// reader never sources half of it.
+func WriteEnv(path, comment string, vars []string) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s\n", comment)
+	for _, v := range vars {
+		name, value, _ := strings.Cut(v, "=")
+		fmt.Fprintf(&b, "export %s=%q\n", name, value)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
