@@ -74,7 +74,11 @@ func TestKeyHeldTwiceIsRefused(t *testing.T) {
 	if s := te.as(t, "Api-Key "+key).get("/api/v1/findings", "").status; s != http.StatusOK {
 		t.Fatalf("the key alone: %d, want 200", s)
 	}
-	second := &posturev1.APIKey{ObjectMeta: metav1.ObjectMeta{Name: "second", Namespace: ns}, Spec: posturev1.APIKeySpec{User: te.emails["demo-admin"]}}
+	// The second names the first's Secret, as a racing adoption does, so
+	// the controller never gives it a key of its own that would replace
+	// the one written below (the adoption itself it refuses: the test
+	// writes the status the race would have left).
+	second := &posturev1.APIKey{ObjectMeta: metav1.ObjectMeta{Name: "second", Namespace: ns}, Spec: posturev1.APIKeySpec{User: te.emails["demo-admin"], SecretName: first.Status.SecretName}}
 	if err := te.k8s.Create(context.Background(), second); err != nil {
 		t.Fatal(err)
 	}
