@@ -113,6 +113,7 @@ type Server struct {
 
 // New builds the server; it listens once Start runs.
 func New(o Options) (*Server, error) {
+	quietClientAborts()
 	s := &Server{opts: o,
 		uploads: &uploads.Service{Client: o.Client, Store: o.Store, Log: o.Log.WithName("uploads"), MaxBytes: o.MaxUploadBytes},
 		tenants: tenancy{reader: o.Client},
