@@ -43,6 +43,7 @@ import (
 	"github.com/posture-dev/posture/internal/servingcert"
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/store/engines"
+	"github.com/posture-dev/posture/internal/uploads"
 	"github.com/posture-dev/posture/internal/workercmd"
 	"github.com/posture-dev/posture/webhook"
 	"github.com/posture-dev/posture/webhook/aggregated"
@@ -172,7 +173,7 @@ func parseManagerFlags(args []string) (managerFlags, *zap.Options, error) {
 	fs.StringVar(&f.aggregatedCert.secret, "aggregated-api-cert-secret", "", "Secret (in --aggregated-api-cert-namespace) in which the manager keeps a self-signed CA and the aggregated API's serving certificate, renews them, and sets the APIService's caBundle; the aggregated API serves from it. Empty: the certificate comes from elsewhere (cert-manager).")
 	fs.StringVar(&f.aggregatedCert.namespace, "aggregated-api-cert-namespace", env("POD_NAMESPACE", "posture-system"), "Namespace of --aggregated-api-cert-secret and of the aggregated API's Service.")
 	fs.StringVar(&f.aggregatedCert.service, "aggregated-api-service", "posture-aggregated-api", "Service the APIService routes to: the serving certificate is issued for its DNS names.")
-	fs.StringVar(&f.aggregatedCert.apiService, "aggregated-api-apiservice", controllers.DefaultAPIServiceName, "APIService whose caBundle the manager keeps equal to its CA.")
+	fs.StringVar(&f.aggregatedCert.apiService, "aggregated-api-apiservice", servingcert.DefaultAPIServiceName, "APIService whose caBundle the manager keeps equal to its CA.")
 	opts := zap.Options{}
 	opts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -340,7 +341,7 @@ func serve(ctx context.Context, cfg *rest.Config, f managerFlags, log logr.Logge
 	if !ok {
 		return fmt.Errorf("the %s store cannot sweep stalled uploads", f.storeDriver)
 	}
-	if err := mgr.Add(&controllers.UploadSweeper{
+	if err := mgr.Add(&uploads.Sweeper{
 		Store: janitor, StalledAfter: f.stalledUpload, Interval: min(f.stalledUpload/3, 5*time.Minute),
 		Log: ctrl.Log.WithName("upload-sweeper"),
 	}); err != nil {
@@ -461,8 +462,8 @@ func aggregatedDNSNames(f aggregatedCertFlags) []string {
 	return []string{svc + ".svc", svc + ".svc.cluster.local", svc, f.service}
 }
 
-func aggregatedCertRotator(c client.Client, f aggregatedCertFlags) *controllers.ServingCertRotator {
-	return &controllers.ServingCertRotator{
+func aggregatedCertRotator(c client.Client, f aggregatedCertFlags) *servingcert.Rotator {
+	return &servingcert.Rotator{
 		Client:      c,
 		Namespace:   f.namespace,
 		SecretName:  f.secret,

@@ -1,4 +1,4 @@
-package controllers_test
+package uploads_test
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/posture-dev/posture/controllers"
 	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/uploads"
 )
 
 // stalledUpload is a client that sends two chunks and then nothing: it
@@ -34,7 +34,7 @@ func (s *stalledUpload) Read(p []byte) (int, error) {
 
 // The sweeper runs while the manager does: an upload that stopped writing is
 // deleted within an interval, and fails instead of completing if it resumes.
-func TestUploadSweeperDeletesStalledUploads(t *testing.T) {
+func TestSweeperDeletesStalledUploads(t *testing.T) {
 	st := newStore(t)
 	ctx := context.Background()
 	up := &stalledUpload{left: 2 << 20, stalled: make(chan struct{}), release: make(chan struct{})}
@@ -53,7 +53,7 @@ func TestUploadSweeperDeletesStalledUploads(t *testing.T) {
 
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	sweeper := &controllers.UploadSweeper{
+	sweeper := &uploads.Sweeper{
 		Store: st.(store.Janitor), StalledAfter: time.Minute, Interval: 20 * time.Millisecond, Log: logr.Discard(),
 		// A clock two minutes ahead: the upload has been idle for longer
 		// than StalledAfter.
