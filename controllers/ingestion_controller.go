@@ -25,6 +25,7 @@ import (
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/internal/auth"
 	"github.com/posture-dev/posture/internal/ingest"
+	"github.com/posture-dev/posture/internal/sources"
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/termsafe"
 )
@@ -72,9 +73,9 @@ type IngestionReconciler struct {
 	// the outcome is in the status. The findings stay either way.
 	ReportRetention time.Duration
 	// Sources bounds how configMapRef, secretRef and url sources are read.
-	Sources SourceOptions
+	Sources sources.Options
 
-	fetches *urlFetches
+	fetches *sources.Fetches
 }
 
 // +kubebuilder:rbac:groups=posture.dev,resources=ingestions,verbs=get;list;watch;create;patch
@@ -482,7 +483,7 @@ func (r *IngestionReconciler) reconcileDelete(ctx context.Context, ing *posturev
 	}
 	tenant := TenantOf(ing)
 	if r.fetches != nil {
-		if t, id := r.fetches.forget(ing.UID); id != "" {
+		if t, id := r.fetches.Forget(ing.UID); id != "" {
 			r.dropBlob(ctx, t, id)
 		}
 	}
@@ -593,13 +594,13 @@ func (r *IngestionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	// url sources are read in the background; the end of a read wakes its
 	// Ingestion.
-	r.fetches = newURLFetches(r.Sources.URLFetchesPerTenant, func(tenant, id string) {
+	r.fetches = sources.NewFetches(r.Sources.URLFetchesPerTenant, func(tenant, id string) {
 		r.dropBlob(context.Background(), tenant, id)
 	})
 	if err := mgr.Add(r.fetches); err != nil {
 		return err
 	}
-	b = b.WatchesRawSource(source.Channel(r.fetches.wake, &handler.TypedEnqueueRequestForObject[*posturev1.Ingestion]{}))
+	b = b.WatchesRawSource(source.Channel(r.fetches.Wake(), &handler.TypedEnqueueRequestForObject[*posturev1.Ingestion]{}))
 	return b.Complete(quietConflicts(r))
 }
 

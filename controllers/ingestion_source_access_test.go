@@ -16,6 +16,7 @@ import (
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/controllers"
+	"github.com/posture-dev/posture/internal/sources"
 )
 
 // TestDeclaredSourceWaitsForTenantAccess: the manager reads a declared
@@ -31,7 +32,7 @@ func TestDeclaredSourceWaitsForTenantAccess(t *testing.T) {
 	var granted atomic.Bool
 	var refused atomic.Int32
 	runInProcessWith(t, st, func(r *controllers.IngestionReconciler) {
-		r.Sources = controllers.SourceOptions{Wait: 20 * time.Second}
+		r.Sources = sources.Options{Wait: 20 * time.Second}
 		r.Client = &forbidConfigMaps{Client: r.Client, granted: &granted, refused: &refused}
 	})
 

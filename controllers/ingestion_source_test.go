@@ -24,6 +24,7 @@ import (
 	"github.com/posture-dev/posture/controllers"
 	"github.com/posture-dev/posture/internal/billing"
 	"github.com/posture-dev/posture/internal/ingest"
+	"github.com/posture-dev/posture/internal/sources"
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/testenv"
 )
@@ -120,7 +121,7 @@ func findingCount(t *testing.T, st store.Store, tenant string) int {
 func runDeclared(t *testing.T, st store.Store, wait time.Duration) {
 	t.Helper()
 	runInProcessWith(t, st, func(r *controllers.IngestionReconciler) {
-		r.Sources = controllers.SourceOptions{AllowLoopback: true, Wait: wait, URLTimeout: 10 * time.Second}
+		r.Sources = sources.Options{AllowLoopback: true, Wait: wait, URLTimeout: 10 * time.Second}
 	})
 }
 
@@ -260,7 +261,7 @@ func TestDeclaredSourceFailures(t *testing.T) {
 		}, ingest.CodeUnreadable, "redirected to http URL http://127.0.0.1"},
 		{"larger than maxBytes", func(t *testing.T, ns string) posturev1.IngestionSource {
 			return posturev1.IngestionSource{URL: &posturev1.URLSource{URL: srv.URL + "/report.ocsf.json", CABundleSecretRef: srv.caSecret(t, ns), MaxBytes: ptr.To[int64](1000)}}
-		}, controllers.CodeTooLarge, "larger than the limit of 1000 bytes"},
+		}, sources.CodeTooLarge, "larger than the limit of 1000 bytes"},
 		{"server not trusted", func(t *testing.T, ns string) posturev1.IngestionSource {
 			return posturev1.IngestionSource{URL: &posturev1.URLSource{URL: srv.URL + "/report.ocsf.json"}}
 		}, ingest.CodeUnreadable, "certificate is not trusted"},
@@ -386,7 +387,7 @@ func TestURLSourceRefusesInternalAddresses(t *testing.T) {
 	st := newStore(t)
 	srv := newReportServer(t, smallReport(t))
 	runInProcessWith(t, st, func(r *controllers.IngestionReconciler) {
-		r.Sources = controllers.SourceOptions{Wait: time.Second}
+		r.Sources = sources.Options{Wait: time.Second}
 	})
 	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
 	cases := []struct{ name, url, want string }{
@@ -622,7 +623,7 @@ func TestSlowURLSourcesHoldNoOtherTenant(t *testing.T) {
 	st := newStore(t)
 	slow := newSlowServer(t)
 	runInProcessWith(t, st, func(r *controllers.IngestionReconciler) {
-		r.Sources = controllers.SourceOptions{AllowLoopback: true, Wait: time.Minute, URLTimeout: 40 * time.Second, URLFetchesPerTenant: 2}
+		r.Sources = sources.Options{AllowLoopback: true, Wait: time.Minute, URLTimeout: 40 * time.Second, URLFetchesPerTenant: 2}
 	})
 	slowNS := tenantNamespace(t, "slow-sources")
 	ca := (&reportServer{Server: slow.Server}).caSecret(t, slowNS)

@@ -41,6 +41,7 @@ import (
 	"github.com/posture-dev/posture/internal/ingest"
 	"github.com/posture-dev/posture/internal/metricsauth"
 	"github.com/posture-dev/posture/internal/servingcert"
+	"github.com/posture-dev/posture/internal/sources"
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/store/engines"
 	"github.com/posture-dev/posture/internal/uploads"
@@ -92,7 +93,7 @@ type managerFlags struct {
 	metricsCertDir                    string
 	access                            controllers.TenantAccess
 	podConfig                         string
-	sources                           controllers.SourceOptions
+	sources                           sources.Options
 	aggregatedCert                    aggregatedCertFlags
 }
 
@@ -142,7 +143,7 @@ func parseManagerFlags(args []string) (managerFlags, *zap.Options, error) {
 	fs.Int64Var(&f.maxUploadBytes, "max-upload-bytes", webhook.DefaultMaxUploadBytes, "Largest accepted report; larger uploads get 413.")
 	fs.DurationVar(&f.sources.URLTimeout, "ingestion-url-timeout", time.Minute, "Ingestions with spec.source.url: how long one fetch of the report may take, body included.")
 	fs.BoolVar(&f.sources.AllowLoopback, "ingestion-url-allow-loopback", false, "Ingestions with spec.source.url: allow loopback addresses (127.0.0.0/8, ::1). For a single-machine setup only; link-local and metadata addresses stay refused.")
-	fs.IntVar(&f.sources.URLFetchesPerTenant, "ingestion-url-fetches-per-tenant", controllers.DefaultURLFetchesPerTenant, "Ingestions with spec.source.url: how many of one tenant's URLs are read at once; the others wait their turn. URLs are read in the background, never in a reconcile.")
+	fs.IntVar(&f.sources.URLFetchesPerTenant, "ingestion-url-fetches-per-tenant", sources.DefaultURLFetchesPerTenant, "Ingestions with spec.source.url: how many of one tenant's URLs are read at once; the others wait their turn. URLs are read in the background, never in a reconcile.")
 	fs.DurationVar(&f.sources.Wait, "ingestion-source-wait", 2*time.Minute, "Ingestions with a configMapRef, secretRef or url source: how long after creation a missing object or an unreachable URL is retried before the ingestion fails.")
 	fs.DurationVar(&f.shutdownDrain, "shutdown-drain", webhook.DefaultShutdownDrain, "On SIGTERM, how long API requests in flight (uploads) may run on before they are cut off with 503; keep it below the pod's terminationGracePeriodSeconds.")
 	fs.DurationVar(&f.pollInterval, "poll-interval", time.Second, "How often progress is mirrored into Ingestion status while processing.")
@@ -486,7 +487,7 @@ func keyPrefix(key string) string {
 
 // withUploadLimit caps declared reports at the upload limit: a report from a
 // ConfigMap, Secret or URL is never larger than one the API would accept.
-func withUploadLimit(o controllers.SourceOptions, maxUpload int64) controllers.SourceOptions {
+func withUploadLimit(o sources.Options, maxUpload int64) sources.Options {
 	o.MaxBytes = maxUpload
 	return o
 }
