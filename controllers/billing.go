@@ -18,11 +18,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
-	"github.com/posture-dev/posture/internal/auth"
 	"github.com/posture-dev/posture/internal/billing"
 	"github.com/posture-dev/posture/internal/ingest"
 	"github.com/posture-dev/posture/internal/ocsf"
 	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/tenancy"
 )
 
 // ConditionProvidersResolved tells a reader of an Ingestion how its accounts
@@ -233,7 +233,7 @@ func (b *Billing) create(ctx context.Context, t *posturev1.Tenant, ns, name stri
 			Name:      name,
 			Namespace: ns,
 			Labels: map[string]string{
-				posturev1.LabelTenant:    labelValue(t.Name),
+				posturev1.LabelTenant:    tenancy.LabelValue(t.Name),
 				posturev1.LabelManagedBy: posturev1.ManagedByValue,
 				LabelOrigin:              string(posturev1.ProviderImported),
 			},
@@ -307,11 +307,11 @@ type billingFailure struct {
 // caller writes it). It returns the accounts the worker may bill, nil when
 // every account fits.
 func (r *IngestionReconciler) resolveProviders(ctx context.Context, ing *posturev1.Ingestion, job ingest.Job) (map[string]bool, *billingFailure, error) {
-	tenant, err := auth.TenantForNamespace(ctx, r.Client, ing.Namespace)
-	var ae *auth.Error
+	tenant, err := tenancy.ForNamespace(ctx, r.Client, ing.Namespace)
+	var te *tenancy.Error
 	switch {
-	case errors.As(err, &ae):
-		return nil, &billingFailure{CodeTenantNotFound, ae.Reason}, nil
+	case errors.As(err, &te):
+		return nil, &billingFailure{CodeTenantNotFound, te.Reason}, nil
 	case err != nil:
 		return nil, nil, err
 	case tenant == nil:

@@ -15,6 +15,7 @@ import (
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/internal/ingest"
+	"github.com/posture-dev/posture/internal/tenancy"
 )
 
 // RunState is what an executor can tell about a run attempt.
@@ -79,7 +80,7 @@ func (e *InProcessExecutor) Release(context.Context, *posturev1.Ingestion, inges
 }
 
 func (e *InProcessExecutor) Cancel(_ context.Context, ing *posturev1.Ingestion) (bool, error) {
-	return e.Pool.Cancel(TenantOf(ing), ing.Name), nil
+	return e.Pool.Cancel(tenancy.Of(ing), ing.Name), nil
 }
 
 // JobExecutor runs each attempt as a batch/v1 Job in the operator namespace.

@@ -27,6 +27,7 @@ import (
 	"github.com/posture-dev/posture/internal/ingest"
 	"github.com/posture-dev/posture/internal/sources"
 	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/tenancy"
 	"github.com/posture-dev/posture/internal/termsafe"
 )
 
@@ -171,53 +172,13 @@ func (r *IngestionReconciler) now() metav1.Time {
 }
 
 // foreignTenant says why the tenant an Ingestion would be stored under
-// (TenantOf: its label, else its namespace's name) cannot be trusted: it is
-// not the tenant that owns the Ingestion's namespace, or no Tenant owns that
-// namespace and the one claimed exists. Empty when it is the owner, when
-// neither exists (nothing of anyone's is touched; billing then refuses the
-// report), or for a declared Ingestion not labelled yet (labelTenant labels
-// it with the owner, or fails it).
+// cannot be trusted (tenancy.ForeignClaim); a declared Ingestion not
+// labelled yet is exempt: labelTenant labels it with the owner, or fails it.
 func (r *IngestionReconciler) foreignTenant(ctx context.Context, ing *posturev1.Ingestion) (string, error) {
-	label := ing.Labels[posturev1.LabelTenant]
-	if label == "" && declared(ing) {
+	if ing.Labels[posturev1.LabelTenant] == "" && declared(ing) {
 		return "", nil
 	}
-	claimed := TenantOf(ing)
-	var ns corev1.Namespace
-	if err := r.Get(ctx, types.NamespacedName{Name: ing.Namespace}, &ns); err != nil {
-		return "", client.IgnoreNotFound(err)
-	}
-	owner := ns.Labels[posturev1.LabelTenant]
-	if owner == "" {
-		t, err := auth.TenantForNamespace(ctx, r.Client, ing.Namespace)
-		// A namespace no Tenant owns (or that several claim) may not store
-		// under a Tenant that exists: that Tenant's namespace is another.
-		var ae *auth.Error
-		switch {
-		case errors.As(err, &ae):
-			return fmt.Sprintf("%s; nothing was read or stored", ae.Reason), nil
-		case err != nil:
-			return "", err
-		case t == nil:
-			var claimedTenant posturev1.Tenant
-			if err := r.Get(ctx, types.NamespacedName{Name: claimed}, &claimedTenant); err != nil {
-				return "", client.IgnoreNotFound(err)
-			}
-			return fmt.Sprintf("tenant %s does not use namespace %s, which no Tenant uses; an Ingestion is stored only under the tenant of its namespace, "+
-				"so nothing was read or stored: create it in the tenant's namespace", claimed, ing.Namespace), nil
-		}
-		owner = auth.LabelValue(t.Name)
-	}
-	if auth.LabelValue(claimed) == owner {
-		return "", nil
-	}
-	if label == "" {
-		return fmt.Sprintf("the Ingestion has no %s label, so it would be stored under tenant %s, which does not own namespace %s (%s); "+
-			"nothing was read or stored: label it %s=%s, or submit the report through the API", posturev1.LabelTenant, claimed, ing.Namespace, owner, posturev1.LabelTenant, owner), nil
-	}
-	return fmt.Sprintf("label %s=%s names another tenant than the one that owns namespace %s (%s); "+
-		"an Ingestion is stored only under the tenant of its namespace, so nothing was read or stored: "+
-		"remove the label and create the Ingestion again", posturev1.LabelTenant, label, ing.Namespace, owner), nil
+	return tenancy.ForeignClaim(ctx, r.Client, ing)
 }
 
 // refuseForeign fails an Ingestion whose tenant label names another tenant,
@@ -242,17 +203,9 @@ func (r *IngestionReconciler) refuseForeign(ctx context.Context, ing *posturev1.
 	return res, err
 }
 
-// TenantOf names the tenant an Ingestion belongs to.
-func TenantOf(ing *posturev1.Ingestion) string {
-	if t := ing.Labels[posturev1.LabelTenant]; t != "" {
-		return t
-	}
-	return ing.Namespace
-}
-
 func (r *IngestionReconciler) job(ing *posturev1.Ingestion, attempt int) ingest.Job {
 	j := ingest.Job{
-		Tenant:      TenantOf(ing),
+		Tenant:      tenancy.Of(ing),
 		Namespace:   ing.Namespace,
 		IngestionID: ing.Name,
 		Attempt:     attempt,
@@ -481,7 +434,7 @@ func (r *IngestionReconciler) reconcileDelete(ctx context.Context, ing *posturev
 	if !stopped {
 		return ctrl.Result{RequeueAfter: min(r.pollInterval(), 250*time.Millisecond)}, nil
 	}
-	tenant := TenantOf(ing)
+	tenant := tenancy.Of(ing)
 	if r.fetches != nil {
 		if t, id := r.fetches.Forget(ing.UID); id != "" {
 			r.dropBlob(ctx, t, id)
@@ -530,7 +483,7 @@ func (r *IngestionReconciler) releaseReport(ctx context.Context, ing *posturev1.
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
 	}
-	if err := r.Store.DeleteBlob(ctx, TenantOf(ing), blobID); err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err := r.Store.DeleteBlob(ctx, tenancy.Of(ing), blobID); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return ctrl.Result{}, fmt.Errorf("delete report %s of the ended ingestion: %w", blobID, err)
 	}
 	return ctrl.Result{}, nil

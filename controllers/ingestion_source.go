@@ -11,10 +11,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
-	"github.com/posture-dev/posture/internal/auth"
 	"github.com/posture-dev/posture/internal/ingest"
 	"github.com/posture-dev/posture/internal/sources"
 	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/tenancy"
 )
 
 // Event reason of a report fetched for a declared source.
@@ -48,7 +48,7 @@ func (r *IngestionReconciler) needsFetch(ctx context.Context, ing *posturev1.Ing
 	}
 	// A look at the blob's row, not its content: the worker is the only
 	// reader of a stored report.
-	_, _, err := r.Store.BlobAccounts(ctx, TenantOf(ing), rep.BlobID)
+	_, _, err := r.Store.BlobAccounts(ctx, tenancy.Of(ing), rep.BlobID)
 	if errors.Is(err, store.ErrNotFound) {
 		return true, nil
 	}
@@ -78,7 +78,7 @@ func (r *IngestionReconciler) fetch(ctx context.Context, p *ingestionPass, ing *
 	}
 	var blob store.Blob
 	var records int
-	tenant := TenantOf(ing)
+	tenant := tenancy.Of(ing)
 	if err == nil && ing.Spec.Source.URL != nil && r.fetches != nil {
 		var again time.Duration
 		blob, records, again, err = r.fetchURL(ing, tenant)
@@ -137,11 +137,11 @@ func (r *IngestionReconciler) labelTenant(ctx context.Context, ing *posturev1.In
 	if ing.Labels[posturev1.LabelTenant] != "" {
 		return nil
 	}
-	t, err := auth.TenantForNamespace(ctx, r.Client, ing.Namespace)
-	var ae *auth.Error
+	t, err := tenancy.ForNamespace(ctx, r.Client, ing.Namespace)
+	var te *tenancy.Error
 	switch {
-	case errors.As(err, &ae):
-		return &sources.Error{Code: CodeTenantNotFound, Message: ae.Reason}
+	case errors.As(err, &te):
+		return &sources.Error{Code: CodeTenantNotFound, Message: te.Reason}
 	case err != nil:
 		return err
 	case t == nil:

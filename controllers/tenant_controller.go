@@ -25,6 +25,7 @@ import (
 	"github.com/posture-dev/posture/internal/auth"
 	"github.com/posture-dev/posture/internal/billing"
 	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/tenancy"
 )
 
 // Ready reasons of a Tenant.
@@ -259,7 +260,7 @@ func (r *TenantReconciler) ensureNamespace(ctx context.Context, t *posturev1.Ten
 	err := r.Get(ctx, types.NamespacedName{Name: ns}, &nsObj)
 	if apierrors.IsNotFound(err) {
 		nsObj = corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{
-			posturev1.LabelTenant:    labelValue(t.Name),
+			posturev1.LabelTenant:    tenancy.LabelValue(t.Name),
 			posturev1.LabelManagedBy: posturev1.ManagedByValue,
 		}}}
 		if err := r.Create(ctx, &nsObj); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -279,7 +280,7 @@ func (r *TenantReconciler) ensureNamespace(ctx context.Context, t *posturev1.Ten
 		return nil
 	}
 	switch owner := nsObj.Labels[posturev1.LabelTenant]; owner {
-	case labelValue(t.Name):
+	case tenancy.LabelValue(t.Name):
 		return nil
 	case "":
 		// Optimistic locking: when two Tenants adopt the same namespace at
@@ -288,7 +289,7 @@ func (r *TenantReconciler) ensureNamespace(ctx context.Context, t *posturev1.Ten
 		if nsObj.Labels == nil {
 			nsObj.Labels = map[string]string{}
 		}
-		nsObj.Labels[posturev1.LabelTenant] = labelValue(t.Name)
+		nsObj.Labels[posturev1.LabelTenant] = tenancy.LabelValue(t.Name)
 		if err := r.Patch(ctx, &nsObj, patch); err != nil {
 			return fmt.Errorf("label namespace %s for tenant %s: %w", ns, t.Name, err)
 		}
@@ -367,7 +368,7 @@ func (r *TenantReconciler) tenantsOfObject(ctx context.Context, o client.Object)
 
 func (r *TenantReconciler) tenantsUsing(ctx context.Context, ns string) []reconcile.Request {
 	var list posturev1.TenantList
-	if err := r.List(ctx, &list, client.MatchingFields{auth.IndexTenantNamespace: ns}); err != nil {
+	if err := r.List(ctx, &list, client.MatchingFields{tenancy.IndexNamespace: ns}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "list the tenants of a namespace", "namespace", ns)
 		return nil
 	}
@@ -377,7 +378,3 @@ func (r *TenantReconciler) tenantsUsing(ctx context.Context, ns string) []reconc
 	}
 	return reqs
 }
-
-// labelValue is the label form of a name; the tenant label of a namespace must
-// match what the authenticator compares it with.
-func labelValue(s string) string { return auth.LabelValue(s) }

@@ -106,14 +106,14 @@ type Server struct {
 	caBundle []byte
 	tmpDir   string
 	uploads  *uploads.Service
-	tenants  tenancy
+	tenants  tenants
 }
 
 // New builds the server; it listens once Start runs.
 func New(o Options) (*Server, error) {
 	s := &Server{opts: o,
 		uploads: &uploads.Service{Client: o.Client, Store: o.Store, Log: o.Log.WithName("uploads"), MaxBytes: o.MaxUploadBytes},
-		tenants: tenancy{reader: o.Client},
+		tenants: tenants{reader: o.Client},
 	}
 	secure := genericoptions.NewSecureServingOptions().WithLoopback()
 	ln := o.Listener
