@@ -307,17 +307,21 @@ type billingFailure struct {
 // caller writes it). It returns the accounts the worker may bill, nil when
 // every account fits.
 func (r *IngestionReconciler) resolveProviders(ctx context.Context, ing *posturev1.Ingestion, job ingest.Job) (map[string]bool, *billingFailure, error) {
-	tenant, err := tenancy.ForNamespace(ctx, r.Client, ing.Namespace)
-	var te *tenancy.Error
+	tenant, err := tenancy.Resolve(ctx, r.Client, ing.Namespace)
+	var (
+		te  *tenancy.Error
+		nt  *tenancy.NoTenant
+		sub *tenancy.SubscriptionRequired
+	)
 	switch {
 	case errors.As(err, &te):
 		return nil, &billingFailure{CodeTenantNotFound, te.Reason}, nil
+	case errors.As(err, &nt):
+		return nil, &billingFailure{CodeTenantNotFound, fmt.Sprintf("no Tenant uses namespace %s, so the report cannot be billed", ing.Namespace)}, nil
+	case errors.As(err, &sub):
+		return nil, &billingFailure{CodeSubscription, sub.Error()}, nil
 	case err != nil:
 		return nil, nil, err
-	case tenant == nil:
-		return nil, &billingFailure{CodeTenantNotFound, fmt.Sprintf("no Tenant uses namespace %s, so the report cannot be billed", ing.Namespace)}, nil
-	case !tenant.Spec.Subscription.Active:
-		return nil, &billingFailure{CodeSubscription, fmt.Sprintf("tenant %s has no active subscription; ingestion is a paid feature", tenant.Name)}, nil
 	}
 	accounts, err := discoverAccounts(ctx, r.Store, job.Tenant, job.BlobID)
 	if err != nil {

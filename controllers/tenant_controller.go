@@ -23,7 +23,6 @@ import (
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/internal/auth"
-	"github.com/posture-dev/posture/internal/billing"
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/tenancy"
 )
@@ -118,7 +117,7 @@ func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := r.ensureTenantAccess(ctx, &t, f.Namespace); err != nil {
 		return ctrl.Result{}, err
 	}
-	f.Providers = billing.Billed(&t)
+	f.Providers = tenancy.UsageOf(&t).Billed
 	requeue, err := r.pruneHistory(ctx, &t, f.Namespace)
 	if err != nil {
 		return ctrl.Result{}, err

@@ -23,6 +23,7 @@ import (
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/internal/auth"
 	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/tenancy"
 	"github.com/posture-dev/posture/internal/uploads"
 	"github.com/posture-dev/posture/webhook/ui"
 )
@@ -180,8 +181,8 @@ func (s *Server) authorize(r *http.Request, perm posturev1.Permission) (auth.Pri
 	if err != nil {
 		return auth.Principal{}, err
 	}
-	if !p.Subscribed {
-		return auth.Principal{}, newError(402, CodeSubscriptionRequired, "the API needs an active subscription; tenant "+p.Tenant+" has none")
+	if err := tenancy.Gate(p.Tenant, p.Subscribed); err != nil {
+		return auth.Principal{}, newError(402, CodeSubscriptionRequired, err.Error())
 	}
 	if perm != "" && !p.Can(perm) {
 		return auth.Principal{}, errorf(403, CodePermissionDenied, "the user behind this credential lacks the %s permission; an administrator must grant it", perm)

@@ -99,6 +99,6 @@ func PrincipalFor(t *posturev1.Tenant, email, keyPrefix string) (Principal, bool
 		User:        u.Email,
 		KeyPrefix:   keyPrefix,
 		Permissions: perms,
-		Subscribed:  t.Spec.Subscription.Active,
+		Subscribed:  tenancy.Subscribed(t),
 	}, true
 }

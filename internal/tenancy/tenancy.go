@@ -169,3 +169,72 @@ func ForeignClaim(ctx context.Context, r client.Reader, ing *posturev1.Ingestion
 		"an Ingestion is stored only under the tenant of its namespace, so nothing was read or stored: "+
 		"remove the label and create the Ingestion again", posturev1.LabelTenant, label, ing.Namespace, owner), nil
 }
+
+// Subscribed is whether t's plan lets it ingest reports and read their
+// findings: the subscription gate's one rule.
+func Subscribed(t *posturev1.Tenant) bool { return t.Spec.Subscription.Active }
+
+// SubscriptionRequired is the one answer to a tenant without an active
+// subscription: 402 at the REST and the aggregated API, and the job-level
+// error subscription_required of an Ingestion that reaches the controller.
+type SubscriptionRequired struct{ Tenant string }
+
+func (e *SubscriptionRequired) Error() string {
+	return "tenant " + e.Tenant + " has no active subscription; ingesting reports and reading their findings need one"
+}
+
+// Gate is the subscription gate: nil for a subscribed tenant, else
+// *SubscriptionRequired.
+func Gate(tenant string, subscribed bool) error {
+	if subscribed {
+		return nil
+	}
+	return &SubscriptionRequired{Tenant: tenant}
+}
+
+// NoTenant is a namespace that no Tenant uses.
+type NoTenant struct{ Namespace string }
+
+func (e *NoTenant) Error() string { return "no Tenant uses namespace " + e.Namespace }
+
+// Resolve is the Tenant that may act in namespace ns: the one that owns it,
+// with an active subscription. It fails with *Error when only a person can
+// tell who owns ns, *NoTenant when no Tenant uses it, and
+// *SubscriptionRequired when its owner is not subscribed; each door answers
+// those in its own terms, in that order.
+func Resolve(ctx context.Context, r client.Reader, ns string) (*posturev1.Tenant, error) {
+	t, err := ForNamespace(ctx, r, ns)
+	switch {
+	case err != nil:
+		return nil, err
+	case t == nil:
+		return nil, &NoTenant{Namespace: ns}
+	}
+	if err := Gate(t.Name, Subscribed(t)); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Usage is a tenant's providers against its plan.
+type Usage struct {
+	// Billed is how many providers the plan bills: the one counting rule,
+	// read by the REST API, the Tenant's status, metrics and billing.
+	Billed int
+	// Limit is the plan's; 0 means unlimited.
+	Limit int32
+	// Remaining is how many more the plan admits; meaningless when Limit is 0.
+	Remaining int
+}
+
+// Unlimited says whether the plan bills any number of providers.
+func (u Usage) Unlimited() bool { return u.Limit <= 0 }
+
+// UsageOf is t's provider usage, from the admissions in its status.
+func UsageOf(t *posturev1.Tenant) Usage {
+	u := Usage{Billed: len(t.Status.AdmittedProviders), Limit: t.Spec.Subscription.ProviderLimit}
+	if !u.Unlimited() {
+		u.Remaining = max(0, int(u.Limit)-u.Billed)
+	}
+	return u
+}

@@ -553,7 +553,7 @@ func TestThroughKubeAggregator(t *testing.T) {
 			if r.err == nil {
 				t.Fatalf("an unsubscribed tenant uploaded: %s", r.stdout)
 			}
-			if !strings.Contains(r.stderr, "PaymentRequired") || !strings.Contains(r.stderr, "needs an active subscription") {
+			if !strings.Contains(r.stderr, "PaymentRequired") || !strings.Contains(r.stderr, "has no active subscription") {
 				return fmt.Errorf("%s", r.stderr)
 			}
 			return nil

@@ -35,25 +35,27 @@ func (t tenants) tenantOf(ctx context.Context, resource string) (*posturev1.Tena
 	if ns == "" {
 		return nil, apierrors.NewBadRequest(resource + " are namespaced: a tenant namespace is the tenant; name one (kubectl -n NAMESPACE)")
 	}
-	tenant, err := tenancy.ForNamespace(ctx, t.reader, ns)
-	var te *tenancy.Error
-	if errors.As(err, &te) {
+	tenant, err := tenancy.Resolve(ctx, t.reader, ns)
+	var (
+		te  *tenancy.Error
+		nt  *tenancy.NoTenant
+		sub *tenancy.SubscriptionRequired
+	)
+	switch {
+	case errors.As(err, &te):
 		return nil, apierrors.NewForbidden(schema.GroupResource{Group: "data.posture.dev", Resource: resource}, "", errors.New(te.Reason))
-	}
-	if err != nil {
-		return nil, apierrors.NewInternalError(err)
-	}
-	if tenant == nil {
+	case errors.As(err, &nt):
 		return nil, &apierrors.StatusError{ErrStatus: metav1.Status{
 			Status: metav1.StatusFailure, Code: http.StatusNotFound, Reason: metav1.StatusReasonNotFound,
 			Message: "namespace " + ns + " belongs to no Tenant; Posture serves " + resource + " only in tenant namespaces",
 		}}
-	}
-	if !tenant.Spec.Subscription.Active {
+	case errors.As(err, &sub):
 		return nil, &apierrors.StatusError{ErrStatus: metav1.Status{
 			Status: metav1.StatusFailure, Code: http.StatusPaymentRequired, Reason: StatusReasonPaymentRequired,
-			Message: "the API needs an active subscription; tenant " + tenant.Name + " has none",
+			Message: sub.Error(),
 		}}
+	case err != nil:
+		return nil, apierrors.NewInternalError(err)
 	}
 	return tenant, nil
 }
