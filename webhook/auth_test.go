@@ -99,7 +99,8 @@ func startTenancy(t *testing.T, opts tenancyOpts) *tenancyEnv {
 		emails: map[string]string{}, pw: map[string]string{},
 	}
 	te.env = apitest.Start(t, apitest.Options{
-		Auth: te.authn,
+		Auth:   te.authn,
+		Tokens: te.authn,
 		Setup: func(mgr ctrl.Manager, st store.Store) error {
 			te.authn.Reader = mgr.GetClient()
 			te.authn.Secrets = mgr.GetAPIReader()

@@ -51,6 +51,7 @@ func TestGitOpsSamples(t *testing.T) {
 	authn := &auth.CRAuthenticator{BcryptCost: bcrypt.MinCost}
 	env := apitest.Start(t, apitest.Options{
 		Auth:          authn,
+		Tokens:        authn,
 		BillProviders: true,
 		Setup: func(mgr ctrl.Manager, _ store.Store) error {
 			ctx := context.Background()

@@ -40,6 +40,10 @@ type Server struct {
 	APIReader client.Reader
 	Store     store.Store
 	Auth      auth.Authenticator
+	// Tokens issues and ends the JWTs of tenant users (POST
+	// /api/v1/tokens, /refresh, /revoke); nil answers those 404, for a
+	// server that authenticates a static key.
+	Tokens TokenIssuer
 	// RateLimit limits each authenticated caller (nil: no limit).
 	RateLimit      *RateLimiter
 	Log            logr.Logger

@@ -296,10 +296,12 @@ func serve(ctx context.Context, cfg *rest.Config, f managerFlags, log logr.Logge
 		return fmt.Errorf("unknown --executor %q: use job or inprocess", f.executor)
 	}
 
-	authn, staticKey, err := authenticator(ctx, f, mgr, st)
+	authn, tokens, err := authenticator(ctx, f, mgr, st)
 	if err != nil {
 		return err
 	}
+	// Only the CR authenticator signs users in: a static key has no users.
+	staticKey := tokens == nil
 	var billing *controllers.Billing
 	if !staticKey {
 		// A static key's tenant has no Tenant object to bill against.
@@ -369,6 +371,7 @@ func serve(ctx context.Context, cfg *rest.Config, f managerFlags, log logr.Logge
 		APIReader:      mgr.GetAPIReader(),
 		Store:          st,
 		Auth:           authn,
+		Tokens:         tokens,
 		RateLimit:      webhook.NewRateLimiter(f.rateLimit, f.rateBurst),
 		Log:            ctrl.Log.WithName("api"),
 		Addr:           f.apiAddr,
@@ -417,13 +420,14 @@ func serve(ctx context.Context, cfg *rest.Config, f managerFlags, log logr.Logge
 }
 
 // authenticator is the CR authenticator (APIKeys and JWTs of Tenant users),
-// unless --static-tenant and POSTURE_STATIC_API_KEY ask for one static key:
-// an override for single-tenant installs without Tenant objects.
-func authenticator(ctx context.Context, f managerFlags, mgr ctrl.Manager, st store.Store) (auth.Authenticator, bool, error) {
+// which also issues the JWTs, unless --static-tenant and
+// POSTURE_STATIC_API_KEY ask for one static key: an override for
+// single-tenant installs without Tenant objects, which issues no tokens.
+func authenticator(ctx context.Context, f managerFlags, mgr ctrl.Manager, st store.Store) (auth.Authenticator, webhook.TokenIssuer, error) {
 	key := os.Getenv("POSTURE_STATIC_API_KEY")
 	if f.staticTenant != "" || key != "" {
 		if f.staticTenant == "" || key == "" {
-			return nil, false, errors.New("a static key needs both --static-tenant and POSTURE_STATIC_API_KEY")
+			return nil, nil, errors.New("a static key needs both --static-tenant and POSTURE_STATIC_API_KEY")
 		}
 		ns := f.staticNamespace
 		if ns == "" {
@@ -435,25 +439,26 @@ func authenticator(ctx context.Context, f managerFlags, mgr ctrl.Manager, st sto
 				Tenant: f.staticTenant, Namespace: ns, User: "static-key",
 				KeyPrefix: keyPrefix(key), Permissions: auth.AllPermissions(), Subscribed: true,
 			},
-		}, true, nil
+		}, nil, nil
 	}
 	if err := auth.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
-		return nil, false, err
+		return nil, nil, err
 	}
 	keys := &auth.SecretKeySource{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: f.jwtNamespace, Name: f.jwtSecret}
 	if err := mgr.Add(keys); err != nil {
-		return nil, false, err
+		return nil, nil, err
 	}
 	// Sign-outs go to the store, which every replica reads.
 	ended, ok := st.(store.Sessions)
 	if !ok {
-		return nil, false, fmt.Errorf("the %s store cannot record sign-outs", f.storeDriver)
+		return nil, nil, fmt.Errorf("the %s store cannot record sign-outs", f.storeDriver)
 	}
-	return &auth.CRAuthenticator{
+	cr := &auth.CRAuthenticator{
 		Reader:  mgr.GetClient(),
 		Secrets: mgr.GetAPIReader(),
 		Tokens:  &auth.TokenService{Keys: keys, MaxSessionAge: f.sessionMaxAge, Ended: ended},
-	}, false, nil
+	}
+	return cr, cr, nil
 }
 
 // aggregatedDNSNames are the names of the aggregated API's Service;

@@ -98,7 +98,8 @@ func TestNoKeyMaterialAnywhere(t *testing.T) {
 	}
 	authn := &auth.CRAuthenticator{BcryptCost: bcrypt.MinCost}
 	env := apitest.Start(t, apitest.Options{
-		Auth: authn,
+		Auth:   authn,
+		Tokens: authn,
 		Setup: func(mgr ctrl.Manager, st store.Store) error {
 			authn.Reader, authn.Secrets = mgr.GetClient(), mgr.GetAPIReader()
 			authn.Tokens = &auth.TokenService{Keys: &auth.SecretKeySource{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: "default", Name: "leak-test-jwt"}}

@@ -33,7 +33,7 @@ func TestTokenAgainstTheAPI(t *testing.T) {
 			}
 			return nil
 		},
-		Server: func(s *webhook.Server) { s.Auth = crauth },
+		Server: func(s *webhook.Server) { s.Auth, s.Tokens = crauth, crauth },
 	})
 	ctx := context.Background()
 	// Unique per run: a user of several tenants with one password must name the tenant.

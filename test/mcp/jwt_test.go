@@ -19,25 +19,18 @@ import (
 	"github.com/posture-dev/posture/internal/store"
 )
 
-// delegate lets the authenticator be built in apitest's Setup, with the
-// manager's cache; Unwrap lets the API find its token sign-in.
-type delegate struct{ a auth.Authenticator }
-
-func (d *delegate) Authenticate(r *http.Request) (auth.Principal, error) { return d.a.Authenticate(r) }
-func (d *delegate) Unwrap() auth.Authenticator                           { return d.a }
-
 // A real JWT from POST /api/v1/tokens works over MCP: the tool server sends
 // it on as Bearer, which the CR authenticator accepts for tokens only.
 func TestJWTFromTokensEndpoint(t *testing.T) {
 	signing := make([]byte, 32)
 	_, _ = rand.Read(signing)
-	d := &delegate{}
-	env := apitest.Start(t, apitest.Options{Auth: d, Setup: func(mgr ctrl.Manager, _ store.Store) error {
+	// The authenticator reads through the manager's cache, which Setup hands it.
+	a := &auth.CRAuthenticator{Tokens: &auth.TokenService{Keys: auth.StaticKeySource(signing)}, BcryptCost: 4}
+	env := apitest.Start(t, apitest.Options{Auth: a, Tokens: a, Setup: func(mgr ctrl.Manager, _ store.Store) error {
 		if err := auth.SetupIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
 			return err
 		}
-		d.a = &auth.CRAuthenticator{Reader: mgr.GetClient(), Secrets: mgr.GetAPIReader(),
-			Tokens: &auth.TokenService{Keys: auth.StaticKeySource(signing)}, BcryptCost: 4}
+		a.Reader, a.Secrets = mgr.GetClient(), mgr.GetAPIReader()
 		return nil
 	}})
 	ctx := context.Background()
