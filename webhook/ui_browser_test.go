@@ -29,9 +29,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/internal/restapi"
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/testenv"
-	"github.com/posture-dev/posture/webhook"
 )
 
 // The web UI is tested in a real Chromium (Debian's, installed by
@@ -1139,7 +1139,7 @@ func TestWebUI(t *testing.T) {
 		sort, _ := p.eval(`document.querySelector('#findings-filters').elements.sort.value`).(string)
 		direct := te.as(t, te.key("demo-admin"))
 		numbered := direct.list("/api/v1/findings", queryOf("page[size]", "20", "page[number]", "501", "sort", sort))
-		if numbered.Links.Next == nil || (numbered.Meta.Pagination.Pages-1)*20 <= webhook.MaxPageOffset {
+		if numbered.Links.Next == nil || (numbered.Meta.Pagination.Pages-1)*20 <= restapi.MaxPageOffset {
 			t.Fatalf("%d pages of 20: the test would not reach past page[number]'s depth", numbered.Meta.Pagination.Pages)
 		}
 		next, err := url.Parse(*numbered.Links.Next)

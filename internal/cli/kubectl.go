@@ -239,9 +239,7 @@ type postureIngestion struct {
 	} `json:"status"`
 }
 
-func (i postureIngestion) terminal() bool {
-	return i.Status.Phase == "completed" || i.Status.Phase == "failed"
-}
+func (i postureIngestion) terminal() bool { return restapi.Terminal(i.Status.Phase) }
 
 func (k *kubectlPlugin) pushCommand() *cobra.Command {
 	var name string
@@ -343,7 +341,7 @@ func (k *kubectlPlugin) wait(ctx context.Context, c *kube, name string, interval
 				lastLine = line
 			}
 			if last.terminal() {
-				if s.Phase == "failed" {
+				if s.Phase == restapi.IngestionFailed {
 					msg := ""
 					if s.Message != "" {
 						msg = ": " + termsafe.String(s.Message)

@@ -486,12 +486,12 @@ func (c *caller) waitIngestion(ctx context.Context, id string, waitSeconds int) 
 			return nil, err
 		}
 		status, _ := ing["status"].(string)
-		terminal := status == "completed" || status == "failed"
+		terminal := restapi.Terminal(status)
 		if terminal || !time.Now().Before(deadline) {
 			if !terminal && waitSeconds > 0 {
 				ing["note"] = fmt.Sprintf("still %s after waiting %d s; call get_ingestion again", status, waitSeconds)
 			}
-			if status == "failed" || hasInvalid(ing) {
+			if status == restapi.IngestionFailed || hasInvalid(ing) {
 				ing["errors_hint"] = "list_ingestion_errors with this id explains the rejected records"
 			}
 			return ing, nil

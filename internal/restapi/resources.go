@@ -15,9 +15,7 @@ type Ingestion struct {
 }
 
 // Done tells whether the job has ended, for good or not.
-func (i Ingestion) Done() bool {
-	return i.Status == IngestionCompleted || i.Status == IngestionFailed
-}
+func (i Ingestion) Done() bool { return Terminal(i.Status) }
 
 // IngestionSummary counts a job's records.
 type IngestionSummary struct {

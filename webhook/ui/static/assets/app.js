@@ -3,8 +3,11 @@
 // textContent or a form control's value, never through innerHTML.
 
 const MEDIA = 'application/vnd.api+json';
-const SUFFIX = '.ocsf.json';
 const POLL_MS = 1000;
+// The API's rules, as the server holds them (GET /ui/config): which
+// statuses are terminal, how deep numbered pages go, the report's suffix.
+const rules = { terminal_statuses: [], max_page_offset: 0, report_suffix: '' };
+const terminal = (status) => rules.terminal_statuses.includes(status);
 
 const $ = (id) => document.getElementById(id);
 const me = { email: '', permissions: [] };
@@ -208,7 +211,7 @@ async function loadJobs() {
   pager('jobs-pager', listState.jobs, doc.meta.pagination ? doc.meta.pagination.pages : 1, loadJobs);
   // One refresh chain at a time, however many loads were started.
   clearTimeout(viewTimer);
-  if (doc.data.some((j) => j.attributes.status === 'pending' || j.attributes.status === 'processing')) {
+  if (doc.data.some((j) => !terminal(j.attributes.status))) {
     viewTimer = setTimeout(() => { if (!$('scans-view').hidden) loadJobs(); }, POLL_MS * 2);
   }
 }
@@ -275,7 +278,7 @@ async function showJob(id) {
   $('job-summary').replaceChildren(...rows.flatMap(([k, v]) => [el('dt', k), el('dd', v)]));
   await loadErrors(id);
   // Live progress while the job runs and the page is visible.
-  if (job.status === 'pending' || job.status === 'processing') {
+  if (!terminal(job.status)) {
     viewTimer = setTimeout(() => { if (!document.hidden && !$('job-view').hidden) showJob(id); }, POLL_MS);
   }
 }
@@ -310,7 +313,6 @@ async function loadErrors(id) {
 // by the cursor of the page before it, so Next keeps working at any depth and
 // Previous walks back over the cursors kept.
 const FINDINGS_PAGE_SIZE = 20;
-const MAX_PAGE_OFFSET = 10000;
 
 function resetFindingsPages() {
   listState.findings.page = 1;
@@ -321,7 +323,7 @@ async function loadFindings() {
   const form = $('findings-filters');
   const st = listState.findings;
   const q = new URLSearchParams({ 'page[size]': FINDINGS_PAGE_SIZE, sort: form.elements.sort.value });
-  const cursor = (st.page - 1) * FINDINGS_PAGE_SIZE > MAX_PAGE_OFFSET && st.cursors[st.page];
+  const cursor = (st.page - 1) * FINDINGS_PAGE_SIZE > rules.max_page_offset && st.cursors[st.page];
   if (cursor) q.set('page[cursor]', cursor);
   else q.set('page[number]', st.page);
   for (const name of ['severity', 'status_code', 'provider_type', 'check_id', 'region', 'scan', 'ingestion', 'search']) {
@@ -629,8 +631,8 @@ function chooseFile(files) {
   }
   const f = files[0];
   $('import-file-name').textContent = f.name;
-  if (!f.name.endsWith(SUFFIX)) {
-    setError('The file name must end in ' + SUFFIX + '. Nothing was uploaded.');
+  if (!f.name.endsWith(rules.report_suffix)) {
+    setError('The file name must end in ' + rules.report_suffix + '. Nothing was uploaded.');
     return;
   }
   if (f.size === 0) {
@@ -749,7 +751,7 @@ async function track() {
   const bar = $('import-progress');
   $('import-progress-row').hidden = false;
   bar.value = s.total ? Math.round((s.processed / s.total) * 100) : 0;
-  if (job.status === 'pending' || job.status === 'processing') {
+  if (!terminal(job.status)) {
     setState('Job ' + imp.jobId + ' is ' + job.status + ': ' + s.processed + ' of ' + s.total + ' records processed.');
     imp.timer = setTimeout(track, POLL_MS);
     return;
@@ -800,6 +802,12 @@ function finished(message) {
 
 $('signout').hidden = true;
 (async () => {
+  try {
+    Object.assign(rules, await api('/ui/config'));
+  } catch (e) {
+    signedOut('Could not load the server\'s rules: ' + e.message);
+    return;
+  }
   if (await loadMe()) route();
   else if (!me.email) signedOut('');
 })();
