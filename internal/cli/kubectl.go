@@ -169,6 +169,8 @@ type statusError struct {
 	code    int
 	reason  metav1.StatusReason
 	message string
+	// kind is the resource a NotFound names (details.kind), if it names one.
+	kind string
 }
 
 func (e *statusError) Error() string {
@@ -207,6 +209,9 @@ func (c *kube) do(ctx context.Context, method, path string, query url.Values, ac
 		var st metav1.Status
 		if json.Unmarshal(data, &st) == nil && st.Kind == "Status" {
 			se.reason, se.message = st.Reason, st.Message
+			if st.Details != nil {
+				se.kind = st.Details.Kind
+			}
 		} else {
 			se.message = strings.TrimSpace(string(data))
 		}
@@ -461,20 +466,19 @@ func (k *kubectlPlugin) errorsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			// A list for an Ingestion that does not exist is empty, which
-			// would hide a mistyped name: look the Ingestion up first, as
-			// far as the caller may (get on ingestions is not required).
-			path := postureGroupPath + "/namespaces/" + url.PathEscape(c.namespace) + "/ingestions/" + url.PathEscape(ids[0])
-			var se *statusError
-			if _, err := c.do(cmd.Context(), http.MethodGet, path, nil, "application/json", nil, 0); errors.As(err, &se) && se.code == http.StatusNotFound {
-				return exit(ExitError, "ingestion %s not found in namespace %s; kubectl posture get ingestions -n %s lists them", ids[0], c.namespace, c.namespace)
-			}
 			sel := ingestionErrorsField + "=" + ids[0]
 			if l.fieldSelector != "" {
 				sel += "," + l.fieldSelector
 			}
 			l.fieldSelector = sel
-			return k.list(cmd.Context(), c, dataGroupPath+"/namespaces/"+url.PathEscape(c.namespace)+"/ingestionerrors", l)
+			err = k.list(cmd.Context(), c, dataGroupPath+"/namespaces/"+url.PathEscape(c.namespace)+"/ingestionerrors", l)
+			// The server answers the errors of an Ingestion that does not
+			// exist with a 404 naming it, as the REST API does.
+			var se *statusError
+			if errors.As(err, &se) && se.code == http.StatusNotFound && se.kind == "ingestions" {
+				return exit(ExitError, "ingestion %s not found in namespace %s; kubectl posture get ingestions -n %s lists them", ids[0], c.namespace, c.namespace)
+			}
+			return err
 		},
 	}
 	l.register(cmd, false)

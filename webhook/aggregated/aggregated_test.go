@@ -332,6 +332,12 @@ func TestThroughKubeAggregator(t *testing.T) {
 		if !strings.Contains(table, "RECORD") || !strings.Contains(table, "CODE") {
 			t.Errorf("kubectl get %s:\n%s", errs[0], table)
 		}
+		// The errors of an ingestion the namespace does not hold are a 404,
+		// as GET /api/v1/ingestions/{id}/errors answers, never an empty list.
+		if r := k.run(nil, "get", "ingestionerrors", "-n", ns, "--field-selector", "ingestion="+ing.Name+"x"); r.err == nil ||
+			!strings.Contains(r.stderr, `ingestions.posture.dev "`+ing.Name+`x" not found`) {
+			t.Errorf("ingestion errors of an unknown ingestion: %v\n%s%s", r.err, r.stdout, r.stderr)
+		}
 
 		// A declared Ingestion's name may hold dots; the names of its
 		// errors (<ingestion>.<row>) still resolve.

@@ -39,6 +39,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	datav1 "github.com/posture-dev/posture/api/data/v1alpha1"
+	"github.com/posture-dev/posture/internal/ingestions"
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/uploads"
 )
@@ -101,19 +102,21 @@ type Options struct {
 
 // Server is the aggregated API server; a manager.Runnable.
 type Server struct {
-	opts     Options
-	generic  *genericapiserver.GenericAPIServer
-	caBundle []byte
-	tmpDir   string
-	uploads  *uploads.Service
-	tenants  tenants
+	opts       Options
+	generic    *genericapiserver.GenericAPIServer
+	caBundle   []byte
+	tmpDir     string
+	uploads    *uploads.Service
+	ingestions *ingestions.Reader
+	tenants    tenants
 }
 
 // New builds the server; it listens once Start runs.
 func New(o Options) (*Server, error) {
 	s := &Server{opts: o,
-		uploads: &uploads.Service{Client: o.Client, Store: o.Store, Log: o.Log.WithName("uploads"), MaxBytes: o.MaxUploadBytes},
-		tenants: tenants{reader: o.Client},
+		uploads:    &uploads.Service{Client: o.Client, Store: o.Store, Log: o.Log.WithName("uploads"), MaxBytes: o.MaxUploadBytes},
+		ingestions: &ingestions.Reader{Client: o.Client, Store: o.Store},
+		tenants:    tenants{reader: o.Client},
 	}
 	secure := genericoptions.NewSecureServingOptions().WithLoopback()
 	ln := o.Listener
