@@ -8,9 +8,7 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -296,17 +294,19 @@ func discoverAccounts(ctx context.Context, st store.Store, tenant, blobID string
 	return accounts, nil
 }
 
-// billingFailure ends an ingestion before it starts.
-type billingFailure struct {
-	code, message string
-}
-
-// resolveProviders is the ingestion's billing step, run before the executor
-// starts: it finds the tenant, refuses an inactive subscription, resolves the
-// report's accounts to Providers and records the result in the status (the
-// caller writes it). It returns the accounts the worker may bill, nil when
-// every account fits.
-func (r *IngestionReconciler) resolveProviders(ctx context.Context, ing *posturev1.Ingestion, job ingest.Job) (map[string]bool, *billingFailure, error) {
+// admitProviders is the step that bills a pending ingestion before its
+// first attempt: it finds the tenant, refuses an inactive subscription,
+// resolves the report's accounts to Providers and records the result in the
+// status, which every attempt then bills by (AllowedAccountsOf).
+func (r *IngestionReconciler) admitProviders(ctx context.Context, ing *posturev1.Ingestion, f *ingestionFacts) (next, error) {
+	if r.Billing == nil || (ing.Status.Phase != "" && ing.Status.Phase != posturev1.IngestionPending) {
+		return goOn, nil
+	}
+	a := r.attempt(ing, int(ing.Status.Attempt)+1)
+	if a.BlobID == "" {
+		// Nothing to bill: the attempt fails for want of a report.
+		return goOn, nil
+	}
 	tenant, err := tenancy.Resolve(ctx, r.Client, ing.Namespace)
 	var (
 		te  *tenancy.Error
@@ -315,25 +315,25 @@ func (r *IngestionReconciler) resolveProviders(ctx context.Context, ing *posture
 	)
 	switch {
 	case errors.As(err, &te):
-		return nil, &billingFailure{CodeTenantNotFound, te.Reason}, nil
+		return r.fail(ctx, ing, f, CodeTenantNotFound, te.Reason, store.Progress{})
 	case errors.As(err, &nt):
-		return nil, &billingFailure{CodeTenantNotFound, fmt.Sprintf("no Tenant uses namespace %s, so the report cannot be billed", ing.Namespace)}, nil
+		return r.fail(ctx, ing, f, CodeTenantNotFound, fmt.Sprintf("no Tenant uses namespace %s, so the report cannot be billed", ing.Namespace), store.Progress{})
 	case errors.As(err, &sub):
-		return nil, &billingFailure{CodeSubscription, sub.Error()}, nil
+		return r.fail(ctx, ing, f, CodeSubscription, sub.Error(), store.Progress{})
 	case err != nil:
-		return nil, nil, err
+		return goOn, err
 	}
-	accounts, err := discoverAccounts(ctx, r.Store, job.Tenant, job.BlobID)
+	accounts, err := discoverAccounts(ctx, r.Store, a.Tenant, a.BlobID)
 	if err != nil {
-		return nil, nil, err
+		return goOn, fmt.Errorf("resolve providers: %w", err)
 	}
 	res, err := r.Billing.Resolve(ctx, tenant, accounts, ing.Name)
 	if err != nil {
-		return nil, nil, err
+		return goOn, fmt.Errorf("resolve providers: %w", err)
 	}
 	ing.Status.Providers = make([]string, 0, len(res.Allowed))
-	for _, a := range res.Allowed {
-		ing.Status.Providers = append(ing.Status.Providers, a.Key())
+	for _, acct := range res.Allowed {
+		ing.Status.Providers = append(ing.Status.Providers, acct.Key())
 	}
 	slices.Sort(ing.Status.Providers)
 	ing.Status.Providers = slices.Compact(ing.Status.Providers)
@@ -343,26 +343,17 @@ func (r *IngestionReconciler) resolveProviders(ctx context.Context, ing *posture
 	}
 	summary := fmt.Sprintf("accounts in the report: %d; providers reused: %d, created: %d; %s", len(accounts), len(res.Reused), len(res.Created), usage)
 	if len(res.Denied) == 0 {
-		meta.SetStatusCondition(&ing.Status.Conditions, metav1.Condition{Type: ConditionProvidersResolved, Status: metav1.ConditionTrue,
-			Reason: ReasonProvidersResolved, Message: summary, ObservedGeneration: ing.Generation})
-		emit(r.Recorder, ing, corev1.EventTypeNormal, ReasonProvidersResolved, "Bill", "%s", summary)
-		return nil, nil, nil
+		f.Billing = &billingOutcome{Message: summary}
+		return goOn, nil
 	}
 	denied := make([]string, 0, len(res.Denied))
-	for _, a := range res.Denied {
-		denied = append(denied, a.Key())
+	for _, acct := range res.Denied {
+		denied = append(denied, acct.Key())
 	}
 	ing.Status.DeniedProviders = slices.Compact(slices.Sorted(slices.Values(denied)))
-	msg := fmt.Sprintf("%s; over the plan limit of %d providers, so their records are invalid (%s): %s",
-		summary, res.Limit, ingest.CodeProviderLimit, strings.Join(firstN(denied, 20), ", "))
-	meta.SetStatusCondition(&ing.Status.Conditions, metav1.Condition{Type: ConditionProvidersResolved, Status: metav1.ConditionFalse,
-		Reason: ReasonProviderLimit, Message: msg, ObservedGeneration: ing.Generation})
-	emit(r.Recorder, ing, corev1.EventTypeWarning, ReasonProviderLimit, "Bill", "%s", msg)
-	allowed := make(map[string]bool, len(res.Allowed))
-	for _, a := range res.Allowed {
-		allowed[a.Key()] = true
-	}
-	return allowed, nil, nil
+	f.Billing = &billingOutcome{Denied: true, Message: fmt.Sprintf("%s; over the plan limit of %d providers, so their records are invalid (%s): %s",
+		summary, res.Limit, ingest.CodeProviderLimit, strings.Join(firstN(denied, 20), ", "))}
+	return goOn, nil
 }
 
 // AllowedAccountsOf rebuilds the billing decision recorded in an Ingestion's
