@@ -11,8 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
@@ -54,13 +52,14 @@ type Resolution struct {
 
 // Billing admits Providers to a tenant's plan, whoever wrote them: the
 // ingestions' imported Providers and the Providers people or GitOps apply.
-// The admitted set lives in the Tenant's status (status.admittedProviders)
-// and every change to it is an update with the resourceVersion just read, so
-// the API server serialises admissions across goroutines, controllers and
-// manager replicas alike: of two writers admitting at once, one gets a
-// conflict and decides again on the other's result.
+// The admitted set lives in the Tenant's status (status.admittedProviders);
+// every change to it is a transaction of the Tenant's one status writer
+// (TenantStatus), which the API server serialises across goroutines,
+// controllers and manager replicas alike: of two writers admitting at once,
+// one gets a conflict and decides again on the other's result.
 type Billing struct {
-	// Client writes Tenant status and creates Providers.
+	// Client writes Tenant status (through TenantStatus) and creates
+	// Providers.
 	Client client.Client
 	// APIReader reads Tenants and Providers straight from the API server: a
 	// decision on a cached Tenant would only meet a conflict and retry.
@@ -72,10 +71,6 @@ type Billing struct {
 // +kubebuilder:rbac:groups=posture.dev,resources=tenants,verbs=get;list;watch
 // +kubebuilder:rbac:groups=posture.dev,resources=tenants/status,verbs=get;update;patch
 
-// admitBackoff spreads the retries of writers that keep losing the race for
-// the same Tenant; many ingestions starting at once all admit through it.
-var admitBackoff = wait.Backoff{Steps: 30, Duration: 20 * time.Millisecond, Factor: 1.3, Jitter: 1, Cap: 2 * time.Second}
-
 func (b *Billing) now() time.Time {
 	if b.Now != nil {
 		return b.Now()
@@ -83,47 +78,42 @@ func (b *Billing) now() time.Time {
 	return time.Now()
 }
 
-// admit reads tenant name and its Providers afresh, lets decide change the
-// ledger, and writes the ledger back guarded by the Tenant's resourceVersion,
-// deciding again after a conflict. decide must be repeatable: it runs once
-// per try.
+// ledger opens tenant t's admitted providers, read from its status, with the
+// admissions of Providers that are gone or never came pruned; ps are the
+// tenant's Providers, read afresh.
+func (b *Billing) ledger(ctx context.Context, t *posturev1.Tenant) (*billing.Ledger, []posturev1.Provider, error) {
+	var list posturev1.ProviderList
+	if err := b.APIReader.List(ctx, &list, client.InNamespace(t.NamespaceName())); err != nil {
+		return nil, nil, fmt.Errorf("list the Providers of tenant %s: %w", t.Name, err)
+	}
+	l := billing.NewLedger(t)
+	l.Prune(billing.Observe(list.Items), b.now())
+	return l, list.Items, nil
+}
+
+// admit is an admission: a transaction of the Tenant's status writer that
+// lets decide change the ledger and records the result in the status.
+// decide must be repeatable: it runs again after a conflict.
 func (b *Billing) admit(ctx context.Context, name string, decide func(t *posturev1.Tenant, l *billing.Ledger, ps []posturev1.Provider) error) (*posturev1.Tenant, *billing.Ledger, error) {
-	var t posturev1.Tenant
 	var l *billing.Ledger
-	try := func() error {
-		if err := b.APIReader.Get(ctx, types.NamespacedName{Name: name}, &t); err != nil {
-			return fmt.Errorf("read Tenant %s: %w", name, err)
-		}
-		var list posturev1.ProviderList
-		if err := b.APIReader.List(ctx, &list, client.InNamespace(t.NamespaceName())); err != nil {
-			return fmt.Errorf("list the Providers of tenant %s: %w", name, err)
-		}
-		l = billing.NewLedger(&t)
-		l.Prune(billing.Observe(list.Items), b.now())
-		if err := decide(&t, l, list.Items); err != nil {
+	t, err := TenantStatus{Client: b.Client, Reader: b.APIReader}.Commit(ctx, name, func(t *posturev1.Tenant) error {
+		var ps []posturev1.Provider
+		var err error
+		if l, ps, err = b.ledger(ctx, t); err != nil {
 			return err
 		}
-		if !l.Changed() {
-			return nil
+		if err := decide(t, l, ps); err != nil {
+			return err
 		}
-		l.Apply(&t)
-		return b.Client.Status().Update(ctx, &t)
-	}
-	// last is what the last try returned: RetryOnConflict reports a try that
-	// failed on a cancelled context as an interrupted wait, which it answers
-	// with the last conflict seen, nil when there was none.
-	var last error
-	err := retry.RetryOnConflict(admitBackoff, func() error {
-		last = try()
-		return last
+		if l.Changed() {
+			l.Apply(t)
+		}
+		return nil
 	})
-	if err == nil {
-		err = last
-	}
 	if err != nil {
 		return nil, nil, err
 	}
-	return &t, l, nil
+	return t, l, nil
 }
 
 // Resolve gives each account, in order, an admitted Provider of tenant t or
@@ -211,15 +201,18 @@ func (b *Billing) AdmitProvider(ctx context.Context, tenant string, p *posturev1
 	return admitted, l.Count(), l.Limit(), nil
 }
 
-// Prune drops the admissions of Providers that are gone or being deleted,
-// which gives their places back to the plan, and returns the Tenant as
-// written (or read, when nothing changed).
-func (b *Billing) Prune(ctx context.Context, tenant string) (*posturev1.Tenant, error) {
-	t, _, err := b.admit(ctx, tenant, func(*posturev1.Tenant, *billing.Ledger, []posturev1.Provider) error { return nil })
+// prune is the Tenant reconciler's part of billing, run inside its own
+// status transaction: admissions of Providers that are gone or being
+// deleted give their places back to the plan.
+func (b *Billing) prune(ctx context.Context, t *posturev1.Tenant) error {
+	l, _, err := b.ledger(ctx, t)
 	if err != nil {
-		return nil, fmt.Errorf("prune the admitted providers of tenant %s: %w", tenant, err)
+		return fmt.Errorf("prune the admitted providers of tenant %s: %w", t.Name, err)
 	}
-	return t, nil
+	if l.Changed() {
+		l.Apply(t)
+	}
+	return nil
 }
 
 // create makes the imported Provider name of an admitted account. created

@@ -388,7 +388,8 @@ func TestAdmitOnACancelledContext(t *testing.T) {
 	if err == nil || !errors.Is(err, context.Canceled) || admitted {
 		t.Errorf("AdmitProvider on a cancelled context = admitted %v, %v; want context.Canceled", admitted, err)
 	}
-	if _, err := b.Prune(ctx, "x"); !errors.Is(err, context.Canceled) {
-		t.Errorf("Prune on a cancelled context: %v; want context.Canceled", err)
+	w := controllers.TenantStatus{Client: k8s, Reader: k8s}
+	if _, err := w.Commit(ctx, "x", func(*posturev1.Tenant) error { return nil }); !errors.Is(err, context.Canceled) {
+		t.Errorf("a status transaction on a cancelled context: %v; want context.Canceled", err)
 	}
 }

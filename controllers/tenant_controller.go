@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -97,45 +98,56 @@ func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 	}
-	// Admissions of deleted Providers give their places back. Billing writes
-	// the admitted list itself, guarded by the resourceVersion; the rest of
-	// this reconcile works on the Tenant as that write left it.
-	fresh, err := r.billing().Prune(ctx, t.Name)
-	if err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	t = *fresh
-	orig := t.DeepCopy()
 	f := tenantFacts{Namespace: t.NamespaceName()}
 	if err := r.ensureNamespace(ctx, &t, &f); err != nil {
 		return ctrl.Result{}, err
 	}
+	var requeue time.Duration
 	if f.NamespaceOwner != "" || f.NamespaceTerminating {
-		deriveTenantStatus(&t, f)
-		return finishStatus(ctx, r.Client, &t, orig, r.recheck())
-	}
-	if err := r.ensureTenantAccess(ctx, &t, f.Namespace); err != nil {
-		return ctrl.Result{}, err
-	}
-	f.Providers = tenancy.UsageOf(&t).Billed
-	requeue, err := r.pruneHistory(ctx, &t, f.Namespace)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := r.checkUsers(ctx, &t, &f); err != nil {
-		return ctrl.Result{}, err
-	}
-	deriveTenantStatus(&t, f)
-	switch {
-	case len(f.UnknownRoles)+len(f.MissingSecrets) > 0:
-		// Password Secrets are not watched: look again for the one awaited.
 		requeue = r.recheck()
-	case hasPasswordSecrets(&t) && (requeue == 0 || requeue > r.secretRecheck()):
-		// Nor is their deletion: look again now and then, so that a Tenant
-		// whose users can no longer sign in does not stay Ready.
-		requeue = r.secretRecheck()
+	} else {
+		if err := r.ensureTenantAccess(ctx, &t, f.Namespace); err != nil {
+			return ctrl.Result{}, err
+		}
+		var err error
+		if requeue, err = r.pruneHistory(ctx, &t, f.Namespace); err != nil {
+			return ctrl.Result{}, err
+		}
+		if err := r.checkUsers(ctx, &t, &f); err != nil {
+			return ctrl.Result{}, err
+		}
+		switch {
+		case len(f.UnknownRoles)+len(f.MissingSecrets) > 0:
+			// Password Secrets are not watched: look again for the one awaited.
+			requeue = r.recheck()
+		case hasPasswordSecrets(&t) && (requeue == 0 || requeue > r.secretRecheck()):
+			// Nor is their deletion: look again now and then, so that a Tenant
+			// whose users can no longer sign in does not stay Ready.
+			requeue = r.secretRecheck()
+		}
 	}
-	return finishStatus(ctx, r.Client, &t, orig, requeue)
+	// The one status write: the summary of what this reconcile found, and
+	// the admissions of deleted Providers pruned, which gives their places
+	// back, in one transaction of the Tenant's status writer.
+	b := r.billing()
+	_, err := TenantStatus{Client: r.Client, Reader: b.APIReader}.Commit(ctx, t.Name, func(fresh *posturev1.Tenant) error {
+		if fresh.Generation != t.Generation {
+			return errTenantChanged
+		}
+		if err := b.prune(ctx, fresh); err != nil {
+			return err
+		}
+		f.Providers = tenancy.UsageOf(fresh).Billed
+		deriveTenantStatus(fresh, f)
+		return nil
+	})
+	switch {
+	case errors.Is(err, errTenantChanged):
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	case err != nil:
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
 // hasPasswordSecrets says whether a user of t signs in with a password Secret.
