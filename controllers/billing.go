@@ -26,7 +26,7 @@ import (
 // decision a retry repeats is status.providers and status.deniedProviders.
 const ConditionProvidersResolved = "ProvidersResolved"
 
-// Reasons and job-level error codes of billing.
+// Reasons and ingestion-level error codes of billing.
 const (
 	ReasonProvidersResolved = "Resolved"
 	ReasonProviderLimit     = "ProviderLimitExceeded"

@@ -183,7 +183,7 @@ func TestHealthOfEveryKind(t *testing.T) {
 	}
 	// What the completed one's pod would do: run the worker, then succeed.
 	w := &ingest.Worker{Store: st, Log: ctrl.Log}
-	if err := w.Run(ctx, ingest.Job{Tenant: ingTenant.Name, IngestionID: completed.Name, BlobID: completed.Spec.Source.Upload.BlobID,
+	if err := w.Run(ctx, ingest.Attempt{Tenant: ingTenant.Name, IngestionID: completed.Name, BlobID: completed.Spec.Source.Upload.BlobID,
 		Attempt: 1, Total: int(completed.Spec.RecordCount)}); err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,8 @@ import (
 )
 
 // attempt is the work the executor hands a worker for one attempt of ing.
-func (r *IngestionReconciler) attempt(ing *posturev1.Ingestion, n int) ingest.Job {
-	j := ingest.Job{
+func (r *IngestionReconciler) attempt(ing *posturev1.Ingestion, n int) ingest.Attempt {
+	j := ingest.Attempt{
 		Tenant:      tenancy.Of(ing),
 		Namespace:   ing.Namespace,
 		IngestionID: ing.Name,
@@ -73,9 +73,9 @@ func (r *IngestionReconciler) runAttempt(ctx context.Context, ing *posturev1.Ing
 		return goOn, nil
 	}
 	switch obs.State {
-	case RunFailed:
+	case AttemptFailed:
 		return r.fail(ctx, ing, f, CodeWorkerFailed, obs.Reason, run.Progress)
-	case RunGone, RunExited:
+	case AttemptGone, AttemptExited:
 		if n >= r.maxAttempts() {
 			return r.fail(ctx, ing, f, CodeWorkerFailed, fmt.Sprintf("the worker stopped without a result %d times; last: %s", n, obs.Reason), run.Progress)
 		}
@@ -130,7 +130,7 @@ func (r *IngestionReconciler) fail(ctx context.Context, ing *posturev1.Ingestion
 	}
 	batch := store.Batch{Errors: []store.IngestionError{{Code: code, Detail: message}}}
 	if err := r.Store.WriteBatch(ctx, a.Tenant, a.IngestionID, a.Attempt, batch); err != nil && !errors.Is(err, store.ErrStaleAttempt) {
-		return goOn, fmt.Errorf("record job-level error: %w", err)
+		return goOn, fmt.Errorf("record ingestion-level error: %w", err)
 	}
 	o := store.Outcome{Status: store.RunFailed, Progress: progress, Message: message}
 	if err := r.Store.FinishRun(ctx, a.Tenant, a.IngestionID, a.Attempt, o); err != nil && !errors.Is(err, store.ErrStaleAttempt) {

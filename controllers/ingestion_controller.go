@@ -40,7 +40,7 @@ const (
 	ReasonFailed     = "Failed"
 )
 
-// CodeWorkerFailed is the job-level error code when the executor gives up.
+// CodeWorkerFailed is the ingestion-level error code when the executor gives up.
 const CodeWorkerFailed = "worker_failed"
 
 // FinalizerIngestion holds a deleted Ingestion until what it owns outside

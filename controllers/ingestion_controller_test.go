@@ -104,7 +104,7 @@ func TestInProcessFailsWithoutRecords(t *testing.T) {
 	}
 	errs, n, err := st.ListIngestionErrors(context.Background(), "b", ing.Name, store.Page{Number: 1, Size: 10})
 	if err != nil || n != 1 || errs[0].RecordIndex != nil || errs[0].Code != ingest.CodeNoRecords {
-		t.Errorf("errors = %+v (n %d, err %v), want one job-level %s", errs, n, err, ingest.CodeNoRecords)
+		t.Errorf("errors = %+v (n %d, err %v), want one ingestion-level %s", errs, n, err, ingest.CodeNoRecords)
 	}
 	if reasons := eventReasons(t, ing, 3); strings.Join(reasons, ",") != "Pending,Processing,Failed" {
 		t.Errorf("events = %v, want Pending, Processing, Failed", reasons)
@@ -179,7 +179,7 @@ func TestManagerRestartWhileProcessing(t *testing.T) {
 	runInProcess(t, st) // a new manager with a new pool
 	got := waitPhase(t, ing, posturev1.IngestionCompleted)
 	if got.Status.Attempt != 2 {
-		t.Errorf("attempt = %d, want 2 (one lost run, one new)", got.Status.Attempt)
+		t.Errorf("attempt = %d, want 2 (one lost attempt, one new)", got.Status.Attempt)
 	}
 	if got.Status.Summary != (posturev1.IngestionSummary{Total: 1500, Processed: 1500}) {
 		t.Errorf("summary = %+v", got.Status.Summary)
@@ -285,7 +285,7 @@ func TestJobExecutorCompletes(t *testing.T) {
 
 	// What the pod would do: the real worker, against the same store.
 	w := &ingest.Worker{Store: st, Log: ctrl.Log}
-	if err := w.Run(context.Background(), ingest.Job{Tenant: "e", IngestionID: ing.Name, BlobID: ing.Spec.Source.Upload.BlobID, Attempt: 1, Total: 3}); err != nil {
+	if err := w.Run(context.Background(), ingest.Attempt{Tenant: "e", IngestionID: ing.Name, BlobID: ing.Spec.Source.Upload.BlobID, Attempt: 1, Total: 3}); err != nil {
 		t.Fatal(err)
 	}
 	finishJob(t, job, true)
@@ -352,7 +352,7 @@ func TestJobExecutorFails(t *testing.T) {
 	}
 	// A worker that turns up late cannot overwrite the recorded failure.
 	w := &ingest.Worker{Store: st, Log: ctrl.Log}
-	err = w.Run(context.Background(), ingest.Job{Tenant: "f", IngestionID: ing.Name, BlobID: ing.Spec.Source.Upload.BlobID, Attempt: 1, Total: 3})
+	err = w.Run(context.Background(), ingest.Attempt{Tenant: "f", IngestionID: ing.Name, BlobID: ing.Spec.Source.Upload.BlobID, Attempt: 1, Total: 3})
 	if err == nil {
 		run, _ := st.GetRun(context.Background(), "f", ing.Name)
 		if run.Status != store.RunFailed {

@@ -17,7 +17,7 @@ import (
 // Event reason of a report fetched for a declared source.
 const ReasonFetched = "Fetched"
 
-// CodeReportChanged is the job-level error of a declared source whose
+// CodeReportChanged is the ingestion-level error of a declared source whose
 // content differs from the digest recorded at its first fetch.
 const CodeReportChanged = "report_changed"
 

@@ -301,7 +301,7 @@ func TestDeclaredSourceFailures(t *testing.T) {
 			}
 			errs, _, err := st.ListIngestionErrors(context.Background(), ns, ing.Name, store.Page{Number: 1, Size: 10})
 			if err != nil || len(errs) != 1 || errs[0].Code != tc.wantCode || errs[0].RecordIndex != nil {
-				t.Errorf("error rows = %+v (err %v), want one job-level %s", errs, err, tc.wantCode)
+				t.Errorf("error rows = %+v (err %v), want one ingestion-level %s", errs, err, tc.wantCode)
 			}
 			if got.Status.Report != nil {
 				t.Errorf("status.report = %+v, want none: nothing was stored", got.Status.Report)

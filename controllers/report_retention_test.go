@@ -87,7 +87,7 @@ func TestReportDeletedOnceIngestionEnds(t *testing.T) {
 				job := waitJob(t, jobNS, ing)
 				if tc.succeed {
 					w := &ingest.Worker{Store: st, Log: ctrl.Log}
-					if err := w.Run(context.Background(), ingest.Job{Tenant: tenant, IngestionID: ing.Name, BlobID: ing.Spec.Source.Upload.BlobID, Attempt: 1, Total: 3}); err != nil {
+					if err := w.Run(context.Background(), ingest.Attempt{Tenant: tenant, IngestionID: ing.Name, BlobID: ing.Spec.Source.Upload.BlobID, Attempt: 1, Total: 3}); err != nil {
 						t.Fatal(err)
 					}
 				}

@@ -389,7 +389,7 @@ func (rb *readBench) ingest(ctx context.Context, tn string, n int) (time.Duratio
 	}
 	w := &ingest.Worker{Store: rb.st, Log: logr.Discard()}
 	start := time.Now()
-	err = w.Run(ctx, ingest.Job{Tenant: tn, Namespace: rb.ns, IngestionID: id, BlobID: blob.ID, Attempt: 1, Total: n,
+	err = w.Run(ctx, ingest.Attempt{Tenant: tn, Namespace: rb.ns, IngestionID: id, BlobID: blob.ID, Attempt: 1, Total: n,
 		ReportSHA256: blob.SHA256})
 	d := time.Since(start)
 	if err != nil {

@@ -171,7 +171,7 @@ func (r *Reader) Get(ctx context.Context, ns, name string) (*posturev1.Ingestion
 }
 
 // Errors is one page of the error rows of ingestion name of namespace ns,
-// stored under tenant, and their number: job-level rows first, then by
+// stored under tenant, and their number: ingestion-level rows first, then by
 // record. An ingestion the namespace does not hold is ErrNotFound, never an
 // empty list, which would hide a mistyped name.
 func (r *Reader) Errors(ctx context.Context, tenant, ns, name string, page store.Page) ([]store.IngestionError, int, error) {

@@ -304,7 +304,7 @@ func (s *Server) registerPlatformTools() {
 		Title: "List why records were rejected",
 		Description: "Lists the error records of one ingestion job: for each rejected record its index, finding uid, error code " +
 			"(missing_field, invalid_type, invalid_value, unsupported_class, missing_account, duplicate_uid, provider_limit_exceeded, scan_account_conflict, …), " +
-			"detail, JSON pointer and offending value; job-level errors (record_index null) come first.",
+			"detail, JSON pointer and offending value; ingestion-level errors (record_index null) come first.",
 		InputSchema: inputSchema[listIngestionErrorsIn](pageProps),
 	}, true, func(ctx context.Context, c *caller, in listIngestionErrorsIn) (any, error) {
 		id, err := pathID("ingestion", in.ID)

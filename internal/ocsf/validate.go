@@ -601,7 +601,7 @@ func (v *Validator) parse(rec Record, f *fields, root *jval) (err error) {
 }
 
 // syntax checks that raw is exactly one valid JSON value, with the same
-// strictness as the scanner (UTF-8, paired surrogates).
+// strictness as the tokenizer (UTF-8, paired surrogates).
 func (v *Validator) syntax(raw []byte) error {
 	d := v.dec
 	// A bytes.Buffer lets the decoder parse in place instead of copying.

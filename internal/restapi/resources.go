@@ -25,7 +25,7 @@ type IngestionSummary struct {
 }
 
 // IngestionError is why a record, or a whole job, was rejected
-// ("ingestion-errors"). RecordIndex is nil for a job-level error.
+// ("ingestion-errors"). RecordIndex is nil for an ingestion-level error.
 type IngestionError struct {
 	RecordIndex *int64 `json:"record_index"`
 	FindingUID  string `json:"finding_uid"`

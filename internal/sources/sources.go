@@ -29,7 +29,7 @@ import (
 	"github.com/posture-dev/posture/internal/uploads"
 )
 
-// CodeTooLarge is the job-level error of a declared source past its limit.
+// CodeTooLarge is the ingestion-level error of a declared source past its limit.
 const CodeTooLarge = "file_too_large"
 
 // Options bound how the manager reads an Ingestion's configMapRef,
@@ -81,7 +81,7 @@ func (o Options) MaxWait() time.Duration {
 // Error is why a declared report could not be stored. Transient ones are
 // worth retrying until Options.Wait has passed; the others fail the
 // ingestion at once, since only a new Ingestion can fix them. Code is the
-// job-level error code the failure is recorded under.
+// ingestion-level error code the failure is recorded under.
 type Error struct {
 	Code      string
 	Message   string

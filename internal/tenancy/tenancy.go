@@ -175,7 +175,7 @@ func ForeignClaim(ctx context.Context, r client.Reader, ing *posturev1.Ingestion
 func Subscribed(t *posturev1.Tenant) bool { return t.Spec.Subscription.Active }
 
 // SubscriptionRequired is the one answer to a tenant without an active
-// subscription: 402 at the REST and the aggregated API, and the job-level
+// subscription: 402 at the REST and the aggregated API, and the ingestion-level
 // error subscription_required of an Ingestion that reaches the controller.
 type SubscriptionRequired struct{ Tenant string }
 
