@@ -381,7 +381,7 @@ func TestWebUI(t *testing.T) {
 	t.Run("viewer does not see Import Findings", func(t *testing.T) {
 		p := b.page(t)
 		p.signIn(viewer, te.pw[viewer])
-		p.waitText("#jobs-message", "Manage Ingestions")
+		p.waitText("#ingestions-message", "Manage Ingestions")
 		if p.visible("#import-open") {
 			t.Error("the viewer role (no manage_ingestions) sees Import Findings")
 		}
@@ -433,7 +433,7 @@ func TestWebUI(t *testing.T) {
 			t.Errorf("%d uploads, want 1", n)
 		}
 		p.click("import-close")
-		p.waitText("#jobs-table tbody", "completed")
+		p.waitText("#ingestions-table tbody", "completed")
 		p.waitText("#scans-table tbody", "Imported")
 		p.screenshot("scans")
 	})
@@ -538,11 +538,11 @@ func TestWebUI(t *testing.T) {
 		if got := p.text("#count-invalid"); got != "5" {
 			t.Errorf("invalid = %q, want 5 (the example's 4 and the markup severity)", got)
 		}
-		p.do(chromedp.Click(chromedp.CSS("#import-errors-link a")), chromedp.WaitVisible(chromedp.ID("job-view")))
+		p.do(chromedp.Click(chromedp.CSS("#import-errors-link a")), chromedp.WaitVisible(chromedp.ID("ingestion-view")))
 		for _, want := range []string{"unsupported_class", "missing_field", "invalid_type", "missing_account", "/severity_id", hostileValue} {
-			p.waitText("#job-errors tbody", want)
+			p.waitText("#ingestion-errors tbody", want)
 		}
-		p.screenshot("job")
+		p.screenshot("ingestion")
 		if v := p.eval(`document.querySelectorAll('main img, dialog img').length === 0 && window.pwned === undefined`); v != true {
 			t.Error("markup from a file name or a record became an element or ran")
 		}
@@ -670,11 +670,11 @@ func TestWebUI(t *testing.T) {
 			name, hash, ready string
 			dialog            bool
 		}{
-			{"scans", "#/scans", `#jobs-table tbody tr`, false},
-			{"dialog", "#/scans", `#jobs-table tbody tr`, true},
+			{"scans", "#/scans", `#ingestions-table tbody tr`, false},
+			{"dialog", "#/scans", `#ingestions-table tbody tr`, true},
 			{"findings", "#/findings", `#by-provider .bar-row`, false},
 			{"providers", "#/providers", `#providers-table tbody tr`, false},
-			{"job", "#/ingestions/" + jobID, `#job-errors tbody tr`, false},
+			{"ingestion", "#/ingestions/" + jobID, `#ingestion-errors tbody tr`, false},
 			{"finding", "#/findings/" + findingID, `#finding-summary dd`, false},
 		}
 		for _, size := range []struct{ w, h int64 }{{390, 844}, {1280, 800}} {
@@ -935,13 +935,13 @@ func TestWebUI(t *testing.T) {
 		p.click("import-start")
 		p.waitText("#import-state", "Import completed: 7 records, 7 processed, 4 invalid")
 		p.do(chromedp.Click(chromedp.CSS(`#import-errors-link a`)))
-		p.waitJS("the job's rejected records", `document.querySelectorAll('#job-errors tbody tr').length > 0`)
+		p.waitJS("the job's rejected records", `document.querySelectorAll('#ingestion-errors tbody tr').length > 0`)
 		p.eval(`location.hash = '#/ingestions/00000000-0000-0000-0000-000000000000'`)
-		p.waitText("#job-summary", "Could not read the job")
-		if n, _ := p.eval(`document.querySelectorAll('#job-errors tbody tr').length`).(float64); n != 0 {
+		p.waitText("#ingestion-summary", "Could not read the ingestion")
+		if n, _ := p.eval(`document.querySelectorAll('#ingestion-errors tbody tr').length`).(float64); n != 0 {
 			t.Errorf("a job that cannot be read lists %v rejected records of the job shown before", n)
 		}
-		if got := p.text("#job-errors-message"); got != "" {
+		if got := p.text("#ingestion-errors-message"); got != "" {
 			t.Errorf("a job that cannot be read says %q about its rejected records", got)
 		}
 		p.eval(`location.hash = '#/findings'`)
@@ -967,7 +967,7 @@ func TestWebUI(t *testing.T) {
 		p := b.page(t)
 		p.signIn(admin, te.pw[admin])
 		p.eval(`location.hash = '#/ingestions/` + id + `'`)
-		p.waitJS("the job shown", `document.querySelectorAll('#job-summary dd').length > 0`)
+		p.waitJS("the job shown", `document.querySelectorAll('#ingestion-summary dd').length > 0`)
 		before := p.sent(http.MethodGet, "/api/v1/ingestions/"+id)
 		p.eval(`Object.defineProperty(document, 'hidden', {value: false, configurable: true});
 			Object.defineProperty(document, 'visibilityState', {value: 'visible', configurable: true});
@@ -1001,7 +1001,7 @@ func TestWebUI(t *testing.T) {
 		p := b.page(t)
 		p.signIn(admin, te.pw[admin])
 		views := []struct{ hash, ready string }{
-			{"#/scans", `document.querySelectorAll('#jobs-table tbody tr').length > 0`},
+			{"#/scans", `document.querySelectorAll('#ingestions-table tbody tr').length > 0`},
 			{"#/findings", `document.querySelectorAll('#findings-table tbody tr').length > 0 && !document.querySelector('#providers-bar').hidden`},
 			{"#/providers", `!document.querySelector('#providers-plan-bar').hidden`},
 		}
@@ -1103,8 +1103,8 @@ func TestWebUI(t *testing.T) {
 	t.Run("the jobs list shows a new job while the dialog follows it", func(t *testing.T) {
 		p := b.page(t)
 		p.signIn(admin, te.pw[admin])
-		p.waitJS("the jobs list loaded", `document.querySelector('#jobs-message').textContent !== '' || document.querySelectorAll('#jobs-table tbody tr').length > 0`)
-		before := p.eval(`[...document.querySelectorAll('#jobs-table tbody a')].map(a => a.title).join(' ')`)
+		p.waitJS("the jobs list loaded", `document.querySelector('#ingestions-message').textContent !== '' || document.querySelectorAll('#ingestions-table tbody tr').length > 0`)
+		before := p.eval(`[...document.querySelectorAll('#ingestions-table tbody a')].map(a => a.title).join(' ')`)
 		p.openImport()
 		p.choose(writeFile(t, "listed.ocsf.json", example(t, "aws_mixed_7_records.ocsf.json")))
 		// The dialog's status checks are held: the import is not over for it.
@@ -1113,7 +1113,7 @@ func TestWebUI(t *testing.T) {
 		p.click("import-start")
 		p.do(chromedp.KeyEvent("\x1b"))
 		p.waitJS("the new job listed", fmt.Sprintf(`(() => { const before = new Set(%q.split(' '));
-			return [...document.querySelectorAll('#jobs-table tbody a')].some(a => !before.has(a.title)) })()`, before))
+			return [...document.querySelectorAll('#ingestions-table tbody a')].some(a => !before.has(a.title)) })()`, before))
 	})
 
 	// Last: it adds 10,100 findings the subtests above do not expect.
