@@ -141,12 +141,18 @@ func (q query) setList(key string, vs []string) {
 	}
 }
 
-func (q query) page(page, size int) {
-	if page > 0 {
-		url.Values(q).Set("page[number]", strconv.Itoa(page))
+// paging is the page a list tool asks for; every list tool takes it.
+type paging struct {
+	Page     int `json:"page,omitempty" jsonschema:"page number, from 1"`
+	PageSize int `json:"page_size,omitempty" jsonschema:"results per page, 1 to 100"`
+}
+
+func (q query) paging(p paging) {
+	if p.Page > 0 {
+		url.Values(q).Set("page[number]", strconv.Itoa(p.Page))
 	}
-	if size > 0 {
-		url.Values(q).Set("page[size]", strconv.Itoa(size))
+	if p.PageSize > 0 {
+		url.Values(q).Set("page[size]", strconv.Itoa(p.PageSize))
 	}
 }
 

@@ -146,7 +146,7 @@ func (c *caller) overview(ctx context.Context, in overviewIn) (any, error) {
 	if in.ProviderUID == "" {
 		pq := query{}
 		pq.set("filter[type]", strings.ToLower(in.ProviderType))
-		pq.page(1, restapi.MaxPageSize)
+		pq.paging(paging{Page: 1, PageSize: restapi.MaxPageSize})
 		pl, err := c.list(ctx, "/providers", url.Values(pq))
 		if err != nil {
 			return nil, err

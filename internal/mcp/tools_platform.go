@@ -20,8 +20,7 @@ type listIngestionsIn struct {
 	InsertedOn  string   `json:"inserted_on,omitempty" jsonschema:"only jobs submitted on this UTC date, YYYY-MM-DD"`
 	CompletedOn string   `json:"completed_on,omitempty" jsonschema:"only jobs finished on this UTC date, YYYY-MM-DD"`
 	Sort        string   `json:"sort,omitempty" jsonschema:"comma-separated keys from inserted_at, requested_at, started_at, completed_at; prefix - for descending (default -inserted_at)"`
-	Page        int      `json:"page,omitempty" jsonschema:"page number, from 1"`
-	PageSize    int      `json:"page_size,omitempty" jsonschema:"results per page, 1 to 100"`
+	paging
 }
 
 type getIngestionIn struct {
@@ -30,9 +29,8 @@ type getIngestionIn struct {
 }
 
 type listIngestionErrorsIn struct {
-	ID       string `json:"id" jsonschema:"ingestion job id (UUID)"`
-	Page     int    `json:"page,omitempty" jsonschema:"page number, from 1"`
-	PageSize int    `json:"page_size,omitempty" jsonschema:"results per page, 1 to 100"`
+	ID string `json:"id" jsonschema:"ingestion job id (UUID)"`
+	paging
 }
 
 type uploadReportIn struct {
@@ -54,10 +52,9 @@ type searchFindingsIn struct {
 	Search        string   `json:"search,omitempty" jsonschema:"substring of the finding uid, title, check id or resource uid"`
 	Sort          string   `json:"sort,omitempty" jsonschema:"comma-separated keys from time, severity_id, inserted_at, check_id, uid; prefix - for descending (default -inserted_at)"`
 	IncludeRecord bool     `json:"include_record,omitempty" jsonschema:"also return each finding's full OCSF record (large)"`
-	Page          int      `json:"page,omitempty" jsonschema:"page number, from 1"`
-	PageSize      int      `json:"page_size,omitempty" jsonschema:"results per page, 1 to 100"`
-	Cursor        string   `json:"cursor,omitempty" jsonschema:"next_cursor of the previous answer, to continue with the same filters and sort; page is then ignored"`
-	History       bool     `json:"history,omitempty" jsonschema:"search every scan ever ingested, not only each account's latest scan (the default; a scan or ingestion filter searches every scan too)"`
+	paging
+	Cursor  string `json:"cursor,omitempty" jsonschema:"next_cursor of the previous answer, to continue with the same filters and sort; page is then ignored"`
+	History bool   `json:"history,omitempty" jsonschema:"search every scan ever ingested, not only each account's latest scan (the default; a scan or ingestion filter searches every scan too)"`
 }
 
 type getFindingIn struct {
@@ -75,19 +72,17 @@ type overviewIn struct {
 }
 
 type listProvidersIn struct {
-	Type     string `json:"type,omitempty" jsonschema:"only this provider type, e.g. aws"`
-	Origin   string `json:"origin,omitempty" jsonschema:"connected (declared by people or GitOps) or imported (created by an ingestion)"`
-	Search   string `json:"search,omitempty" jsonschema:"matches the name, account id, alias or type"`
-	Sort     string `json:"sort,omitempty" jsonschema:"comma-separated keys from inserted_at, type, uid, alias; prefix - for descending"`
-	Page     int    `json:"page,omitempty" jsonschema:"page number, from 1"`
-	PageSize int    `json:"page_size,omitempty" jsonschema:"results per page, 1 to 100"`
+	Type   string `json:"type,omitempty" jsonschema:"only this provider type, e.g. aws"`
+	Origin string `json:"origin,omitempty" jsonschema:"connected (declared by people or GitOps) or imported (created by an ingestion)"`
+	Search string `json:"search,omitempty" jsonschema:"matches the name, account id, alias or type"`
+	Sort   string `json:"sort,omitempty" jsonschema:"comma-separated keys from inserted_at, type, uid, alias; prefix - for descending"`
+	paging
 }
 
 type listScansIn struct {
 	ProviderType string `json:"provider_type,omitempty" jsonschema:"only scans of this provider type"`
 	ProviderUID  string `json:"provider_uid,omitempty" jsonschema:"only scans of this account"`
-	Page         int    `json:"page,omitempty" jsonschema:"page number, from 1"`
-	PageSize     int    `json:"page_size,omitempty" jsonschema:"results per page, 1 to 100"`
+	paging
 }
 
 type tenantUsageIn struct{}
@@ -99,75 +94,257 @@ type listCheckIDsIn struct {
 	History      bool   `json:"history,omitempty" jsonschema:"count every scan ever ingested, not only each account's latest scan (the default; a scan filter counts every scan too)"`
 }
 
+// A platformTool is one row of the platform tools' table: it registers
+// itself on the server.
+type platformTool interface{ register(s *Server) }
+
+// listTool is the family most platform tools belong to: it reads one page
+// of a list of the API, where request turns its input into that list's
+// path and query.
+type listTool[In any] struct {
+	name, title, description string
+	schema                   func(props map[string]*jsonschema.Schema)
+	request                  func(in In) (path string, q query, err error)
+}
+
+func (t listTool[In]) register(s *Server) {
+	addTool(s, &mcpsdk.Tool{Name: t.name, Title: t.title, Description: t.description, InputSchema: inputSchema[In](t.schema)}, true,
+		func(ctx context.Context, c *caller, in In) (any, error) {
+			path, q, err := t.request(in)
+			if err != nil {
+				return nil, err
+			}
+			return c.list(ctx, path, url.Values(q))
+		})
+}
+
+// readTool is a tool whose answer is more than one list page: one
+// resource, a wait, an upload, counts.
+type readTool[In any] struct {
+	tool *mcpsdk.Tool
+	run  toolFunc[In]
+}
+
+func (t readTool[In]) register(s *Server) { addTool(s, t.tool, true, t.run) }
+
+// dateProps asks for UTC dates (YYYY-MM-DD) in the named properties.
+func dateProps(p map[string]*jsonschema.Schema, names ...string) {
+	for _, n := range names {
+		p[n].Pattern = `^\d{4}-\d{2}-\d{2}$`
+	}
+}
+
 func (s *Server) registerPlatformTools() {
-	addTool(s, &mcpsdk.Tool{
-		Name:        "list_ingestions",
-		Title:       "List ingestion jobs",
-		Description: "Lists the tenant's ingestion jobs (uploads of OCSF reports) with status and record counts, newest first. Needs an API key with Manage Ingestions.",
-		InputSchema: inputSchema[listIngestionsIn](func(p map[string]*jsonschema.Schema) {
-			enum(p["status"], restapi.IngestionStatuses...)
-			enum(p["statuses"].Items, restapi.IngestionStatuses...)
-			p["inserted_on"].Pattern = `^\d{4}-\d{2}-\d{2}$`
-			p["completed_on"].Pattern = `^\d{4}-\d{2}-\d{2}$`
-			pageProps(p)
-		}),
-	}, true, func(ctx context.Context, c *caller, in listIngestionsIn) (any, error) {
-		q := query{}
-		q.set("filter[status]", in.Status)
-		if len(in.Statuses) > 0 {
-			q.set("filter[status__in]", strings.Join(in.Statuses, ","))
-		}
-		q.set("filter[search]", in.Search)
-		q.set("filter[inserted_at]", in.InsertedOn)
-		q.set("filter[completed_at]", in.CompletedOn)
-		q.set("sort", in.Sort)
-		q.page(in.Page, in.PageSize)
-		return c.list(ctx, "/ingestions", url.Values(q))
-	})
+	for _, t := range s.platformTools() {
+		t.register(s)
+	}
+}
 
-	addTool(s, &mcpsdk.Tool{
-		Name:  "get_ingestion",
-		Title: "Get an ingestion job",
-		Description: "Reads one ingestion job: status (pending, processing, completed, failed), summary (total, processed, invalid) and timestamps. " +
-			"With wait_seconds it waits for the job to finish. A failed job or invalid records are explained by list_ingestion_errors.",
-		InputSchema: inputSchema[getIngestionIn](func(p map[string]*jsonschema.Schema) {
-			bounded(p["wait_seconds"], 0, 120, 0)
-		}),
-	}, true, func(ctx context.Context, c *caller, in getIngestionIn) (any, error) {
-		id, err := pathID("ingestion", in.ID)
-		if err != nil {
-			return nil, err
-		}
-		return c.waitIngestion(ctx, id, in.WaitSeconds)
-	})
+// platformTools are the tools of the platform itself, in the order a
+// client lists them; every one needs an API key or a JWT.
+func (s *Server) platformTools() []platformTool {
+	return []platformTool{
+		listTool[listIngestionsIn]{
+			name:        "list_ingestions",
+			title:       "List ingestion jobs",
+			description: "Lists the tenant's ingestion jobs (uploads of OCSF reports) with status and record counts, newest first. Needs an API key with Manage Ingestions.",
+			schema: func(p map[string]*jsonschema.Schema) {
+				enum(p["status"], restapi.IngestionStatuses...)
+				enum(p["statuses"].Items, restapi.IngestionStatuses...)
+				dateProps(p, "inserted_on", "completed_on")
+				pageProps(p)
+			},
+			request: func(in listIngestionsIn) (string, query, error) {
+				q := query{}
+				q.set("filter[status]", in.Status)
+				if len(in.Statuses) > 0 {
+					q.set("filter[status__in]", strings.Join(in.Statuses, ","))
+				}
+				q.set("filter[search]", in.Search)
+				q.set("filter[inserted_at]", in.InsertedOn)
+				q.set("filter[completed_at]", in.CompletedOn)
+				q.set("sort", in.Sort)
+				q.paging(in.paging)
+				return restapi.PathIngestions, q, nil
+			},
+		},
+		readTool[getIngestionIn]{
+			tool: &mcpsdk.Tool{
+				Name:  "get_ingestion",
+				Title: "Get an ingestion job",
+				Description: "Reads one ingestion job: status (pending, processing, completed, failed), summary (total, processed, invalid) and timestamps. " +
+					"With wait_seconds it waits for the job to finish. A failed job or invalid records are explained by list_ingestion_errors.",
+				InputSchema: inputSchema[getIngestionIn](func(p map[string]*jsonschema.Schema) {
+					bounded(p["wait_seconds"], 0, 120, 0)
+				}),
+			},
+			run: func(ctx context.Context, c *caller, in getIngestionIn) (any, error) {
+				id, err := pathID("ingestion", in.ID)
+				if err != nil {
+					return nil, err
+				}
+				return c.waitIngestion(ctx, id, in.WaitSeconds)
+			},
+		},
+		listTool[listIngestionErrorsIn]{
+			name:  "list_ingestion_errors",
+			title: "List why records were rejected",
+			description: "Lists the error records of one ingestion job: for each rejected record its index, finding uid, error code " +
+				"(missing_field, invalid_type, invalid_value, unsupported_class, missing_account, duplicate_uid, provider_limit_exceeded, scan_account_conflict, …), " +
+				"detail, JSON pointer and offending value; ingestion-level errors (record_index null) come first.",
+			schema: pageProps,
+			request: func(in listIngestionErrorsIn) (string, query, error) {
+				id, err := pathID("ingestion", in.ID)
+				if err != nil {
+					return "", nil, err
+				}
+				q := query{}
+				q.paging(in.paging)
+				return restapi.PathIngestions + "/" + id + "/errors", q, nil
+			},
+		},
+		readTool[uploadReportIn]{tool: s.uploadTool(), run: s.uploadReport},
+		readTool[searchFindingsIn]{
+			tool: &mcpsdk.Tool{
+				Name:  "search_findings",
+				Title: "Search findings",
+				Description: "Searches the tenant's findings (one per check result on a resource) by severity, check result, provider, account, check id, " +
+					"region, scan, ingestion or text (at least 3 characters), newest first: by default the current state, the findings of each account's " +
+					"latest scan; history=true searches every scan. Each item has id, uid, check_id, title, severity, status_code, region, provider_type, " +
+					"provider_uid, resource_uid, scan_id and time; get_finding returns the full OCSF record. count is exact unless count_is_lower_bound " +
+					"is true: a text search counts only to the end of the next page (at least count match; list_check_ids with the same search " +
+					"and history counts up to 1,000 of them exactly).",
+				InputSchema: inputSchema[searchFindingsIn](func(p map[string]*jsonschema.Schema) {
+					enum(p["severity"].Items, restapi.Severities...)
+					pageProps(p)
+				}),
+			},
+			run: func(ctx context.Context, c *caller, in searchFindingsIn) (any, error) {
+				q := query{}
+				q.setList("severity", lower(in.Severity))
+				q.setList("status_code", upper(in.StatusCode))
+				q.setList("provider_type", lower(in.ProviderType))
+				q.set("filter[provider_uid]", in.ProviderUID)
+				q.set("filter[check_id]", in.CheckID)
+				q.set("filter[region]", in.Region)
+				q.set("filter[scan]", in.Scan)
+				q.set("filter[ingestion]", in.Ingestion)
+				q.set("filter[search]", in.Search)
+				q.set("sort", in.Sort)
+				if in.IncludeRecord {
+					url.Values(q).Set("fields[findings]", strings.Join(append([]string{"record"}, findingAttrs...), ","))
+				}
+				if in.Cursor != "" {
+					// page has a default, so it cannot tell a caller's choice; the
+					// cursor is the more specific ask.
+					url.Values(q).Set("page[cursor]", in.Cursor)
+					in.Page = 0
+				}
+				q.paging(in.paging)
+				return c.findings(ctx, findingsPath(in.History || in.Scan != "" || in.Ingestion != ""), url.Values(q))
+			},
+		},
+		readTool[getFindingIn]{
+			tool: &mcpsdk.Tool{
+				Name:        "get_finding",
+				Title:       "Get a finding",
+				Description: "Reads one finding with its full OCSF record (description, remediation, resources, compliance notes).",
+				InputSchema: inputSchema[getFindingIn](nil),
+			},
+			run: func(ctx context.Context, c *caller, in getFindingIn) (any, error) {
+				id, err := pathID("finding", in.ID)
+				if err != nil {
+					return nil, err
+				}
+				q := query{}
+				if in.IncludeRecord != nil && !*in.IncludeRecord {
+					url.Values(q).Set("fields[findings]", strings.Join(findingAttrs, ","))
+				}
+				return c.one(ctx, restapi.PathFindings+"/"+id, url.Values(q))
+			},
+		},
+		readTool[overviewIn]{
+			tool: &mcpsdk.Tool{
+				Name:  "get_findings_overview",
+				Title: "Findings overview",
+				Description: "Counts the tenant's findings by severity, by check result (status_code) and by provider account, and the failing " +
+					"findings by severity: the posture at a glance, by default of the current state (each account's latest scan; history=true counts " +
+					"every scan). Optional filters narrow every count.",
+				InputSchema: inputSchema[overviewIn](nil),
+			},
+			run: func(ctx context.Context, c *caller, in overviewIn) (any, error) { return c.overview(ctx, in) },
+		},
+		listTool[listProvidersIn]{
+			name:        "list_providers",
+			title:       "List providers",
+			description: "Lists the tenant's providers: the cloud accounts it is billed for (type, account uid, alias, origin connected or imported).",
+			schema: func(p map[string]*jsonschema.Schema) {
+				enum(p["origin"], restapi.ProviderOrigins...)
+				pageProps(p)
+			},
+			request: func(in listProvidersIn) (string, query, error) {
+				q := query{}
+				q.set("filter[type]", strings.ToLower(in.Type))
+				q.set("filter[origin]", in.Origin)
+				q.set("filter[search]", in.Search)
+				q.set("sort", in.Sort)
+				q.paging(in.paging)
+				return restapi.PathProviders, q, nil
+			},
+		},
+		listTool[listScansIn]{
+			name:        "list_scans",
+			title:       "List scans",
+			description: "Lists the scanner runs the tenant's findings came from (provider, account, finding count, the ingestion that wrote them), newest first.",
+			schema:      pageProps,
+			request: func(in listScansIn) (string, query, error) {
+				q := query{}
+				q.set("filter[provider_type]", strings.ToLower(in.ProviderType))
+				q.set("filter[provider_uid]", in.ProviderUID)
+				q.paging(in.paging)
+				return restapi.PathScans, q, nil
+			},
+		},
+		readTool[tenantUsageIn]{
+			tool: &mcpsdk.Tool{
+				Name:        "get_tenant_usage",
+				Title:       "Tenant subscription and usage",
+				Description: "Reads the caller's tenant: subscription (active, plan), the number of billed providers and the plan's provider limit.",
+				InputSchema: inputSchema[tenantUsageIn](nil),
+			},
+			run: func(ctx context.Context, c *caller, _ tenantUsageIn) (any, error) {
+				return c.one(ctx, restapi.PathTenant, nil)
+			},
+		},
+		readTool[listCheckIDsIn]{
+			tool: &mcpsdk.Tool{
+				Name:  "list_check_ids",
+				Title: "Catalogue of checks seen",
+				Description: "Lists the check ids (metadata.event_code) of the tenant's findings, with severity and how many findings " +
+					"and failing findings each has: by default of the current state (each account's latest scan, as search_findings and " +
+					"get_findings_overview count), history=true over every scan ever ingested. Counted over all matching findings; with a search " +
+					"that matches more than 1,000 findings, over the first 1,001 found (complete is then false). search_findings with check_id " +
+					"(and the same history) gives a check's title and findings.",
+				InputSchema: inputSchema[listCheckIDsIn](nil),
+			},
+			run: func(ctx context.Context, c *caller, in listCheckIDsIn) (any, error) { return c.checkCatalogue(ctx, in) },
+		},
+	}
+}
 
-	addTool(s, &mcpsdk.Tool{
-		Name:  "list_ingestion_errors",
-		Title: "List why records were rejected",
-		Description: "Lists the error records of one ingestion job: for each rejected record its index, finding uid, error code " +
-			"(missing_field, invalid_type, invalid_value, unsupported_class, missing_account, duplicate_uid, provider_limit_exceeded, scan_account_conflict, …), " +
-			"detail, JSON pointer and offending value; ingestion-level errors (record_index null) come first.",
-		InputSchema: inputSchema[listIngestionErrorsIn](pageProps),
-	}, true, func(ctx context.Context, c *caller, in listIngestionErrorsIn) (any, error) {
-		id, err := pathID("ingestion", in.ID)
-		if err != nil {
-			return nil, err
-		}
-		q := query{}
-		q.page(in.Page, in.PageSize)
-		return c.list(ctx, "/ingestions/"+id+"/errors", url.Values(q))
-	})
-
-	uploadDesc := "Uploads an OCSF Detection Finding report (a JSON array of records, file name ending in .ocsf.json) and starts an ingestion job; " +
+// uploadTool describes upload_report, whose path input only a local STDIO
+// server takes.
+func (s *Server) uploadTool() *mcpsdk.Tool {
+	desc := "Uploads an OCSF Detection Finding report (a JSON array of records, file name ending in .ocsf.json) and starts an ingestion job; " +
 		"answers with the job (status pending), or with wait_seconds the job once finished. Pass the report as content"
 	if s.cfg.LocalFiles {
-		uploadDesc += ", or as path to a file on this machine"
+		desc += ", or as path to a file on this machine"
 	}
-	uploadDesc += ". Needs an API key with Manage Ingestions and a tenant with a subscription."
-	addTool(s, &mcpsdk.Tool{
+	desc += ". Needs an API key with Manage Ingestions and a tenant with a subscription."
+	return &mcpsdk.Tool{
 		Name:        "upload_report",
 		Title:       "Upload an OCSF report",
-		Description: uploadDesc,
+		Description: desc,
 		InputSchema: inputSchema[uploadReportIn](func(p map[string]*jsonschema.Schema) {
 			bounded(p["wait_seconds"], 0, 120, 0)
 			if !s.cfg.LocalFiles {
@@ -177,124 +354,5 @@ func (s *Server) registerPlatformTools() {
 		// Uploading adds a job and findings; it changes nothing that exists
 		// (re-uploads upsert), so it is not destructive, but not read-only.
 		Annotations: &mcpsdk.ToolAnnotations{ReadOnlyHint: false, DestructiveHint: ptr(false), IdempotentHint: false, OpenWorldHint: ptr(false)},
-	}, true, s.uploadReport)
-
-	addTool(s, &mcpsdk.Tool{
-		Name:  "search_findings",
-		Title: "Search findings",
-		Description: "Searches the tenant's findings (one per check result on a resource) by severity, check result, provider, account, check id, " +
-			"region, scan, ingestion or text (at least 3 characters), newest first: by default the current state, the findings of each account's " +
-			"latest scan; history=true searches every scan. Each item has id, uid, check_id, title, severity, status_code, region, provider_type, " +
-			"provider_uid, resource_uid, scan_id and time; get_finding returns the full OCSF record. count is exact unless count_is_lower_bound " +
-			"is true: a text search counts only to the end of the next page (at least count match; list_check_ids with the same search " +
-			"and history counts up to 1,000 of them exactly).",
-		InputSchema: inputSchema[searchFindingsIn](func(p map[string]*jsonschema.Schema) {
-			enum(p["severity"].Items, restapi.Severities...)
-			pageProps(p)
-		}),
-	}, true, func(ctx context.Context, c *caller, in searchFindingsIn) (any, error) {
-		q := query{}
-		q.setList("severity", lower(in.Severity))
-		q.setList("status_code", upper(in.StatusCode))
-		q.setList("provider_type", lower(in.ProviderType))
-		q.set("filter[provider_uid]", in.ProviderUID)
-		q.set("filter[check_id]", in.CheckID)
-		q.set("filter[region]", in.Region)
-		q.set("filter[scan]", in.Scan)
-		q.set("filter[ingestion]", in.Ingestion)
-		q.set("filter[search]", in.Search)
-		q.set("sort", in.Sort)
-		if in.IncludeRecord {
-			url.Values(q).Set("fields[findings]", strings.Join(append([]string{"record"}, findingAttrs...), ","))
-		}
-		if in.Cursor != "" {
-			// page has a default, so it cannot tell a caller's choice; the
-			// cursor is the more specific ask.
-			url.Values(q).Set("page[cursor]", in.Cursor)
-			in.Page = 0
-		}
-		q.page(in.Page, in.PageSize)
-		return c.findings(ctx, findingsPath(in.History || in.Scan != "" || in.Ingestion != ""), url.Values(q))
-	})
-
-	addTool(s, &mcpsdk.Tool{
-		Name:        "get_finding",
-		Title:       "Get a finding",
-		Description: "Reads one finding with its full OCSF record (description, remediation, resources, compliance notes).",
-		InputSchema: inputSchema[getFindingIn](nil),
-	}, true, func(ctx context.Context, c *caller, in getFindingIn) (any, error) {
-		id, err := pathID("finding", in.ID)
-		if err != nil {
-			return nil, err
-		}
-		q := query{}
-		if in.IncludeRecord != nil && !*in.IncludeRecord {
-			url.Values(q).Set("fields[findings]", strings.Join(findingAttrs, ","))
-		}
-		return c.one(ctx, restapi.PathFindings+"/"+id, url.Values(q))
-	})
-
-	addTool(s, &mcpsdk.Tool{
-		Name:  "get_findings_overview",
-		Title: "Findings overview",
-		Description: "Counts the tenant's findings by severity, by check result (status_code) and by provider account, and the failing " +
-			"findings by severity: the posture at a glance, by default of the current state (each account's latest scan; history=true counts " +
-			"every scan). Optional filters narrow every count.",
-		InputSchema: inputSchema[overviewIn](nil),
-	}, true, func(ctx context.Context, c *caller, in overviewIn) (any, error) {
-		return c.overview(ctx, in)
-	})
-
-	addTool(s, &mcpsdk.Tool{
-		Name:        "list_providers",
-		Title:       "List providers",
-		Description: "Lists the tenant's providers: the cloud accounts it is billed for (type, account uid, alias, origin connected or imported).",
-		InputSchema: inputSchema[listProvidersIn](func(p map[string]*jsonschema.Schema) {
-			enum(p["origin"], "connected", "imported")
-			pageProps(p)
-		}),
-	}, true, func(ctx context.Context, c *caller, in listProvidersIn) (any, error) {
-		q := query{}
-		q.set("filter[type]", strings.ToLower(in.Type))
-		q.set("filter[origin]", in.Origin)
-		q.set("filter[search]", in.Search)
-		q.set("sort", in.Sort)
-		q.page(in.Page, in.PageSize)
-		return c.list(ctx, "/providers", url.Values(q))
-	})
-
-	addTool(s, &mcpsdk.Tool{
-		Name:        "list_scans",
-		Title:       "List scans",
-		Description: "Lists the scanner runs the tenant's findings came from (provider, account, finding count, the ingestion that wrote them), newest first.",
-		InputSchema: inputSchema[listScansIn](pageProps),
-	}, true, func(ctx context.Context, c *caller, in listScansIn) (any, error) {
-		q := query{}
-		q.set("filter[provider_type]", strings.ToLower(in.ProviderType))
-		q.set("filter[provider_uid]", in.ProviderUID)
-		q.page(in.Page, in.PageSize)
-		return c.list(ctx, "/scans", url.Values(q))
-	})
-
-	addTool(s, &mcpsdk.Tool{
-		Name:        "get_tenant_usage",
-		Title:       "Tenant subscription and usage",
-		Description: "Reads the caller's tenant: subscription (active, plan), the number of billed providers and the plan's provider limit.",
-		InputSchema: inputSchema[tenantUsageIn](nil),
-	}, true, func(ctx context.Context, c *caller, _ tenantUsageIn) (any, error) {
-		return c.one(ctx, "/tenant", nil)
-	})
-
-	addTool(s, &mcpsdk.Tool{
-		Name:  "list_check_ids",
-		Title: "Catalogue of checks seen",
-		Description: "Lists the check ids (metadata.event_code) of the tenant's findings, with severity and how many findings " +
-			"and failing findings each has: by default of the current state (each account's latest scan, as search_findings and " +
-			"get_findings_overview count), history=true over every scan ever ingested. Counted over all matching findings; with a search " +
-			"that matches more than 1,000 findings, over the first 1,001 found (complete is then false). search_findings with check_id " +
-			"(and the same history) gives a check's title and findings.",
-		InputSchema: inputSchema[listCheckIDsIn](nil),
-	}, true, func(ctx context.Context, c *caller, in listCheckIDsIn) (any, error) {
-		return c.checkCatalogue(ctx, in)
-	})
+	}
 }
