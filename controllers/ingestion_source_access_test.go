@@ -44,8 +44,8 @@ func TestDeclaredSourceWaitsForTenantAccess(t *testing.T) {
 	waiting := waitFor(t, ing, 10*time.Second, "a refused read of the ConfigMap", func(i *posturev1.Ingestion) bool {
 		return refused.Load() > 0 && i.Status.Phase != ""
 	})
-	time.Sleep(500 * time.Millisecond) // a few reconciles
-	waiting = waitFor(t, waiting, time.Second, "a status", func(*posturev1.Ingestion) bool { return true })
+	// A later reconcile, refused again, leaves it waiting.
+	waiting = waitFor(t, waiting, 20*time.Second, "a second refused read", func(*posturev1.Ingestion) bool { return refused.Load() > 1 })
 	if waiting.Status.Phase != posturev1.IngestionPending {
 		t.Fatalf("while the manager may not read the ConfigMap yet: phase %q (%s), want pending", waiting.Status.Phase, waiting.Status.Message)
 	}
