@@ -182,18 +182,21 @@ func (p *page) eval(js string) any {
 // waitJS waits until the JavaScript expression is true.
 func (p *page) waitJS(what, js string) {
 	p.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testenv.Eventually(p.t, 30*time.Second, what, func() (bool, string) {
 		if v, _ := p.eval(js).(bool); v {
-			return
+			return true, ""
 		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("%s: not within 30s (%s)\nimport state: %v\nimport error: %v\npage: %v", what, js,
-				p.eval(`document.querySelector('#import-state').textContent`), p.eval(`document.querySelector('#import-error').textContent`),
-				p.eval(`document.querySelector('main').innerText.slice(0, 1500)`))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("%s\nimport state: %v\nimport error: %v\npage: %v", js,
+			p.eval(`document.querySelector('#import-state').textContent`), p.eval(`document.querySelector('#import-error').textContent`),
+			p.eval(`document.querySelector('main').innerText.slice(0, 1500)`))
+	})
+}
+
+// waitFor waits until cond, a fact the test reads from outside the page
+// (the requests it sent), holds.
+func (p *page) waitFor(what string, cond func() bool) {
+	p.t.Helper()
+	testenv.Eventually(p.t, 30*time.Second, what, func() (bool, string) { return cond(), "not yet" })
 }
 
 // unnamed lists the nodes of Chromium's accessibility tree with one of
@@ -408,7 +411,10 @@ func TestWebUI(t *testing.T) {
 			p.click("import-start") // disabled: must do nothing
 		}
 		p.screenshot("dialog-rejected-name")
-		time.Sleep(200 * time.Millisecond)
+		// The browser reports requests in the order they are sent: once a
+		// request made now is seen, an upload sent before it would be too.
+		p.eval(`fetch('/api/v1/tenant?marker=rejected', {headers: {'X-Posture-UI': '1'}}) && true`)
+		p.waitFor("the marker request", func() bool { return p.sent(http.MethodGet, "/api/v1/tenant?marker=rejected") > 0 })
 		if n := p.sent(http.MethodPost, "/api/v1/ingestions"); n != 0 {
 			t.Errorf("%d uploads were sent for files rejected in the browser", n)
 		}
@@ -855,10 +861,7 @@ func TestWebUI(t *testing.T) {
 				}
 				p.screenshot("dialog-rejected-" + tc.name)
 				p.click("import-retry")
-				deadline := time.Now().Add(30 * time.Second)
-				for p.sent(http.MethodPost, "/api/v1/ingestions") < 2 && time.Now().Before(deadline) {
-					time.Sleep(50 * time.Millisecond)
-				}
+				p.waitFor("the retried upload", func() bool { return p.sent(http.MethodPost, "/api/v1/ingestions") >= 2 })
 				if n := p.sent(http.MethodPost, "/api/v1/ingestions"); n != 2 {
 					t.Fatalf("%d uploads after Retry import, want 2", n)
 				}
@@ -903,10 +906,7 @@ func TestWebUI(t *testing.T) {
 		defer p.holdStatus.Store(false)
 		p.click("import-start")
 		// The upload was accepted and the first status check is on its way.
-		deadline := time.Now().Add(30 * time.Second)
-		for !p.sentPrefix(http.MethodGet, "/api/v1/ingestions/") && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
+		p.waitFor("the first status check", func() bool { return p.sentPrefix(http.MethodGet, "/api/v1/ingestions/") })
 		if v, _ := p.eval(`document.querySelector('#import-file').disabled`).(bool); !v {
 			t.Error("the file input is enabled while the import is followed")
 		}

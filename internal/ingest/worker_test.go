@@ -14,6 +14,7 @@ import (
 	"github.com/posture-dev/posture/internal/ingest"
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/store/sqlite"
+	"github.com/posture-dev/posture/internal/testenv"
 )
 
 func newStore(t *testing.T) store.Store {
@@ -222,11 +223,10 @@ func TestWorkerPacedRunStoppedThenRetried(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	ended := make(chan error, 1)
 	go func() { ended <- paced.Run(ctx, job) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.Eventually(t, 10*time.Second, "the first progress of the paced run", func() (bool, string) {
 		r, err := st.GetRun(context.Background(), "t1", "ing")
 		if err == nil && r.Processed > 0 {
-			break
+			return true, ""
 		}
 		select {
 		case err := <-ended:
@@ -234,12 +234,8 @@ func TestWorkerPacedRunStoppedThenRetried(t *testing.T) {
 			t.Fatalf("the paced run ended (%v) before any progress was seen: it was not paced", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			stop()
-			t.Fatal("no progress within 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("run %+v (err %v)", r, err)
+	})
 	stop()
 	if err := <-ended; !errors.Is(err, context.Canceled) {
 		t.Fatalf("stopped run returned %v, want context.Canceled", err)

@@ -2,6 +2,7 @@ package uploads_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/testenv"
 	"github.com/posture-dev/posture/internal/uploads"
 )
 
@@ -60,20 +62,13 @@ func TestSweeperDeletesStalledUploads(t *testing.T) {
 		Now: func() time.Time { return time.Now().Add(2 * time.Minute) },
 	}
 	go func() { done <- sweeper.Start(runCtx) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.Eventually(t, 10*time.Second, "the sweeper to delete the stalled upload", func() (bool, string) {
 		n, _, err := counter.CountBlobs(ctx, "sweep")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the sweeper never deleted the stalled upload")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return n == 0, fmt.Sprintf("%d uploads stored", n)
+	})
 	stop()
 	if err := <-done; err != nil {
 		t.Fatalf("sweeper stopped with %v", err)

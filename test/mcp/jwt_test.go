@@ -3,6 +3,7 @@ package mcp_test
 import (
 	"context"
 	"crypto/rand"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/posture-dev/posture/internal/auth"
 	"github.com/posture-dev/posture/internal/restapi"
 	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/testenv"
 )
 
 // A real JWT from POST /api/v1/tokens works over MCP: the tool server sends
@@ -87,19 +89,18 @@ func signIn(t *testing.T, apiURL, email, password string) string {
 	}
 	api := restapi.New(base, nil, "test")
 	body := restapi.NewRequest(restapi.TypeTokens, restapi.TokenRequest{Email: email, Password: password})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	var access string
+	testenv.Eventually(t, 20*time.Second, "POST /api/v1/tokens to sign in", func() (bool, string) {
 		resp, err := api.SendJSON(context.Background(), http.MethodPost, restapi.PathTokens, body)
 		if restapi.StatusOf(err) == 0 && err != nil {
 			t.Fatal(err)
 		}
 		var doc restapi.ResourceDocument[restapi.Token]
 		if err == nil && resp.Decode(&doc) == nil && doc.Data.Attributes.Access != "" {
-			return doc.Data.Attributes.Access
+			access = doc.Data.Attributes.Access
+			return true, ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("POST /api/v1/tokens: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return false, fmt.Sprint(err)
+	})
+	return access
 }

@@ -118,19 +118,13 @@ func uploadPath(ns, filename string) string {
 // waitCompleted waits for an Ingestion to end and fails unless it completed.
 func waitCompleted(t *testing.T, c client.Client, ns, name string) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		var ing posturev1.Ingestion
-		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &ing); err == nil && ing.Status.Phase.Terminal() {
-			if ing.Status.Phase != posturev1.IngestionCompleted {
-				t.Fatalf("ingestion %s ended %s: %s", name, ing.Status.Phase, ing.Status.Message)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ingestion %s did not end within 2 minutes", name)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var ing posturev1.Ingestion
+	testenv.Eventually(t, 2*time.Minute, "ingestion "+name+" to end", func() (bool, string) {
+		err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &ing)
+		return err == nil && ing.Status.Phase.Terminal(), fmt.Sprintf("phase %q (err %v)", ing.Status.Phase, err)
+	})
+	if ing.Status.Phase != posturev1.IngestionCompleted {
+		t.Fatalf("ingestion %s ended %s: %s", name, ing.Status.Phase, ing.Status.Message)
 	}
 }
 
@@ -575,13 +569,10 @@ func TestThroughKubeAggregator(t *testing.T) {
 // just created.
 func eventually(t *testing.T, f func() error) {
 	t.Helper()
-	var err error
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if err = f(); err == nil {
-			return
-		}
-	}
-	t.Fatal(err)
+	testenv.Eventually(t, 15*time.Second, "the manager's cache to catch up", func() (bool, string) {
+		err := f()
+		return err == nil, fmt.Sprint(err)
+	})
 }
 
 func countFindings(t *testing.T, st store.Store, tenant string, q store.FindingQuery) int {
