@@ -301,18 +301,13 @@ func (r *IngestionReconciler) admitProviders(ctx context.Context, ing *posturev1
 		return goOn, nil
 	}
 	tenant, err := tenancy.Resolve(ctx, r.Client, ing.Namespace)
-	var (
-		te  *tenancy.Error
-		nt  *tenancy.NoTenant
-		sub *tenancy.SubscriptionRequired
-	)
-	switch {
-	case errors.As(err, &te):
-		return r.fail(ctx, ing, f, CodeTenantNotFound, te.Reason, store.Progress{})
-	case errors.As(err, &nt):
-		return r.fail(ctx, ing, f, CodeTenantNotFound, fmt.Sprintf("no Tenant uses namespace %s, so the report cannot be billed", ing.Namespace), store.Progress{})
-	case errors.As(err, &sub):
-		return r.fail(ctx, ing, f, CodeSubscription, sub.Error(), store.Progress{})
+	switch refusal, why := tenancy.Refused(err); {
+	case refusal == tenancy.OwnerUnclear:
+		return r.fail(ctx, ing, f, CodeTenantNotFound, why, store.Progress{})
+	case refusal == tenancy.NoOwner:
+		return r.fail(ctx, ing, f, CodeTenantNotFound, why+", so the report cannot be billed", store.Progress{})
+	case refusal == tenancy.NotSubscribed:
+		return r.fail(ctx, ing, f, CodeSubscription, why, store.Progress{})
 	case err != nil:
 		return goOn, err
 	}

@@ -197,6 +197,41 @@ type NoTenant struct{ Namespace string }
 
 func (e *NoTenant) Error() string { return "no Tenant uses namespace " + e.Namespace }
 
+// Refusal is the kind of reason Resolve gives for a namespace in which no
+// Tenant may act.
+type Refusal int
+
+const (
+	// NotRefused: the error is no refusal (the lookup itself failed).
+	NotRefused Refusal = iota
+	// OwnerUnclear: only a person can tell who owns the namespace (*Error).
+	OwnerUnclear
+	// NoOwner: no Tenant uses the namespace (*NoTenant).
+	NoOwner
+	// NotSubscribed: its owner has no active subscription
+	// (*SubscriptionRequired).
+	NotSubscribed
+)
+
+// Refused sorts an error of Resolve into its kind and the message that
+// explains it, for a door to answer in its own terms.
+func Refused(err error) (Refusal, string) {
+	var (
+		te  *Error
+		nt  *NoTenant
+		sub *SubscriptionRequired
+	)
+	switch {
+	case errors.As(err, &te):
+		return OwnerUnclear, te.Reason
+	case errors.As(err, &nt):
+		return NoOwner, nt.Error()
+	case errors.As(err, &sub):
+		return NotSubscribed, sub.Error()
+	}
+	return NotRefused, ""
+}
+
 // Resolve is the Tenant that may act in namespace ns: the one that owns it,
 // with an active subscription. It fails with *Error when only a person can
 // tell who owns ns, *NoTenant when no Tenant uses it, and

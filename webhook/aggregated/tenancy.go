@@ -36,23 +36,19 @@ func (t tenants) tenantOf(ctx context.Context, resource string) (*posturev1.Tena
 		return nil, apierrors.NewBadRequest(resource + " are namespaced: a tenant namespace is the tenant; name one (kubectl -n NAMESPACE)")
 	}
 	tenant, err := tenancy.Resolve(ctx, t.reader, ns)
-	var (
-		te  *tenancy.Error
-		nt  *tenancy.NoTenant
-		sub *tenancy.SubscriptionRequired
-	)
+	refusal, why := tenancy.Refused(err)
 	switch {
-	case errors.As(err, &te):
-		return nil, apierrors.NewForbidden(schema.GroupResource{Group: "data.posture.dev", Resource: resource}, "", errors.New(te.Reason))
-	case errors.As(err, &nt):
+	case refusal == tenancy.OwnerUnclear:
+		return nil, apierrors.NewForbidden(schema.GroupResource{Group: "data.posture.dev", Resource: resource}, "", errors.New(why))
+	case refusal == tenancy.NoOwner:
 		return nil, &apierrors.StatusError{ErrStatus: metav1.Status{
 			Status: metav1.StatusFailure, Code: http.StatusNotFound, Reason: metav1.StatusReasonNotFound,
 			Message: "namespace " + ns + " belongs to no Tenant; Posture serves " + resource + " only in tenant namespaces",
 		}}
-	case errors.As(err, &sub):
+	case refusal == tenancy.NotSubscribed:
 		return nil, &apierrors.StatusError{ErrStatus: metav1.Status{
 			Status: metav1.StatusFailure, Code: http.StatusPaymentRequired, Reason: StatusReasonPaymentRequired,
-			Message: sub.Error(),
+			Message: why,
 		}}
 	case err != nil:
 		return nil, apierrors.NewInternalError(err)
