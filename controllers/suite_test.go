@@ -11,7 +11,6 @@ import (
 
 	"go.uber.org/zap/zapcore"
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -103,11 +102,7 @@ func startManager(t *testing.T, jobNamespace string, setup func(ctrl.Manager) er
 
 func newNamespace(t *testing.T, prefix string) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
-	if err := k8s.Create(context.Background(), ns); err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
+	return testenv.NewNamespace(t, k8s, prefix)
 }
 
 func newStore(t *testing.T) store.Store {

@@ -83,11 +83,7 @@ func installPolicies(t *testing.T) {
 
 func namespace(t *testing.T, prefix string) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
-	if err := adminClient(t).Create(context.Background(), ns); err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
+	return testenv.NewNamespace(t, adminClient(t), prefix)
 }
 
 // grant gives user the rules in ns (a Role) and the cluster roles (each by
