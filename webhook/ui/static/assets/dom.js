@@ -1,5 +1,7 @@
 // Helpers every page draws with. They hold no state.
 
+import { api } from './api.js';
+
 export const $ = (id) => document.getElementById(id);
 
 // el makes an element whose text, if any, is set as text, never as markup.
@@ -43,6 +45,19 @@ export function pager(id, state, total, reload, atLeast) {
     state.page = Math.min(state.pages, Math.max(1, state.page + step));
     reload();
   };
+}
+
+// readList reads one page of a list for the table body tbody. When it
+// cannot, it empties the table, says why in the element messageId
+// (failure words the error) and returns null.
+export async function readList(path, tbody, messageId, failure) {
+  try {
+    return await api(path);
+  } catch (e) {
+    tbody.replaceChildren();
+    $(messageId).textContent = failure(e);
+    return null;
+  }
 }
 
 // The event the Import Findings dialog sends when an ingestion it follows

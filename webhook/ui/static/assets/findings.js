@@ -2,7 +2,7 @@
 // first, a page at a time to any depth.
 
 import { api, rules } from './api.js';
-import { $, el, when, showView, pager } from './dom.js';
+import { $, el, when, showView, pager, readList } from './dom.js';
 import { usageText } from './providers.js';
 
 // cursors[n] is page n's page[cursor], from links.next of page n - 1.
@@ -38,12 +38,8 @@ async function loadFindings() {
     if (v) q.set('filter[' + name + ']', v);
   }
   const tbody = $('findings-table').tBodies[0];
-  let doc;
-  try {
-    doc = await api('/api/v1/findings?' + q);
-  } catch (e) {
-    tbody.replaceChildren();
-    $('findings-message').textContent = 'Could not list findings: ' + e.message;
+  const doc = await readList('/api/v1/findings?' + q, tbody, 'findings-message', (e) => 'Could not list findings: ' + e.message);
+  if (!doc) {
     pager('findings-pager', state, 1, loadFindings);
     return;
   }

@@ -2,7 +2,7 @@
 // the page is visible, and the records it rejected.
 
 import { api, POLL_MS, terminal } from './api.js';
-import { $, el, when, showView, pager } from './dom.js';
+import { $, el, when, showView, pager, readList } from './dom.js';
 
 const errors = { page: 1, pages: 1 };
 let timer = null;
@@ -57,14 +57,9 @@ document.addEventListener('visibilitychange', () => {
 async function loadErrors(id) {
   const q = new URLSearchParams({ 'page[number]': errors.page, 'page[size]': 50 });
   const tbody = $('ingestion-errors').tBodies[0];
-  let doc;
-  try {
-    doc = await api('/api/v1/ingestions/' + encodeURIComponent(id) + '/errors?' + q);
-  } catch (e) {
-    tbody.replaceChildren();
-    $('ingestion-errors-message').textContent = 'Could not list rejected records: ' + e.message;
-    return;
-  }
+  const doc = await readList('/api/v1/ingestions/' + encodeURIComponent(id) + '/errors?' + q, tbody, 'ingestion-errors-message',
+    (e) => 'Could not list rejected records: ' + e.message);
+  if (!doc) return;
   $('ingestion-errors-message').textContent = doc.data.length ? '' : 'No record was rejected.';
   tbody.replaceChildren(...doc.data.map((r) => {
     const a = r.attributes;

@@ -1,7 +1,7 @@
 // The Providers page: the plan's usage and the tenant's providers.
 
 import { api } from './api.js';
-import { $, el, when, showView, pager } from './dom.js';
+import { $, el, when, showView, pager, readList } from './dom.js';
 
 const list = { page: 1, pages: 1 };
 
@@ -45,12 +45,8 @@ async function loadUsage() {
 async function loadProviders() {
   const q = new URLSearchParams({ 'page[number]': list.page, 'page[size]': 20, sort: 'type,uid' });
   const tbody = $('providers-table').tBodies[0];
-  let doc;
-  try {
-    doc = await api('/api/v1/providers?' + q);
-  } catch (e) {
-    tbody.replaceChildren();
-    $('providers-message').textContent = 'Could not list providers: ' + e.message;
+  const doc = await readList('/api/v1/providers?' + q, tbody, 'providers-message', (e) => 'Could not list providers: ' + e.message);
+  if (!doc) {
     pager('providers-pager', list, 1, loadProviders);
     return;
   }

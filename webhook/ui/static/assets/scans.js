@@ -1,8 +1,8 @@
 // The Scans page: the tenant's ingestions, refreshed while any runs, and
 // the scans their reports held.
 
-import { api, POLL_MS, terminal } from './api.js';
-import { $, el, when, showView, statusCell, pager, INGESTIONS_CHANGED } from './dom.js';
+import { POLL_MS, terminal } from './api.js';
+import { $, el, when, showView, statusCell, pager, readList, INGESTIONS_CHANGED } from './dom.js';
 import { can } from './session.js';
 
 const lists = { ingestions: { page: 1, pages: 1 }, scans: { page: 1, pages: 1 } };
@@ -23,14 +23,10 @@ async function loadIngestions() {
   const q = new URLSearchParams({ 'page[number]': lists.ingestions.page, 'page[size]': 10, sort: $('ingestions-sort').value });
   if ($('ingestions-status').value) q.set('filter[status]', $('ingestions-status').value);
   const tbody = $('ingestions-table').tBodies[0];
-  let doc;
-  try {
-    doc = await api('/api/v1/ingestions?' + q);
-  } catch (e) {
-    tbody.replaceChildren();
-    $('ingestions-message').textContent = e.status === 403
-      ? 'Ingestions are visible to roles with the Manage Ingestions permission.'
-      : 'Could not list ingestions: ' + e.message;
+  const doc = await readList('/api/v1/ingestions?' + q, tbody, 'ingestions-message', (e) => (e.status === 403
+    ? 'Ingestions are visible to roles with the Manage Ingestions permission.'
+    : 'Could not list ingestions: ' + e.message));
+  if (!doc) {
     pager('ingestions-pager', lists.ingestions, 1, loadIngestions);
     return;
   }
@@ -72,14 +68,8 @@ window.addEventListener(INGESTIONS_CHANGED, (ev) => {
 async function loadScans() {
   const q = new URLSearchParams({ 'page[number]': lists.scans.page, 'page[size]': 10 });
   const tbody = $('scans-table').tBodies[0];
-  let doc;
-  try {
-    doc = await api('/api/v1/scans?' + q);
-  } catch (e) {
-    tbody.replaceChildren();
-    $('scans-message').textContent = 'Could not list scans: ' + e.message;
-    return;
-  }
+  const doc = await readList('/api/v1/scans?' + q, tbody, 'scans-message', (e) => 'Could not list scans: ' + e.message);
+  if (!doc) return;
   $('scans-message').textContent = doc.data.length ? '' : 'No scans yet.';
   tbody.replaceChildren(...doc.data.map((s) => {
     const a = s.attributes;
