@@ -324,51 +324,43 @@ func (k *kubectlPlugin) waitCommand() *cobra.Command {
 // wait polls the Ingestion with get alone (what posture-uploader grants),
 // printing a line whenever its phase or progress changes.
 func (k *kubectlPlugin) wait(ctx context.Context, c *kube, name string, interval, timeout time.Duration) error {
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
 	path := postureGroupPath + "/namespaces/" + url.PathEscape(c.namespace) + "/ingestions/" + url.PathEscape(name)
 	var last postureIngestion
 	lastLine := ""
-	for {
+	ended, err := follow(ctx, interval, timeout, func(ctx context.Context) (bool, error) {
 		data, err := c.do(ctx, http.MethodGet, path, nil, "application/json", nil, 0)
 		switch {
 		case err == nil:
-			if err := json.Unmarshal(data, &last); err != nil {
-				return exit(ExitError, "ingestion %s: %v", name, err)
-			}
-			s := last.Status
-			line := fmt.Sprintf("ingestion %s: %s, %d/%d processed, %d invalid", name, orDash(s.Phase), s.Summary.Processed, s.Summary.Total, s.Summary.Invalid)
-			if line != lastLine {
-				fmt.Fprintln(k.stdout, line)
-				lastLine = line
-			}
-			if last.terminal() {
-				if s.Phase == restapi.IngestionFailed {
-					msg := ""
-					if s.Message != "" {
-						msg = ": " + termsafe.String(s.Message)
-					}
-					return exit(ExitJobFailed, "ingestion %s failed%s; kubectl posture errors %s -n %s tells why", name, msg, name, c.namespace)
-				}
-				return nil
-			}
 		case ctx.Err() != nil:
+			return false, nil
 		default:
-			return exit(ExitError, "ingestion %s in namespace %s: %v", name, c.namespace, err)
+			return false, exit(ExitError, "ingestion %s in namespace %s: %v", name, c.namespace, err)
 		}
-		select {
-		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) && timeout > 0 {
-				return exit(ExitError, "gave up waiting for ingestion %s after %s; it was %s (%d/%d processed) and keeps running",
-					name, timeout, orDash(last.Status.Phase), last.Status.Summary.Processed, last.Status.Summary.Total)
+		if err := json.Unmarshal(data, &last); err != nil {
+			return false, exit(ExitError, "ingestion %s: %v", name, err)
+		}
+		s := last.Status
+		if line := fmt.Sprintf("ingestion %s: %s, %d/%d processed, %d invalid", name, orDash(s.Phase), s.Summary.Processed, s.Summary.Total, s.Summary.Invalid); line != lastLine {
+			fmt.Fprintln(k.stdout, line)
+			lastLine = line
+		}
+		if !last.terminal() {
+			return false, nil
+		}
+		if s.Phase == restapi.IngestionFailed {
+			msg := ""
+			if s.Message != "" {
+				msg = ": " + termsafe.String(s.Message)
 			}
-			return ctx.Err()
-		case <-time.After(interval):
+			return true, exit(ExitJobFailed, "ingestion %s failed%s; kubectl posture errors %s -n %s tells why", name, msg, name, c.namespace)
 		}
+		return true, nil
+	})
+	if ended && errors.Is(err, context.DeadlineExceeded) && timeout > 0 {
+		return exit(ExitError, "gave up waiting for ingestion %s after %s; it was %s (%d/%d processed) and keeps running",
+			name, timeout, orDash(last.Status.Phase), last.Status.Summary.Processed, last.Status.Summary.Total)
 	}
+	return err
 }
 
 // listFlags are the list options kubectl get offers.
