@@ -84,9 +84,21 @@ BENCH_FLAGS ?=
 bench: ## End-to-end ingestion benchmark (records/s, MB/s, peak RSS), then findings reads through the REST API at 10k and 1M findings. BENCH_FLAGS adds flags.
 	go run ./hack/bench $(BENCH_FLAGS)
 
+.PHONY: bench-check
+bench-check: ## The guard for any change to the store: the 100,000-record ingestion and the read shapes at 10k and 1M findings on both engines, in one process; fails when PostgreSQL's worker / COPY passes 3×, SQLite's worker falls below 3,000 records/s, or a read shape's p95 ratio 1M / 10k passes 3×. Not part of make test (about 20 minutes).
+	go run ./hack/bench -check $(BENCH_FLAGS)
+
 .PHONY: bench-node
 bench-node: ## On a real one-node cluster: helm install until Ready, uploads through Job pods (1,500 and 100,000 records, 4 in parallel), manager RSS, image sizes; medians of NODE_RUNS (5).
 	go test ./test/node -run '^$$' -bench . -benchtime 1x -timeout 60m -node-runs $${NODE_RUNS:-5}
+
+# Minutes of make soak's mixed load; the drain and the checks come after.
+SOAK_MINUTES ?= 10
+
+.PHONY: soak
+soak: ## The whole system on PostgreSQL under SOAK_MINUTES (10) of mixed load from several tenants, kill -9 of the manager included: throughput, p50/p95/p99, errors by code and RSS, then every record, refusal and tenant boundary checked.
+	CGO_ENABLED=0 go build -trimpath -o $(LOCALBIN)/ ./cmd/... ./hack/soak
+	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh)" SOAK_MINUTES=$(SOAK_MINUTES) $(LOCALBIN)/soak
 
 .PHONY: bench-reads-large
 bench-reads-large: ## The read phase alone on PostgreSQL (shared_buffers 6GB) at 10k, 1M and 10M findings (long: loads 10M through the worker). BENCH_FLAGS=-read-hold keeps the 10M database up for EXPLAIN until Ctrl-C.
@@ -116,4 +128,4 @@ cluster-down: ## Stops make cluster's node and removes everything it made (proce
 
 .PHONY: clean
 clean:
-	rm -rf $(LOCALBIN) .dev
+	rm -rf $(LOCALBIN) .dev .soak

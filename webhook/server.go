@@ -71,6 +71,10 @@ type Server struct {
 // below the Helm chart's terminationGracePeriodSeconds.
 const DefaultShutdownDrain = 25 * time.Second
 
+// StatusClientClosedRequest is what a request its client abandoned is
+// counted as: nginx's 499, "client closed request". Nobody receives it.
+const StatusClientClosedRequest = 499
+
 // RetryAfterRestart is the Retry-After of a request cut off by a restart:
 // time for the Service to route to another replica, or for this one to return.
 const RetryAfterRestart = 5
@@ -147,14 +151,24 @@ func (s *Server) methods(byMethod map[string]handlerFunc) http.Handler {
 		}
 		if err := h(w, r); err != nil {
 			var ae *apiError
-			if s.cutOff.Load() && r.Context().Err() != nil {
+			switch {
+			case s.cutOff.Load() && r.Context().Err() != nil:
 				// The server ended this request, not the client: whatever
 				// the handler made of the broken read or cancelled call, the
 				// client did nothing wrong and may simply retry.
 				w.Header().Set("Connection", "close")
 				ae = errorf(503, CodeUnavailable, "the server is restarting and stopped this request after draining for %s; retry it", s.shutdownDrain())
 				ae.header = http.Header{"Retry-After": {strconv.Itoa(RetryAfterRestart)}}
-			} else if !errors.As(err, &ae) {
+			case errors.As(err, &ae):
+			case r.Context().Err() != nil:
+				// The client went away (closed its connection, or gave up at
+				// its deadline) and the handler stopped with it: nobody reads
+				// this answer and the server did nothing wrong, so it is
+				// neither a 500 in the metrics nor an error in the log.
+				s.Log.V(1).Info("request abandoned by the client", "method", r.Method, "path", r.URL.Path, "error", err.Error())
+				w.WriteHeader(StatusClientClosedRequest)
+				return
+			default:
 				s.Log.Error(err, "request failed", "method", r.Method, "path", r.URL.Path)
 				ae = newError(500, CodeServerError, "internal error; the server log has the details")
 			}

@@ -29,6 +29,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -37,6 +38,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,12 +61,19 @@ type options struct {
 	readSizes, readEngines string
 	// pgSharedBuffers, when set, is the throwaway server's shared_buffers.
 	pgSharedBuffers string
+	// pgSettings are more name=value settings of the throwaway server.
+	pgSettings string
 	// readHold keeps each engine's read database and API server up after
 	// its read phase, until interrupted.
 	readHold   bool
 	readDSN    string
 	readProbes int
 	probeInto  string
+	// leaveOut selects the leave-out mode (leaveout.go): "all", or the
+	// structures whose names contain it.
+	leaveOut string
+	// check judges the run against the bounds of make bench-check.
+	check bool
 }
 
 func main() {
@@ -75,11 +84,15 @@ func main() {
 	flag.IntVar(&o.repeat, "repeat", 5, "Runs of each report on each engine; the table shows their medians.")
 	flag.StringVar(&o.readSizes, "read-sizes", "10000,1000000", "Findings the read phase loads, in turn, before timing the findings reads through the REST API; empty skips it.")
 	flag.StringVar(&o.readEngines, "read-engines", "postgres,sqlite", "Engines (among -engines) the read phase runs on.")
+	flag.StringVar(&o.pgSettings, "pg-settings", "", "More settings of the throwaway PostgreSQL, name=value separated by commas (e.g. work_mem=64MB).")
 	flag.StringVar(&o.pgSharedBuffers, "pg-shared-buffers", "", "shared_buffers of the throwaway PostgreSQL (e.g. 6GB); empty keeps the server's default (128MB).")
 	flag.BoolVar(&o.readHold, "read-hold", false, "After each engine's read phase, keep its database (at the last size) and the API server up, print how to reach them, and wait for SIGINT or SIGTERM before going on.")
 	flag.StringVar(&o.readDSN, "read-dsn", "", "Time the read shapes, with this binary's code, against the database a run with -read-hold keeps (the DSN it prints for PostgreSQL, the file for SQLite; -engines names the one engine), and do nothing else: a change to the reads is measured at 10M findings without loading them again.")
 	flag.IntVar(&o.readProbes, "read-probes", 3, "Pairs of probe ingestions (into the read database and into an empty one) at each read size, and with -read-dsn; the ratio printed is their median.")
 	flag.StringVar(&o.probeInto, "probe-into", probeIntoNew, "Tenant the probe ingestions write to: \"new\", a new tenant for each pair (what the table's size costs), or \"loaded\", the tenant the read phase loaded (what a tenant's own findings cost).")
+	flag.StringVar(&o.leaveOut, "leave-out", "", "What each read structure costs ingestion: \"all\", a part of a structure's name, or \"none\" (the ingestion alone, every structure kept); ingests the first -records report with every structure and without that one, in -repeat pairs, and prints the differences per 100,000 records (nothing else runs).")
+	flag.BoolVar(&o.check, "check", false, "make bench-check: the 100,000-record ingestion (3 runs) and the read shapes at 10,000 and 1,000,000 findings on both engines, one process; fails when PostgreSQL's worker / COPY passes 3×, SQLite's worker falls below 3,000 records/s, or a read shape's p95 at 1M passes 3× its p95 at 10k (documented exceptions listed apart). Sets -records, -repeat, -big-mib, -read-sizes and -read-probes unless given.")
+	cpuProfile := flag.String("cpuprofile", "", "Write this process's CPU profile to the file (the in-process worker of -leave-out and of the read phase; the upload's API server).")
 	readShapes := flag.String("read-shapes", "", "A regular expression: time only the read shapes whose names it matches (e.g. '^latest: sort').")
 	flag.Parse()
 	if *readShapes != "" {
@@ -89,6 +102,26 @@ func main() {
 			os.Exit(2)
 		}
 		shapeFilter = re
+	}
+	if o.check {
+		given := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { given[f.Name] = true })
+		for name, v := range map[string]string{"records": "100000", "repeat": "3", "big-mib": "0", "read-sizes": "10000,1000000", "read-probes": "1"} {
+			if !given[name] {
+				_ = flag.Set(name, v)
+			}
+		}
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: -cpuprofile:", err)
+			os.Exit(2)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if o.probeInto != probeIntoNew && o.probeInto != probeIntoLoaded {
 		fmt.Fprintf(os.Stderr, "bench: -probe-into is %q; want %q or %q\n", o.probeInto, probeIntoNew, probeIntoLoaded)
@@ -108,6 +141,13 @@ func main() {
 	if o.repeat < 1 {
 		fmt.Fprintln(os.Stderr, "bench: -repeat must be at least 1")
 		os.Exit(2)
+	}
+	if o.leaveOut != "" {
+		if err := leaveOut(o); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -197,12 +237,13 @@ func run(o options) error {
 	}
 
 	var results []result
+	var reads []readOutcome
 	for _, engine := range strings.Split(o.engines, ",") {
 		engine = strings.TrimSpace(engine)
 		var pg *pgServer
 		if engine == "postgres" {
 			fmt.Println("starting a throwaway PostgreSQL ...")
-			pg, err = startPostgres(o.pgSharedBuffers)
+			pg, err = startPostgres(o.pgSharedBuffers, o.serverSettings()...)
 			if err != nil {
 				return err
 			}
@@ -248,20 +289,33 @@ func run(o options) error {
 		}
 		if len(readSizes) > 0 && slices.Contains(strings.Split(o.readEngines, ","), engine) {
 			b := &bench{k8s: k8s, ns: ns, manager: manager, dir: dir, engine: engine, pg: pg}
-			if err := runReads(ctx, b, gen, readSizes, o.readProbes, o.probeInto, o.readHold); err != nil {
+			retime := 0.0
+			if o.check {
+				retime = checkReadRatio
+			}
+			r, err := runReads(ctx, b, gen, readSizes, o.readProbes, o.probeInto, o.readHold, retime)
+			if err != nil {
 				if pg != nil {
 					pg.stop()
 				}
 				return fmt.Errorf("read phase, %s: %w", engine, err)
 			}
+			reads = append(reads, r)
 		}
 		if pg != nil {
 			pg.stop()
 		}
 	}
-	if len(results) == 0 {
-		return nil
+	if len(results) > 0 {
+		printResults(o, results)
 	}
+	if o.check {
+		return check(results, reads)
+	}
+	return nil
+}
+
+func printResults(o options, results []result) {
 	fmt.Println()
 	fmt.Printf("Medians of %d runs (peak RSS: the highest); worker / COPY: the median of each run's ratio, with the range.\n\n", o.repeat)
 	fmt.Println("| engine | records | MB | upload s | upload MB/s | API peak RSS MiB | worker s | worker records/s | worker MB/s | end-to-end records/s | worker peak RSS MiB | worker CPU s | server CPU s | COPY s | COPY server CPU s | worker / COPY |")
@@ -286,7 +340,28 @@ func run(o options) error {
 			float64(r.records)/(r.upload+r.worker).Seconds(), float64(r.workerRSS)/1024, r.workerCPU.Seconds(),
 			serverCPU, copyS, copyCPU, ratio)
 	}
-	return nil
+	// What a change to the store is read by: records a second on both
+	// engines, and against the COPY floor on PostgreSQL.
+	fmt.Println()
+	for _, r := range results {
+		line := fmt.Sprintf("%s, %d records: worker %.0f records/s", r.engine, r.records, float64(r.records)/r.worker.Seconds())
+		if r.copyFloor > 0 {
+			line += fmt.Sprintf(", worker / COPY %.2f× (%.2f–%.2f), server CPU %.2f s against the COPY's %.2f s (%.2f×)",
+				r.medRatio, r.minRatio, r.maxRatio, r.serverCPU.Seconds(), r.copyCPU.Seconds(), r.serverCPU.Seconds()/r.copyCPU.Seconds())
+		}
+		fmt.Println(line)
+	}
+}
+
+// serverSettings are -pg-settings' name=value pairs.
+func (o options) serverSettings() []string {
+	var out []string
+	for _, s := range strings.Split(o.pgSettings, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // parseSizes reads a comma-separated list of positive counts; an empty
@@ -357,4 +432,43 @@ func printResult(r result) {
 		fmt.Printf(", COPY %.2fs (server CPU %.2fs; worker/COPY %.2f×)", r.copyFloor.Seconds(), r.copyCPU.Seconds(), r.ratio())
 	}
 	fmt.Println()
+}
+
+// cpu sums the CPU time of the bench's PostgreSQL server: the postmaster
+// and its live children, and the children it has reaped (its cutime and
+// cstime), so a difference of two readings is what the server spent in
+// between. Only this server's processes count: the machine is shared, and
+// other servers (other tests' throwaway ones) start, work and exit
+// meanwhile; summing every postgres process on the machine counted them,
+// and a server that exited made a reading fall.
+func (p *pgServer) cpu() time.Duration {
+	var ticks int64
+	dirs, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, d := range dirs {
+		b, err := os.ReadFile(d)
+		if err != nil {
+			continue
+		}
+		// comm is in parentheses and may hold spaces; fields follow the last ')'.
+		end := bytes.LastIndexByte(b, ')')
+		if end < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[end+1:]))
+		if len(f) < 15 {
+			continue
+		}
+		pid, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(d, "/proc/"), "/stat"))
+		ppid, _ := strconv.Atoi(f[1])
+		if pid != p.postmaster && ppid != p.postmaster {
+			continue
+		}
+		// After comm: state is field 3, ppid 4, utime 14, stime 15, cutime 16, cstime 17.
+		for _, i := range []int{14, 15, 16, 17} {
+			v, _ := strconv.ParseInt(f[i-3], 10, 64)
+			ticks += v
+		}
+	}
+	const clockTicks = 100 // USER_HZ on Linux
+	return time.Duration(ticks) * time.Second / clockTicks
 }

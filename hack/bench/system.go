@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -50,52 +49,27 @@ func procStatus(pid int, field string) int64 {
 	return v
 }
 
-// postgresCPU sums the CPU time of the machine's postgres processes,
-// including backends that have exited (the postmaster's reaped children), so
-// a difference of two readings is what the server spent in between. The
-// bench's throwaway server is the only PostgreSQL it expects to be running.
-func postgresCPU() time.Duration {
-	dirs, _ := filepath.Glob("/proc/[0-9]*/stat")
-	var ticks int64
-	for _, d := range dirs {
-		b, err := os.ReadFile(d)
-		if err != nil {
-			continue
-		}
-		// comm is in parentheses and may hold spaces; fields follow the last ')'.
-		open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
-		if open < 0 || end < open || string(b[open+1:end]) != "postgres" {
-			continue
-		}
-		f := strings.Fields(string(b[end+1:]))
-		// After comm: state is field 3, utime 14, stime 15, cutime 16, cstime 17.
-		for _, i := range []int{14, 15, 16, 17} {
-			if len(f) > i-3 {
-				v, _ := strconv.ParseInt(f[i-3], 10, 64)
-				ticks += v
-			}
-		}
-	}
-	const clockTicks = 100 // USER_HZ on Linux
-	return time.Duration(ticks) * time.Second / clockTicks
-}
-
 // pgServer is a throwaway PostgreSQL reached over its Unix socket.
 type pgServer struct {
 	dsn    string
 	socket string
 	stop   func()
+	// postmaster is the server's process id: its CPU time and its
+	// children's are the server's.
+	postmaster int
 }
 
 // startPostgres starts the throwaway server, with sharedBuffers as its
 // shared_buffers when set: pgtest's server keeps PostgreSQL's default,
 // 128MB, which at millions of findings measures a server that reads its
 // indexes from the page cache rather than one sized for its data.
-func startPostgres(sharedBuffers string) (*pgServer, error) {
-	var settings []string
+func startPostgres(sharedBuffers string, settings ...string) (*pgServer, error) {
 	if sharedBuffers != "" {
 		settings = append(settings, "shared_buffers="+sharedBuffers)
 		fmt.Println("PostgreSQL shared_buffers:", sharedBuffers)
+	}
+	if len(settings) > 0 {
+		fmt.Println("PostgreSQL settings:", strings.Join(settings, " "))
 	}
 	dsn, stop, err := pgtest.Start(settings...)
 	if err != nil {
@@ -108,7 +82,18 @@ func startPostgres(sharedBuffers string) (*pgServer, error) {
 	}
 	// pgtest's DSN names dbname=postgres; later keywords win, so appending
 	// dbname=<db> selects another database.
-	return &pgServer{dsn: dsn, socket: m[1], stop: stop}, nil
+	// pgtest keeps the data directory beside the socket.
+	pidFile, err := os.ReadFile(filepath.Join(m[1], "data", "postmaster.pid"))
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	postmaster, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(pidFile), "\n", 2)[0]))
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("postmaster.pid: %w", err)
+	}
+	return &pgServer{dsn: dsn, socket: m[1], stop: stop, postmaster: postmaster}, nil
 }
 
 func (p *pgServer) psql(db, command string) error {

@@ -45,6 +45,8 @@ type bench struct {
 
 	dsn string
 	st  store.Store
+	// statements lists the server's statements after a leave-out run.
+	statements bool
 }
 
 var dbSeq atomic.Int64
@@ -97,9 +99,9 @@ func (b *bench) onServer(step func() error) (time.Duration, error) {
 	if err := b.pg.psql(b.db(), "CHECKPOINT"); err != nil {
 		return 0, err
 	}
-	before := postgresCPU()
+	before := b.pg.cpu()
 	err := step()
-	return postgresCPU() - before, err
+	return b.pg.cpu() - before, err
 }
 
 func (b *bench) db() string {

@@ -9,19 +9,13 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-
-	"github.com/posture-dev/posture/internal/demo"
-	"github.com/posture-dev/posture/internal/testenv"
+	"github.com/posture-dev/posture/internal/localsystem"
 )
 
 // settings are where the local system keeps its files and listens; the
@@ -89,7 +83,7 @@ func run(ctx context.Context, s settings) error {
 	}
 	envFile := filepath.Join(s.devDir, "env")
 	_ = os.Remove(envFile)
-	for _, bin := range []string{"manager"} {
+	for _, bin := range []string{"manager", "mcp-server"} {
 		if _, err := os.Stat(filepath.Join(s.root, "bin", bin)); err != nil {
 			return fmt.Errorf("bin/%s is missing: run make dev, which builds it first", bin)
 		}
@@ -100,140 +94,38 @@ func run(ctx context.Context, s settings) error {
 	}
 	step(kept)
 
-	// A fresh route each run: its certificates and socket are not kept, and
-	// Register brings the kept APIService's caBundle up to date. The socket
-	// lives in a short temporary path (Unix socket paths are limited).
-	route, err := testenv.NewAggregatorRoute("", "posture-system")
+	sys, err := localsystem.Start(ctx, localsystem.Options{
+		Dir:            s.devDir,
+		EtcdDir:        filepath.Join(s.devDir, etcdDirName),
+		BinDir:         filepath.Join(s.root, "bin"),
+		APIAddr:        s.apiAddr,
+		MCPAddr:        s.mcpAddr,
+		MetricsAddr:    s.metricsAddr,
+		AggregatedAddr: s.aggregatedAddr,
+		StoreDriver:    "sqlite",
+		StoreDSN:       filepath.Join(s.devDir, storeName),
+		StoreLabel:     "SQLite at .dev/posture.db",
+		ManagerArgs:    s.managerArgs,
+		Out:            os.Stdout,
+		Step:           step,
+	})
 	if err != nil {
 		return err
 	}
-	defer func() {
-		_ = route.Close()
-		_ = os.RemoveAll(route.Dir)
-	}()
-	route.SetBackend(s.aggregatedAddr)
-
-	step("starting the control plane (kube-apiserver + etcd, front proxy and egress to the local manager)")
-	env, _, err := testenv.Start(testenv.EtcdDataDir(filepath.Join(s.devDir, etcdDirName)), route.Option())
-	if err != nil {
-		return err
-	}
-	defer func() {
-		step("stopping the control plane")
-		_ = env.Stop()
-	}()
-	kubeconfig, err := writeKubeconfig(env, s.devDir)
-	if err != nil {
-		return err
-	}
-	admin, err := adminClient(env)
-	if err != nil {
-		return err
-	}
-
-	// As a cluster installed from config/default would: the seed below acts
-	// as the control plane's admin, whom the policies allow.
-	step("installing the admission policies (config/admission)")
-	if err := testenv.InstallAdmissionPolicies(ctx, admin); err != nil {
-		return err
-	}
-
-	step("installing the aggregated API's roles (config/rbac/aggregated_api_roles.yaml)")
-	if err := testenv.ApplyFile(ctx, admin, "config/rbac/aggregated_api_roles.yaml"); err != nil {
-		return err
-	}
-	// No kube-controller-manager runs here to fill view, edit and admin from
-	// the roles aggregated into them; without this, view granted nothing.
-	step("aggregating ClusterRoles into view, edit and admin")
-	if err := testenv.AggregateClusterRoles(ctx, admin); err != nil {
-		return err
-	}
-
-	step("seeding demo tenants")
-	seed, err := demo.Seed(ctx, admin, step)
-	if err != nil {
-		return err
-	}
-
-	procs := newProcesses(s.devDir)
-	defer procs.stopAll()
-
-	apiURL := "http://" + s.apiAddr
-	managerEnv := append(os.Environ(), "KUBECONFIG="+kubeconfig, "POD_NAMESPACE=posture-system")
-	managerArgs := []string{
-		"--api-bind-address=" + s.apiAddr,
-		"--health-probe-bind-address=127.0.0.1:0",
-		// HTTPS with the same token check as in a cluster (self-signed).
-		"--metrics-bind-address=" + s.metricsAddr,
-		"--aggregated-api-bind-address=" + s.aggregatedAddr,
-		"--aggregated-api-cert-dir=" + route.ServingCertDir,
-		"--executor=inprocess",
-		"--store-driver=sqlite",
-		"--store-dsn=" + filepath.Join(s.devDir, storeName),
-		// No image is pulled here (no nodes); the name shows what would run.
-		"--mcp-image=posture/mcp-server:dev",
-	}
-	managerArgs = append(managerArgs, s.managerArgs...)
-	step("starting the manager (in-process executor, SQLite at .dev/posture.db)")
-	if err := procs.start(ctx, spec{name: "manager", path: filepath.Join(s.root, "bin", "manager"),
-		args: managerArgs, env: managerEnv, healthURL: apiURL + "/healthz"}); err != nil {
-		return err
-	}
-	if err := waitHTTP(ctx, apiURL+"/healthz", procs); err != nil {
-		return fmt.Errorf("the API never answered: %w (see the manager's lines above)", err)
-	}
-	step("registering the aggregated API (APIService v1alpha1.data.posture.dev)")
-	if err := route.Register(ctx, admin); err != nil {
-		return err
-	}
-	waitCtx, cancelWait := context.WithTimeout(ctx, time.Minute)
-	err = testenv.WaitAvailable(waitCtx, admin)
-	cancelWait()
-	if err != nil {
-		return err
-	}
-	step("waiting for the demo API keys")
-	if err := seed.AwaitKeys(ctx, admin); err != nil {
-		return err
-	}
-
-	mcpURL, err := startMCP(ctx, procs, s, apiURL, seed)
-	if err != nil {
-		return err
-	}
-	scrapeToken, err := metricsToken(ctx, env.Config, admin)
-	if err != nil {
-		return err
-	}
-
-	vars := []string{
-		"KUBECONFIG=" + kubeconfig,
-		"POSTURE_API_URL=" + apiURL,
-		// The manager serves the web UI at / on the API's address.
-		"POSTURE_UI_URL=" + apiURL + "/",
-		"POSTURE_TENANT_NAMESPACE=" + seed.Namespace,
-		"POSTURE_METRICS_URL=https://" + s.metricsAddr + "/metrics",
-		// A day's token of ServiceAccount posture-system/posture-metrics-reader.
-		"POSTURE_METRICS_TOKEN=" + scrapeToken,
-	}
-	if mcpURL != "" {
-		vars = append(vars, "POSTURE_MCP_URL="+mcpURL)
-	}
-	vars = append(vars, seed.EnvVars...)
-	vars = append(vars, demo.PushVars(vars, apiURL)...)
-	if err := writeEnv(envFile, vars); err != nil {
+	defer sys.Stop()
+	if err := writeEnv(envFile, sys.Vars); err != nil {
 		return err
 	}
 	defer os.Remove(envFile)
 
-	procs.arm()
+	sys.Programs.Arm()
 	fmt.Print(hint(s.root))
 	select {
 	case <-ctx.Done():
 		fmt.Println()
 		step("interrupted: shutting down")
 		return nil
-	case name := <-procs.exited:
+	case name := <-sys.Programs.Exited():
 		return fmt.Errorf("%s keeps exiting; see its lines above", name)
 	}
 }
@@ -277,24 +169,6 @@ func portFree(addr string) error {
 	return l.Close()
 }
 
-// writeKubeconfig gives kubectl an administrator of the local control plane.
-func writeKubeconfig(env *envtest.Environment, dir string) (string, error) {
-	user, err := env.AddUser(envtest.User{Name: "dev-admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		return "", fmt.Errorf("create the kubeconfig user: %w", err)
-	}
-	data, err := user.KubeConfig()
-	if err != nil {
-		return "", err
-	}
-	path := filepath.Join(dir, "kubeconfig")
-	return path, os.WriteFile(path, data, 0o600)
-}
-
-func adminClient(env *envtest.Environment) (client.Client, error) {
-	return client.New(env.Config, client.Options{Scheme: testenv.Scheme()})
-}
-
 func writeEnv(path string, vars []string) error {
 	var b strings.Builder
 	b.WriteString("# Written by make dev; valid while it runs. Use: source .dev/env\n")
@@ -307,27 +181,4 @@ func writeEnv(path string, vars []string) error {
 		return err
 	}
 	return os.Rename(tmp, path)
-}
-
-func waitHTTP(ctx context.Context, url string, procs *processes) error {
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no answer from %s within 90s", url)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case name := <-procs.exited:
-			return fmt.Errorf("%s exited", name)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }

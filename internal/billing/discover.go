@@ -51,7 +51,8 @@ func collect(ctx context.Context, r io.Reader, limit int) ([]Account, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		rec, err := reader.Next()
+		// The record is only read by Check, before the next one.
+		rec, err := reader.NextBorrowed()
 		if errors.Is(err, io.EOF) {
 			return accounts, nil
 		}

@@ -1,6 +1,7 @@
 // Package demo seeds the demo tenants that make dev and make cluster start
-// with, as plain objects the way GitOps would apply them, and collects the
-// credentials they generate for the env file each writes.
+// with (and the tenants make soak loads), as plain objects the way GitOps
+// would apply them, and collects the credentials they generate for the env
+// file each writes.
 package demo
 
 import (
@@ -23,17 +24,29 @@ import (
 
 // Seeded is what the seeding hands to the env file.
 type Seeded struct {
-	// Namespace is the demo tenant's namespace.
+	// Namespace is the first tenant's namespace (the demo tenant's).
 	Namespace string
 	// EnvVars are lines of the env file (NAME=value).
 	EnvVars []string
+	// Users are the seeded users with their credentials: each one's
+	// password at once, each one's key once AwaitKeys has it.
+	Users []Credentials
 	// apiKeys are the seeded APIKeys (namespace/name) and the variable each
 	// one's generated key goes to, once the manager made it.
 	apiKeys []seedKey
 }
 
+// Credentials are what one seeded user signs in and calls the API with.
+type Credentials struct {
+	Tenant, Namespace, Email, Role string
+	Password                       string
+	// APIKey is filled in by AwaitKeys.
+	APIKey string
+}
+
 type seedKey struct {
 	namespace, name, envVar string
+	user                    int // index in Users
 }
 
 func randomToken(n int) string {
@@ -42,78 +55,107 @@ func randomToken(n int) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// Seed applies the demo tenants as plain objects, the way GitOps
-// would: tenant demo (active subscription, provider limit 5) with an admin
-// (every permission) and a viewer (no manage_ingestions), tenant other (active)
-// with an admin, tenant nosub (no subscription) with an admin, a password
-// Secret per user and an APIKey per user. The manager's controllers generate
-// the keys; AwaitKeys collects them once the manager runs. note is told how
-// many objects were kept from an earlier run.
+// Tenant is one tenant to seed, as plain objects: the Tenant, its namespace
+// and a password Secret and an APIKey per user.
+type Tenant struct {
+	Name         string
+	Subscription posturev1.Subscription
+	// IngestionHistory is the Tenant's history limit; nil keeps the
+	// default.
+	IngestionHistory *posturev1.IngestionHistory
+	Users            []User
+}
+
+// User is one user of a seeded tenant, with the role admin (every
+// permission) or viewer (unlimited_visibility only, so no
+// manage_ingestions).
+type User struct {
+	Email, Role string
+	// Key names the user's APIKey; its password Secret is Key+"-password".
+	Key string
+	// EnvVar, when set, is the env file's variable for the generated key;
+	// SignIn, when set, is the prefix of the variables of the user's email
+	// and password (SignIn_EMAIL, SignIn_PASSWORD).
+	EnvVar, SignIn string
+}
+
+// Tenants are the demo tenants: demo (active subscription, provider limit
+// 5) with an admin and a viewer, other (active) with an admin, and nosub (no
+// subscription) with an admin.
+var Tenants = []Tenant{
+	{Name: "demo", Subscription: posturev1.Subscription{Active: true, Plan: "demo", ProviderLimit: 5}, Users: []User{
+		{Email: "admin@demo.posture.dev", Role: "admin", Key: "demo-admin", EnvVar: "POSTURE_API_KEY", SignIn: "POSTURE_ADMIN"},
+		{Email: "viewer@demo.posture.dev", Role: "viewer", Key: "demo-viewer", EnvVar: "POSTURE_VIEWER_API_KEY", SignIn: "POSTURE_VIEWER"},
+	}},
+	{Name: "other", Subscription: posturev1.Subscription{Active: true, Plan: "demo", ProviderLimit: 5}, Users: []User{
+		{Email: "admin@other.posture.dev", Role: "admin", Key: "other-admin", EnvVar: "POSTURE_OTHER_API_KEY"},
+	}},
+	{Name: "nosub", Subscription: posturev1.Subscription{}, Users: []User{
+		{Email: "admin@nosub.posture.dev", Role: "admin", Key: "nosub-admin", EnvVar: "POSTURE_NOSUB_API_KEY"},
+	}},
+}
+
+// Seed applies the demo tenants (Tenants) as plain objects, the way GitOps
+// would. The manager's controllers generate the keys; AwaitKeys collects
+// them once the manager runs. note is told how many objects were kept from
+// an earlier run.
 func Seed(ctx context.Context, c client.Client, note func(string)) (*Seeded, error) {
+	return SeedTenants(ctx, c, Tenants, note)
+}
+
+// SeedTenants applies tenants as plain objects, as Seed applies the demo
+// tenants.
+func SeedTenants(ctx context.Context, c client.Client, tenants []Tenant, note func(string)) (*Seeded, error) {
 	adminRole := posturev1.Role{Name: "admin", Permissions: []posturev1.Permission{
 		posturev1.PermissionManageIngestions, posturev1.PermissionManageProviders, posturev1.PermissionManageScans,
 		posturev1.PermissionManageUsers, posturev1.PermissionManageAccount, posturev1.PermissionManageBilling,
 		posturev1.PermissionUnlimitedVisibility,
 	}}
 	viewerRole := posturev1.Role{Name: "viewer", Permissions: []posturev1.Permission{posturev1.PermissionUnlimitedVisibility}}
-	type user struct{ email, role, keyName, envVar string }
-	tenants := []struct {
-		name  string
-		sub   posturev1.Subscription
-		users []user
-	}{
-		{"demo", posturev1.Subscription{Active: true, Plan: "demo", ProviderLimit: 5}, []user{
-			{"admin@demo.posture.dev", "admin", "demo-admin", "POSTURE_API_KEY"},
-			{"viewer@demo.posture.dev", "viewer", "demo-viewer", "POSTURE_VIEWER_API_KEY"},
-		}},
-		{"other", posturev1.Subscription{Active: true, Plan: "demo", ProviderLimit: 5}, []user{
-			{"admin@other.posture.dev", "admin", "other-admin", "POSTURE_OTHER_API_KEY"},
-		}},
-		{"nosub", posturev1.Subscription{}, []user{
-			{"admin@nosub.posture.dev", "admin", "nosub-admin", "POSTURE_NOSUB_API_KEY"},
-		}},
-	}
-
-	// Users who sign in (the web UI, POST /api/v1/tokens) get their email and
-	// password in the env file under this prefix.
-	signIn := map[string]string{"POSTURE_API_KEY": "POSTURE_ADMIN", "POSTURE_VIEWER_API_KEY": "POSTURE_VIEWER"}
 	type passwordVar struct {
-		name   string
+		prefix string // of the env file's variables; empty: none
+		user   int
 		secret types.NamespacedName
 	}
 	var passwords []passwordVar
-	res := &Seeded{Namespace: "tenant-demo"}
+	res := &Seeded{}
+	if len(tenants) > 0 {
+		res.Namespace = "tenant-" + tenants[0].Name
+	}
 	objs := []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "posture-system"}}}
 	for _, tn := range tenants {
-		ns := "tenant-" + tn.name
+		ns := "tenant-" + tn.Name
 		// The namespace is made here, not left to the Tenant controller,
 		// because the password Secrets must exist before the manager starts.
 		objs = append(objs, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 		tenant := &posturev1.Tenant{
-			ObjectMeta: metav1.ObjectMeta{Name: tn.name},
+			ObjectMeta: metav1.ObjectMeta{Name: tn.Name},
 			Spec: posturev1.TenantSpec{
-				Namespace:    ns,
-				Subscription: tn.sub,
-				Roles:        []posturev1.Role{adminRole, viewerRole},
+				Namespace:        ns,
+				Subscription:     tn.Subscription,
+				Roles:            []posturev1.Role{adminRole, viewerRole},
+				IngestionHistory: tn.IngestionHistory,
 			},
 		}
-		for _, u := range tn.users {
-			secretName := u.keyName + "-password"
+		for _, u := range tn.Users {
+			secretName := u.Key + "-password"
 			objs = append(objs, &corev1.Secret{
 				ObjectMeta: metav1.ObjectMeta{Name: secretName, Namespace: ns},
 				StringData: map[string]string{"password": randomToken(18)},
 			}, &posturev1.APIKey{
-				ObjectMeta: metav1.ObjectMeta{Name: u.keyName, Namespace: ns},
-				Spec:       posturev1.APIKeySpec{User: u.email},
+				ObjectMeta: metav1.ObjectMeta{Name: u.Key, Namespace: ns},
+				Spec:       posturev1.APIKeySpec{User: u.Email},
 			})
 			tenant.Spec.Users = append(tenant.Spec.Users, posturev1.User{
-				Email: u.email, Role: u.role, PasswordSecretRef: &posturev1.SecretKeyRef{Name: secretName, Key: "password"},
+				Email: u.Email, Role: u.Role, PasswordSecretRef: &posturev1.SecretKeyRef{Name: secretName, Key: "password"},
 			})
-			res.apiKeys = append(res.apiKeys, seedKey{namespace: ns, name: u.keyName, envVar: u.envVar})
-			if prefix, ok := signIn[u.envVar]; ok {
-				res.EnvVars = append(res.EnvVars, prefix+"_EMAIL="+u.email)
-				passwords = append(passwords, passwordVar{prefix + "_PASSWORD", types.NamespacedName{Namespace: ns, Name: secretName}})
+			i := len(res.Users)
+			res.Users = append(res.Users, Credentials{Tenant: tn.Name, Namespace: ns, Email: u.Email, Role: u.Role})
+			res.apiKeys = append(res.apiKeys, seedKey{namespace: ns, name: u.Key, envVar: u.EnvVar, user: i})
+			if u.SignIn != "" {
+				res.EnvVars = append(res.EnvVars, u.SignIn+"_EMAIL="+u.Email)
 			}
+			passwords = append(passwords, passwordVar{u.SignIn, i, types.NamespacedName{Namespace: ns, Name: secretName}})
 		}
 		objs = append(objs, tenant)
 	}
@@ -143,7 +185,10 @@ func Seed(ctx context.Context, c client.Client, note func(string)) (*Seeded, err
 		if password == "" {
 			return nil, fmt.Errorf("the Secret %s has no password key: restore it, or run make dev-reset to start over", pw.secret)
 		}
-		res.EnvVars = append(res.EnvVars, pw.name+"="+password)
+		res.Users[pw.user].Password = password
+		if pw.prefix != "" {
+			res.EnvVars = append(res.EnvVars, pw.prefix+"_PASSWORD="+password)
+		}
 	}
 	return res, nil
 }
@@ -161,7 +206,10 @@ func (s *Seeded) AwaitKeys(ctx context.Context, c client.Client) error {
 			if err == nil && key.Status.SecretName != "" {
 				err = c.Get(ctx, types.NamespacedName{Namespace: k.namespace, Name: key.Status.SecretName}, &sec)
 				if v := sec.Data["api-key"]; err == nil && len(v) > 0 {
-					s.EnvVars = append(s.EnvVars, k.envVar+"="+string(v))
+					s.Users[k.user].APIKey = string(v)
+					if k.envVar != "" {
+						s.EnvVars = append(s.EnvVars, k.envVar+"="+string(v))
+					}
 					break
 				}
 			}

@@ -20,11 +20,15 @@ func (c *Cluster) ctr(ctx context.Context, args ...string) (string, error) {
 	return runCtr(ctx, filepath.Join(c.State.Tools, "ctr"), c.containerdSock(), args...)
 }
 
+// runCtr returns what ctr printed on stdout; its stderr (warnings, such as
+// containerd's notice that cgroup v1 is deprecated) only explains a failure.
 func runCtr(ctx context.Context, bin, sock string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, bin, append([]string{"--address", sock, "--namespace", "k8s.io"}, args...)...)
-	out, err := cmd.CombinedOutput()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		return string(out), fmt.Errorf("ctr %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		return string(out), fmt.Errorf("ctr %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
 	return string(out), nil
 }

@@ -99,7 +99,9 @@ func Down(dir string) error {
 }
 
 // killContainers stops every task (pod sandboxes and containers) through
-// containerd, so that the shims exit and remove their sockets.
+// containerd, so that the shims exit and remove their sockets. A delete can
+// fail for a task that went with its sandbox; only tasks still listed
+// afterwards are an error (and what remains of them is killed by PID).
 func (c *Cluster) killContainers(ctx context.Context) error {
 	out, err := c.ctr(ctx, "tasks", "ls", "-q")
 	if err != nil {
@@ -109,13 +111,16 @@ func (c *Cluster) killContainers(ctx context.Context) error {
 	for _, id := range ids {
 		c.ctr(ctx, "tasks", "kill", "--signal", "SIGKILL", id)
 	}
-	var errs []error
 	for _, id := range ids {
-		if _, err := c.ctr(ctx, "tasks", "delete", "--force", id); err != nil && !strings.Contains(err.Error(), "not found") {
-			errs = append(errs, err)
-		}
+		c.ctr(ctx, "tasks", "delete", "--force", id)
 	}
-	return errors.Join(errs...)
+	if out, err = c.ctr(ctx, "tasks", "ls", "-q"); err != nil {
+		return err
+	}
+	if left := strings.Fields(out); len(left) > 0 {
+		return fmt.Errorf("containerd still lists tasks %s after they were killed and deleted", strings.Join(left, ", "))
+	}
+	return nil
 }
 
 // stop signals a recorded component with SIGTERM, then SIGKILL after grace.
@@ -156,8 +161,9 @@ func killAll(pids []int) {
 }
 
 // processes lists what belongs to the cluster: anything in its network
-// namespace or under its cgroup root, and containerd shims serving its
-// containerd.
+// namespace (every component, and the shims containerd starts) or under its
+// cgroup root (every container), and shims of its containerd wherever they
+// are.
 func (s *State) processes() []int {
 	var nsIno uint64
 	if s.NetNS != "" {
@@ -185,9 +191,11 @@ func (s *State) processes() []int {
 			pids = append(pids, pid)
 			continue
 		}
+		// A shim of this cluster's containerd names its socket; only shims,
+		// never (say) a shell tailing a log under the state directory.
 		if s.Dir != "" {
 			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-			if strings.Contains(string(cmdline), s.Dir+"/") {
+			if strings.Contains(string(cmdline), "containerd-shim") && strings.Contains(string(cmdline), s.Dir+"/") {
 				pids = append(pids, pid)
 			}
 		}

@@ -34,6 +34,8 @@ const (
 // fixture, so shapes, field sets and sizes are a scanner's, varying only
 // what must vary: the finding uid (unique), the account and the time.
 type Generator struct {
+	// accounts are the cloud accounts records are spread over.
+	accounts  []string
 	templates [][]byte
 	// uidPrefixes[t][a] is template t's own uid, in account a, without
 	// its last part: the scanner's per-resource hash, which uidSuffix
@@ -41,7 +43,16 @@ type Generator struct {
 	uidPrefixes [][]string
 }
 
-func New() (*Generator, error) {
+// New is a generator over Accounts.
+func New() (*Generator, error) { return NewFor(Accounts) }
+
+// NewFor is a generator whose records are spread over accounts instead
+// (each a 12-digit AWS account id): a load of several tenants gives each its
+// own, so a finding shows whose it is.
+func NewFor(accounts []string) (*Generator, error) {
+	if len(accounts) == 0 {
+		return nil, errors.New("reportgen: no accounts")
+	}
 	f, err := os.Open(testenv.Fixture("aws_1500_records.ocsf.json"))
 	if err != nil {
 		return nil, err
@@ -50,7 +61,7 @@ func New() (*Generator, error) {
 	// The raw bytes of each record are kept, with the scanner's own
 	// formatting; only the values that vary are swapped for tokens.
 	rd := ocsf.NewReader(f)
-	g := &Generator{}
+	g := &Generator{accounts: append([]string(nil), accounts...)}
 	for {
 		rec, err := rd.Next()
 		if errors.Is(err, io.EOF) {
@@ -75,7 +86,7 @@ func New() (*Generator, error) {
 			return nil, fmt.Errorf("fixture record %d: uid or time not found", rec.Index)
 		}
 		g.templates = append(g.templates, t)
-		g.uidPrefixes = append(g.uidPrefixes, uidPrefixes(r.FindingInfo.UID))
+		g.uidPrefixes = append(g.uidPrefixes, uidPrefixes(r.FindingInfo.UID, g.accounts))
 	}
 	return g, nil
 }
@@ -84,13 +95,13 @@ func New() (*Generator, error) {
 // <resource hash>) up to its last dash, once per account: a search for a
 // generated uid then meets the trigrams a scanner's uids share (its check,
 // account, region) and no others.
-func uidPrefixes(uid string) []string {
+func uidPrefixes(uid string, accounts []string) []string {
 	prefix := uid + "-"
 	if i := strings.LastIndexByte(uid, '-'); i >= 0 {
 		prefix = uid[:i+1]
 	}
-	p := make([]string, len(Accounts))
-	for a, acct := range Accounts {
+	p := make([]string, len(accounts))
+	for a, acct := range accounts {
 		p[a] = strings.ReplaceAll(prefix, fixtureAcct, acct)
 	}
 	return p
@@ -99,7 +110,7 @@ func uidPrefixes(uid string) []string {
 // appendUID appends record i's finding uid: its template's uid in its
 // account, ending in 12 hex digits of its own.
 func (g *Generator) appendUID(dst []byte, i int) []byte {
-	dst = append(dst, g.uidPrefixes[i%len(g.templates)][i%len(Accounts)]...)
+	dst = append(dst, g.uidPrefixes[i%len(g.templates)][i%len(g.accounts)]...)
 	s := uidSuffix(uint64(i))
 	for shift := 44; shift >= 0; shift -= 4 {
 		dst = append(dst, "0123456789abcdef"[s>>shift&0xf])
@@ -111,6 +122,12 @@ func (g *Generator) appendUID(dst []byte, i int) []byte {
 func (g *Generator) UID(i int) string {
 	return string(g.appendUID(nil, i))
 }
+
+// Account is record i's account.
+func (g *Generator) Account(i int) string { return g.accounts[i%len(g.accounts)] }
+
+// Record is record i, as Write renders it.
+func (g *Generator) Record(i int) []byte { return g.record(nil, i) }
 
 // uidSuffix scrambles i into 48 bits, as a scanner's resource hashes are:
 // consecutive records share no prefix of their suffixes, so their uids
@@ -146,7 +163,7 @@ func RecordTime(i int) int64 { return 1767000000 + int64(i/RecordsPerSecond) }
 // record renders record i.
 func (g *Generator) record(dst []byte, i int) []byte {
 	t := g.templates[i%len(g.templates)]
-	acct := Accounts[i%len(Accounts)]
+	acct := g.accounts[i%len(g.accounts)]
 	ts := strconv.FormatInt(RecordTime(i), 10)
 	dst = dst[:0]
 	for len(t) > 0 {

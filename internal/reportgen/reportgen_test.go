@@ -101,3 +101,39 @@ func TestGeneratedTimes(t *testing.T) {
 		t.Errorf("record %d has time %d, want one second after record 0's %d", RecordsPerSecond, b, a)
 	}
 }
+
+// TestAccountsOfTheirOwn: a generator over other accounts names only
+// those, in the record's cloud.account.uid, in its uid and in its
+// resources, so a tenant's findings show whose they are.
+func TestAccountsOfTheirOwn(t *testing.T) {
+	accounts := []string{"700000000001", "700000000002"}
+	g, err := NewFor(accounts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 5_000_000; i < 5_000_000+3000; i++ {
+		raw := g.Record(i)
+		var rec struct {
+			Cloud struct {
+				Account struct {
+					UID string `json:"uid"`
+				} `json:"account"`
+			} `json:"cloud"`
+		}
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+		want := accounts[i%len(accounts)]
+		if rec.Cloud.Account.UID != want || g.Account(i) != want || !strings.Contains(g.UID(i), "-"+want+"-") {
+			t.Fatalf("record %d: account %q, Account %q, uid %q; want account %s throughout", i, rec.Cloud.Account.UID, g.Account(i), g.UID(i), want)
+		}
+		for _, other := range Accounts {
+			if strings.Contains(string(raw), other) {
+				t.Fatalf("record %d names account %s of the default set:\n%s", i, other, raw)
+			}
+		}
+	}
+	if _, err := NewFor(nil); err == nil {
+		t.Error("NewFor(nil) made a generator with no account to name")
+	}
+}

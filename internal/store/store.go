@@ -145,6 +145,24 @@ type SearchIndexFlusher interface {
 	FlushSearchIndex(ctx context.Context) error
 }
 
+// The read structures a store's WriteBatch may maintain in its own
+// statements, by the names StructureLeaver takes.
+const (
+	StructureSearch      = "search"
+	StructureSummary     = "summary"
+	StructureScanSummary = "scan summary"
+	StructureSpans       = "spans"
+)
+
+// StructureLeaver is implemented by a store whose WriteBatch maintains read
+// structures in its own statements rather than by triggers. hack/bench's
+// leave-out mode calls LeaveOut on a store opened for that alone, to
+// measure what each structure costs ingestion; the reads that need a
+// structure left out are then wrong, so nothing else may call it.
+type StructureLeaver interface {
+	LeaveOut(structures ...string)
+}
+
 // Sessions records the sign-ins that were ended (signed out) before their
 // tokens expire, in the store every replica shares, so that each replica
 // refuses their tokens. Both engines implement it.

@@ -18,12 +18,14 @@ import (
 
 	"github.com/go-logr/logr"
 	apiextensionsopenapi "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	apirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -196,8 +198,12 @@ func New(o Options) (*Server, error) {
 	cfg.LongRunningFunc = func(r *http.Request, info *apirequest.RequestInfo) bool {
 		return isUpload(info) || basic(r, info)
 	}
+	var frontProxyCA dynamiccertificates.CAContentProvider
+	if rh := cfg.Authentication.RequestHeaderConfig; rh != nil {
+		frontProxyCA = rh.CAContentProvider
+	}
 	cfg.BuildHandlerChainFunc = func(api http.Handler, c *genericapiserver.Config) http.Handler {
-		return genericapiserver.DefaultBuildHandlerChain(s.interceptUploads(api), c)
+		return untilFrontProxyTrusted(genericapiserver.DefaultBuildHandlerChain(s.interceptUploads(api), c), frontProxyCA)
 	}
 	// No admission plugins, no etcd, no priority-and-fairness state of its
 	// own: the server only reads the store and creates Ingestions.
@@ -220,6 +226,32 @@ func New(o Options) (*Server, error) {
 	}
 	s.generic = gs
 	return s, nil
+}
+
+// untilFrontProxyTrusted answers 503 with Retry-After to a request that
+// presents a client certificate while the front proxy's CA is not loaded.
+// The CA comes from kube-system/extension-apiserver-authentication through
+// an informer that starts, and syncs, only once the server serves; until
+// then kube-apiserver's proxied requests cannot be verified, and the
+// generic chain would take them for system:anonymous and answer RBAC's 403
+// for a caller who may well be allowed. Callers without a certificate
+// (bearer tokens, reviewed by kube-apiserver) pass.
+func untilFrontProxyTrusted(next http.Handler, ca dynamiccertificates.CAContentProvider) http.Handler {
+	if ca == nil {
+		// The lookup failed at start (tolerated): no CA will come, and the
+		// generic chain's answer stands.
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 && len(ca.CurrentCABundleContent()) == 0 {
+			w.Header().Set("Retry-After", "1")
+			err := apierrors.NewServiceUnavailable("the aggregated API is starting: it has not yet loaded the front-proxy CA " +
+				"from kube-system/extension-apiserver-authentication, so it cannot yet verify requests kube-apiserver proxies; retry")
+			responsewriters.ErrorNegotiated(err, codecs, schema.GroupVersion{}, w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // openAPIDefinitions are the served kinds' and the apimachinery types'

@@ -23,6 +23,11 @@ func TestFindingSummary(t *testing.T) {
 			defer rows.Close()
 			return engine.ScanGroups(rows, dims)
 		},
+		Count: func(ctx context.Context, st engine.Statement) (int, error) {
+			var n int
+			err := s.pool.QueryRow(ctx, st.SQL, st.Args...).Scan(&n)
+			return n, err
+		},
 		Exec: func(ctx context.Context, st engine.Statement) error {
 			_, err := s.pool.Exec(ctx, st.SQL, st.Args...)
 			return err

@@ -12,20 +12,29 @@ import (
 	"github.com/posture-dev/posture/internal/store/internal/engine"
 )
 
-const upsertFinding = `
+// insertFinding writes a new finding. It is a plain INSERT, one row a
+// statement, so SQLite keeps no statement journal for it: no trigger fires
+// on the insert (WriteBatch maintains the summaries, the scans' bounds and
+// the search index for the whole batch at once), and a single-row insert
+// without triggers cannot fail half-way through several rows.
+const insertFinding = `
 INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, check_id, title, severity, severity_id,
     status_code, status, region, provider_type, provider_uid, resource_uid, event_time, raw, inserted_at, updated_at)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?18)
-ON CONFLICT (tenant, scan_id, uid) DO UPDATE SET
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?18)`
+
+// rewriteFinding writes a finding that is already stored. Its triggers keep
+// the summaries and the scan's bounds for what the rewrite changes: a
+// dimension (rare; a re-scan keeps them), or an event time past the
+// scan's bounds.
+const rewriteFinding = `
+UPDATE findings SET
     -- The right-hand sides see the stored row: the previous owner is kept
     -- for FinishRun to restore should this ingestion fail.
-    prev_ingestion_id = CASE WHEN findings.ingestion_id = excluded.ingestion_id
-        THEN findings.prev_ingestion_id ELSE findings.ingestion_id END,
-    ingestion_id = excluded.ingestion_id, check_id = excluded.check_id, title = excluded.title,
-    severity = excluded.severity, severity_id = excluded.severity_id, status_code = excluded.status_code,
-    status = excluded.status, region = excluded.region, provider_type = excluded.provider_type,
-    provider_uid = excluded.provider_uid, resource_uid = excluded.resource_uid,
-    event_time = excluded.event_time, raw = excluded.raw, updated_at = excluded.updated_at`
+    prev_ingestion_id = CASE WHEN ingestion_id = ?3 THEN prev_ingestion_id ELSE ingestion_id END,
+    ingestion_id = ?3, check_id = ?4, title = ?5, severity = ?6, severity_id = ?7, status_code = ?8,
+    status = ?9, region = ?10, provider_type = ?11, provider_uid = ?12, resource_uid = ?13,
+    event_time = ?14, raw = ?15, updated_at = ?16
+WHERE rowid = ?1 AND id = ?2`
 
 const upsertScan = `
 INSERT INTO scans (tenant, id, provider_type, provider_uid, scan_trigger, ingestion_id, inserted_at, updated_at)
@@ -47,7 +56,8 @@ func (s *Store) WriteBatch(ctx context.Context, tenant, ingestionID string, atte
 	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		// BEGIN IMMEDIATE already holds the write lock, so no StartRun can
-		// slip in between this check and the commit.
+		// slip in between this check and the commit, and no other writer
+		// between reading the stored findings and writing them.
 		var stored int
 		var finished sql.NullInt64
 		err := tx.QueryRowContext(ctx, `SELECT attempt, finished_at FROM runs WHERE tenant = ?1 AND ingestion_id = ?2`,
@@ -64,20 +74,8 @@ func (s *Store) WriteBatch(ctx context.Context, tenant, ingestionID string, atte
 		ts := micros(now)
 		var search searchUpdate
 		if len(b.Findings) > 0 {
-			if search, err = searchBefore(ctx, tx, b.Findings); err != nil {
+			if search, err = s.writeFindings(ctx, tx, tenant, ingestionID, ts, b.Findings); err != nil {
 				return err
-			}
-			st, err := tx.PrepareContext(ctx, upsertFinding)
-			if err != nil {
-				return fmt.Errorf("sqlite: write findings: %w", err)
-			}
-			defer st.Close()
-			for _, f := range b.Findings {
-				if _, err := st.ExecContext(ctx, f.ID, tenant, f.ScanID, f.UID, ingestionID, f.CheckID, f.Title,
-					f.Severity, f.SeverityID, f.StatusCode, f.Status, f.Region, f.ProviderType, f.ProviderUID,
-					f.ResourceUID, micros(f.Time), f.Raw, ts); err != nil {
-					return fmt.Errorf("sqlite: write finding %q: %w", f.UID, err)
-				}
 			}
 		}
 		for _, sc := range b.Scans {
@@ -109,19 +107,82 @@ func (s *Store) WriteBatch(ctx context.Context, tenant, ingestionID string, atte
 	})
 }
 
-// searchUpdate is what a batch changes in findings_search: the entries of
-// stored findings whose searched text it rewrites, to delete, and the
-// findings it adds or rewrites, to index.
-type searchUpdate struct {
-	stale []any // [rowid, uid, title, check_id, resource_uid] as stored
-	ids   []string
+// storedText is what findings_search indexed for a stored finding: an FTS5
+// table over external content can only delete an entry given that text.
+type storedText struct {
+	rowid                            int64
+	uid, title, checkID, resourceUID string
 }
 
-// searchBefore reads the stored text of the batch's findings, before the
-// upserts replace it: an FTS5 table over external content can only delete
-// an entry given the text it indexed. A finding rewritten with the same
-// text (a re-scan) needs nothing.
-func searchBefore(ctx context.Context, tx *sql.Tx, fs []store.Finding) (searchUpdate, error) {
+// writeFindings stores a prepared batch's findings and brings what is
+// derived from them in step, set by set: the new findings' groups of both
+// summaries (one upsert a group), their scans' bounds (one a scan) and the
+// search index (two statements), where triggers once did it finding by
+// finding (docs/decisions/0021-maintenance-by-batch.md). A rewritten
+// finding's changes to the summaries and the bounds are its triggers'. The
+// search index's changes are returned, for WriteBatch to apply last.
+func (s *Store) writeFindings(ctx context.Context, tx *sql.Tx, tenant, ingestionID string, ts int64, fs []store.Finding) (searchUpdate, error) {
+	var search searchUpdate
+	stored, err := readStored(ctx, tx, fs)
+	if err != nil {
+		return search, err
+	}
+	ins, err := tx.PrepareContext(ctx, insertFinding)
+	if err != nil {
+		return search, fmt.Errorf("sqlite: write findings: %w", err)
+	}
+	defer ins.Close()
+	var rw *sql.Stmt
+	added := make([]store.Finding, 0, len(fs))
+	for i := range fs {
+		f := &fs[i]
+		old, ok := stored[f.ID]
+		if !ok {
+			res, err := ins.ExecContext(ctx, f.ID, tenant, f.ScanID, f.UID, ingestionID, f.CheckID, f.Title,
+				f.Severity, f.SeverityID, f.StatusCode, f.Status, f.Region, f.ProviderType, f.ProviderUID,
+				f.ResourceUID, micros(f.Time), f.Raw, ts)
+			if err != nil {
+				return search, fmt.Errorf("sqlite: write finding %q: %w", f.UID, err)
+			}
+			rowid, err := res.LastInsertId()
+			if err != nil {
+				return search, fmt.Errorf("sqlite: write finding %q: %w", f.UID, err)
+			}
+			search.fresh = append(search.fresh, rowid)
+			added = append(added, *f)
+			continue
+		}
+		if rw == nil {
+			if rw, err = tx.PrepareContext(ctx, rewriteFinding); err != nil {
+				return search, fmt.Errorf("sqlite: write findings: %w", err)
+			}
+			defer rw.Close()
+		}
+		if _, err := rw.ExecContext(ctx, old.rowid, f.ID, ingestionID, f.CheckID, f.Title, f.Severity, f.SeverityID,
+			f.StatusCode, f.Status, f.Region, f.ProviderType, f.ProviderUID, f.ResourceUID, micros(f.Time), f.Raw, ts); err != nil {
+			return search, fmt.Errorf("sqlite: write finding %q: %w", f.UID, err)
+		}
+		// A rewrite with the same text (a re-scan) leaves the index as it is.
+		if old.uid != f.UID || old.title != f.Title || old.checkID != f.CheckID || old.resourceUID != f.ResourceUID {
+			search.stale = append(search.stale, []any{old.rowid, old.uid, old.title, old.checkID, old.resourceUID})
+			search.rowids = append(search.rowids, old.rowid)
+		}
+	}
+	if s.leftOut[store.StructureSearch] {
+		search = searchUpdate{}
+	}
+	if err := addToSummaries(ctx, tx, tenant, added, s.leftOut); err != nil {
+		return search, err
+	}
+	if s.leftOut[store.StructureSpans] {
+		return search, nil
+	}
+	return search, widenBounds(ctx, tx, tenant, added)
+}
+
+// readStored reads the batch's findings that are already stored: their
+// rowids, and the text the search index holds for them.
+func readStored(ctx context.Context, tx *sql.Tx, fs []store.Finding) (map[string]storedText, error) {
 	ids := make([]string, len(fs))
 	for i, f := range fs {
 		ids[i] = f.ID
@@ -130,41 +191,106 @@ func searchBefore(ctx context.Context, tx *sql.Tx, fs []store.Finding) (searchUp
 	rows, err := tx.QueryContext(ctx, `SELECT id, rowid, uid, title, check_id, resource_uid FROM findings
 WHERE id IN (SELECT value FROM json_each(?1))`, string(list))
 	if err != nil {
-		return searchUpdate{}, fmt.Errorf("sqlite: read the searched text of stored findings: %w", err)
+		return nil, fmt.Errorf("sqlite: read the stored findings of a batch: %w", err)
 	}
 	defer rows.Close()
-	type text struct {
-		rowid                            int64
-		uid, title, checkID, resourceUID string
-	}
-	stored := map[string]text{}
+	stored := map[string]storedText{}
 	for rows.Next() {
 		var id string
-		var t text
+		var t storedText
 		if err := rows.Scan(&id, &t.rowid, &t.uid, &t.title, &t.checkID, &t.resourceUID); err != nil {
-			return searchUpdate{}, fmt.Errorf("sqlite: read the searched text of stored findings: %w", err)
+			return nil, fmt.Errorf("sqlite: read the stored findings of a batch: %w", err)
 		}
 		stored[id] = t
 	}
 	if err := rows.Err(); err != nil {
-		return searchUpdate{}, fmt.Errorf("sqlite: read the searched text of stored findings: %w", err)
+		return nil, fmt.Errorf("sqlite: read the stored findings of a batch: %w", err)
 	}
-	var u searchUpdate
-	for _, f := range fs {
-		t, ok := stored[f.ID]
-		if ok && t.uid == f.UID && t.title == f.Title && t.checkID == f.CheckID && t.resourceUID == f.ResourceUID {
-			continue
-		}
-		if ok {
-			u.stale = append(u.stale, []any{t.rowid, t.uid, t.title, t.checkID, t.resourceUID})
-		}
-		u.ids = append(u.ids, f.ID)
-	}
-	return u, nil
+	return stored, nil
 }
 
-// apply brings findings_search in step with the upserted findings, in two
-// statements whatever the batch's size.
+// addToSummaries counts new findings into both finding summaries, one
+// upsert per group the batch touches, with one prepared statement a table:
+// a batch of scanner findings touches about as many groups as it has
+// findings, and decoding the groups from one JSON document cost more
+// than binding them.
+func addToSummaries(ctx context.Context, tx *sql.Tx, tenant string, added []store.Finding, leftOut map[string]bool) error {
+	if len(added) == 0 {
+		return nil
+	}
+	for _, t := range []struct {
+		table  string
+		byScan bool
+	}{
+		{engine.ScanSummaryTable, true},
+		{engine.SummaryTable, false},
+	} {
+		if (t.byScan && leftOut[store.StructureScanSummary]) || (!t.byScan && leftOut[store.StructureSummary]) {
+			continue
+		}
+		groups := engine.SummarizeByTenant(added)
+		if t.byScan {
+			groups = engine.SummarizeByScan(added)
+		}
+		cols, vals := "tenant, ", "?1, "
+		if t.byScan {
+			cols, vals = "tenant, scan_id, ", "?1, ?2, "
+		}
+		cols += "status_code, provider_type, provider_uid, severity, region, check_id"
+		vals += "?3, ?4, ?5, ?6, ?7, ?8, ?9"
+		st, err := tx.PrepareContext(ctx, `INSERT INTO `+t.table+` (`+cols+`, n) VALUES (`+vals+`)
+ON CONFLICT (`+cols+`) DO UPDATE SET n = n + excluded.n`)
+		if err != nil {
+			return fmt.Errorf("sqlite: count new findings into %s: %w", t.table, err)
+		}
+		defer st.Close()
+		for _, g := range groups {
+			if _, err := st.ExecContext(ctx, tenant, g.ScanID, g.StatusCode, g.ProviderType, g.ProviderUID, g.Severity,
+				g.Region, g.CheckID, g.N); err != nil {
+				return fmt.Errorf("sqlite: count new findings into %s: %w", t.table, err)
+			}
+		}
+	}
+	return nil
+}
+
+// widenBounds widens the bounds of the new findings' scans to them, one
+// upsert per scan, which writes only when a bound moves.
+func widenBounds(ctx context.Context, tx *sql.Tx, tenant string, added []store.Finding) error {
+	for _, s := range engine.ScanSpans(added) {
+		if _, err := tx.ExecContext(ctx, `
+INSERT INTO `+engine.ScanBoundsTable+` (tenant, scan_id, first_inserted, last_inserted, first_event, last_event)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+ON CONFLICT (tenant, scan_id) DO UPDATE SET
+    first_inserted = min(first_inserted, excluded.first_inserted), last_inserted = max(last_inserted, excluded.last_inserted),
+    first_event = min(first_event, excluded.first_event), last_event = max(last_event, excluded.last_event)
+WHERE excluded.first_inserted < first_inserted OR excluded.last_inserted > last_inserted
+    OR excluded.first_event < first_event OR excluded.last_event > last_event`,
+			tenant, s.ScanID, micros(s.FirstInserted), micros(s.LastInserted), micros(s.FirstEvent), micros(s.LastEvent)); err != nil {
+			return fmt.Errorf("sqlite: widen the scans' bounds: %w", err)
+		}
+	}
+	return nil
+}
+
+// searchUpdate is what a batch changes in findings_search: the entries of
+// stored findings whose searched text it rewrites, to delete, and the
+// findings it adds or rewrites, to index.
+type searchUpdate struct {
+	stale []any // [rowid, uid, title, check_id, resource_uid] as stored
+	// fresh are the rowids of the new findings: one writer inserting them
+	// one after the other gives them consecutive rowids, and they are then
+	// indexed by range.
+	fresh []int64
+	// rowids are the rewritten findings, indexed one by one.
+	rowids []int64
+}
+
+// apply brings findings_search in step with the written findings, in at
+// most three statements whatever the batch's size: FTS5 writes its pending
+// entries to disk at every statement that follows a write to it, so a
+// statement per finding made a segment per finding. The new findings' text
+// is read back by their rowids' range, from pages the batch just wrote.
 func (u searchUpdate) apply(ctx context.Context, tx *sql.Tx) error {
 	if len(u.stale) > 0 {
 		stale, _ := json.Marshal(u.stale)
@@ -174,15 +300,38 @@ SELECT 'delete', value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4
 			return fmt.Errorf("sqlite: unindex the rewritten findings' text: %w", err)
 		}
 	}
-	if len(u.ids) > 0 {
-		ids, _ := json.Marshal(u.ids)
+	rowids := u.rowids
+	if n := len(u.fresh); n > 0 {
+		first, last := u.fresh[0], u.fresh[n-1]
+		if consecutive(u.fresh) {
+			if _, err := tx.ExecContext(ctx, `
+INSERT INTO findings_search (rowid, uid, title, check_id, resource_uid)
+SELECT rowid, uid, title, check_id, resource_uid FROM findings WHERE rowid BETWEEN ?1 AND ?2`, first, last); err != nil {
+				return fmt.Errorf("sqlite: index the findings' text: %w", err)
+			}
+		} else {
+			rowids = append(rowids, u.fresh...)
+		}
+	}
+	if len(rowids) > 0 {
+		list, _ := json.Marshal(rowids)
 		if _, err := tx.ExecContext(ctx, `
 INSERT INTO findings_search (rowid, uid, title, check_id, resource_uid)
-SELECT rowid, uid, title, check_id, resource_uid FROM findings WHERE id IN (SELECT value FROM json_each(?1))`, string(ids)); err != nil {
+SELECT rowid, uid, title, check_id, resource_uid FROM findings WHERE rowid IN (SELECT value FROM json_each(?1))`, string(list)); err != nil {
 			return fmt.Errorf("sqlite: index the findings' text: %w", err)
 		}
 	}
 	return nil
+}
+
+// consecutive reports whether rowids run one by one from the first.
+func consecutive(rowids []int64) bool {
+	for i, r := range rowids {
+		if r != rowids[0]+int64(i) {
+			return false
+		}
+	}
+	return true
 }
 
 type scanner interface{ Scan(dest ...any) error }
@@ -412,3 +561,6 @@ func (s *Store) FindingCounts(ctx context.Context, tenant string, q store.Findin
 	}
 	return out, nil
 }
+
+// PreferredBatchSize is the ingestion worker's batch size on SQLite.
+func (s *Store) PreferredBatchSize() int { return 5000 }

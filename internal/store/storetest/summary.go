@@ -26,6 +26,8 @@ type SummaryDB struct {
 	// with it: the store has no API for that yet, and the summary must
 	// follow any delete all the same.
 	Exec func(ctx context.Context, st engine.Statement) error
+	// Count runs a statement that returns one number.
+	Count func(ctx context.Context, st engine.Statement) (int, error)
 }
 
 // summaryValues are few per dimension, so that random rewrites move
@@ -57,16 +59,14 @@ func randomFinding(r *rand.Rand, uid string) store.Finding {
 // findings, upserts that move findings between groups (in one batch and
 // across batches, with duplicates in a batch), failed ingestions that give
 // findings back, rolled-back batches (stale attempts), deletes, and
-// ingestions of two tenants racing on the same findings.
+// ingestions of two tenants racing on the same findings. After each step
+// it also checks that every finding lies within its scan's bounds.
 func RunSummary(t *testing.T, s store.Store, db SummaryDB) {
 	ctx := ctxT(t)
-	r := rand.New(rand.NewPCG(15, 6))
-	tenants := []string{tenantA, tenantB}
-	uid := func() string { return fmt.Sprintf("uid-%02d", r.IntN(40)) }
-	run := 0
+	h := newHistory(t, s, db, 15)
 	check := func(step string) {
 		t.Helper()
-		for _, tenant := range tenants {
+		for _, tenant := range h.tenants {
 			scan, err := engine.FindingCountsScan(db.Dialect, tenant, store.FindingQuery{}, store.CountDimensions)
 			must(t, err, "FindingCountsScan")
 			want, err := db.Groups(ctx, scan, len(store.CountDimensions))
@@ -126,62 +126,21 @@ func RunSummary(t *testing.T, s store.Store, db SummaryDB) {
 				}
 			}
 		}
-	}
-	ingest := func(tenant string, batches int, fail bool) {
-		t.Helper()
-		run++
-		ing := fmt.Sprintf("ing-%d", run)
-		must(t, s.StartRun(ctx, tenant, ing, 1, 0), "StartRun "+ing)
-		for range batches {
-			var b store.Batch
-			scans := map[string]bool{}
-			for range 1 + r.IntN(12) {
-				f := randomFinding(r, uid())
-				b.Findings = append(b.Findings, f)
-				scans[f.ScanID] = true
+		if db.Count != nil {
+			// A page of the latest view reads an index within its scans'
+			// bounds: a finding outside them would never be listed.
+			n, err := db.Count(ctx, engine.Statement{SQL: `SELECT count(*) FROM findings f
+WHERE NOT EXISTS (SELECT 1 FROM ` + engine.ScanBoundsTable + ` b WHERE b.tenant = f.tenant AND b.scan_id = f.scan_id
+    AND f.inserted_at BETWEEN b.first_inserted AND b.last_inserted AND f.event_time BETWEEN b.first_event AND b.last_event)`})
+			must(t, err, step+": findings outside their scans' bounds")
+			if n != 0 {
+				t.Fatalf("%s: %d findings lie outside their scan's bounds", step, n)
 			}
-			// Each scan is reported for one of two accounts, which may
-			// change between ingestions: one scan can then be the latest
-			// of both.
-			for _, id := range slices.Sorted(maps.Keys(scans)) {
-				b.Scans = append(b.Scans, store.Scan{ID: id, ProviderType: "aws",
-					ProviderUID: summaryValues["provider_uid"][r.IntN(2)], Trigger: "imported"})
-			}
-			must(t, s.WriteBatch(ctx, tenant, ing, 1, b), "WriteBatch "+ing)
 		}
-		status := store.RunSucceeded
-		if fail {
-			status = store.RunFailed
-		}
-		must(t, s.FinishRun(ctx, tenant, ing, 1, store.Outcome{Status: status}), "FinishRun "+ing)
 	}
 	check("empty")
 	for step := range 40 {
-		tenant := tenants[r.IntN(len(tenants))]
-		switch op := r.IntN(10); {
-		case op < 5:
-			ingest(tenant, 1+r.IntN(3), false)
-			check(fmt.Sprintf("step %d: ingestion", step))
-		case op < 7:
-			ingest(tenant, 1+r.IntN(3), true)
-			check(fmt.Sprintf("step %d: failed ingestion", step))
-		case op < 8:
-			// A superseded attempt writes nothing, and so counts nothing.
-			run++
-			ing := fmt.Sprintf("ing-%d", run)
-			must(t, s.StartRun(ctx, tenant, ing, 1, 0), "StartRun")
-			must(t, s.StartRun(ctx, tenant, ing, 2, 0), "StartRun")
-			err := s.WriteBatch(ctx, tenant, ing, 1, store.Batch{Findings: []store.Finding{randomFinding(r, uid())}})
-			wantErr(t, err, store.ErrStaleAttempt, "stale WriteBatch")
-			check(fmt.Sprintf("step %d: stale attempt", step))
-		default:
-			a := engine.NewArgs(db.Dialect)
-			del := engine.Statement{SQL: `DELETE FROM findings WHERE tenant = ` + a.Add(tenant) + ` AND (uid = ` + a.Add(uid()) +
-				` OR uid = ` + a.Add(uid()) + ` OR scan_id = ` + a.Add(fmt.Sprintf("scan-%d", r.IntN(6))) + `)`}
-			del.Args = a.Vals
-			must(t, db.Exec(ctx, del), "delete findings")
-			check(fmt.Sprintf("step %d: delete", step))
-		}
+		check(fmt.Sprintf("step %d: %s", step, h.step()))
 	}
 	// Ingestions racing on the same findings (on PostgreSQL their batches
 	// run side by side and lock summary rows in whatever order they meet).
@@ -189,7 +148,7 @@ func RunSummary(t *testing.T, s store.Store, db SummaryDB) {
 	errs := make(chan error, 8)
 	for w := range 4 {
 		wg.Add(1)
-		tenant, ing := tenants[w%2], fmt.Sprintf("race-%d", w)
+		tenant, ing := h.tenants[w%2], fmt.Sprintf("race-%d", w)
 		wr := rand.New(rand.NewPCG(uint64(w), 15))
 		go func() {
 			defer wg.Done()
@@ -216,6 +175,98 @@ func RunSummary(t *testing.T, s store.Store, db SummaryDB) {
 		must(t, err, "racing ingestion")
 	}
 	check("racing ingestions")
+}
+
+// PlayHistory writes RunSummary's random history of steps (ingestions,
+// failed ingestions, stale attempts, deletes behind the store's back; no
+// races) to s. The same seed writes the same history to any store, so two
+// ways of maintaining what is derived from the findings can be compared
+// table by table.
+func PlayHistory(t *testing.T, s store.Store, db SummaryDB, seed uint64, steps int) {
+	h := newHistory(t, s, db, seed)
+	h.prefix = fmt.Sprintf("seed-%d-", seed)
+	for range steps {
+		h.step()
+	}
+}
+
+// history is a random history of writes to a store.
+type history struct {
+	t       *testing.T
+	s       store.Store
+	db      SummaryDB
+	r       *rand.Rand
+	tenants []string
+	run     int
+	// prefix sets apart the ingestion ids of one history from another's.
+	prefix string
+}
+
+func newHistory(t *testing.T, s store.Store, db SummaryDB, seed uint64) *history {
+	return &history{t: t, s: s, db: db, r: rand.New(rand.NewPCG(seed, 6)), tenants: []string{tenantA, tenantB}}
+}
+
+func (h *history) uid() string { return fmt.Sprintf("uid-%02d", h.r.IntN(40)) }
+
+func (h *history) ingest(tenant string, batches int, fail bool) {
+	h.t.Helper()
+	ctx := ctxT(h.t)
+	h.run++
+	ing := fmt.Sprintf("%sing-%d", h.prefix, h.run)
+	must(h.t, h.s.StartRun(ctx, tenant, ing, 1, 0), "StartRun "+ing)
+	for range batches {
+		var b store.Batch
+		scans := map[string]bool{}
+		for range 1 + h.r.IntN(12) {
+			f := randomFinding(h.r, h.uid())
+			b.Findings = append(b.Findings, f)
+			scans[f.ScanID] = true
+		}
+		// Each scan is reported for one of two accounts, which may
+		// change between ingestions: one scan can then be the latest
+		// of both.
+		for _, id := range slices.Sorted(maps.Keys(scans)) {
+			b.Scans = append(b.Scans, store.Scan{ID: id, ProviderType: "aws",
+				ProviderUID: summaryValues["provider_uid"][h.r.IntN(2)], Trigger: "imported"})
+		}
+		must(h.t, h.s.WriteBatch(ctx, tenant, ing, 1, b), "WriteBatch "+ing)
+	}
+	status := store.RunSucceeded
+	if fail {
+		status = store.RunFailed
+	}
+	must(h.t, h.s.FinishRun(ctx, tenant, ing, 1, store.Outcome{Status: status}), "FinishRun "+ing)
+}
+
+// step writes one random step and says what it was.
+func (h *history) step() string {
+	h.t.Helper()
+	ctx := ctxT(h.t)
+	tenant := h.tenants[h.r.IntN(len(h.tenants))]
+	switch op := h.r.IntN(10); {
+	case op < 5:
+		h.ingest(tenant, 1+h.r.IntN(3), false)
+		return "ingestion"
+	case op < 7:
+		h.ingest(tenant, 1+h.r.IntN(3), true)
+		return "failed ingestion"
+	case op < 8:
+		// A superseded attempt writes nothing, and so counts nothing.
+		h.run++
+		ing := fmt.Sprintf("%sing-%d", h.prefix, h.run)
+		must(h.t, h.s.StartRun(ctx, tenant, ing, 1, 0), "StartRun")
+		must(h.t, h.s.StartRun(ctx, tenant, ing, 2, 0), "StartRun")
+		err := h.s.WriteBatch(ctx, tenant, ing, 1, store.Batch{Findings: []store.Finding{randomFinding(h.r, h.uid())}})
+		wantErr(h.t, err, store.ErrStaleAttempt, "stale WriteBatch")
+		return "stale attempt"
+	default:
+		a := engine.NewArgs(h.db.Dialect)
+		del := engine.Statement{SQL: `DELETE FROM findings WHERE tenant = ` + a.Add(tenant) + ` AND (uid = ` + a.Add(h.uid()) +
+			` OR uid = ` + a.Add(h.uid()) + ` OR scan_id = ` + a.Add(fmt.Sprintf("scan-%d", h.r.IntN(6))) + `)`}
+		del.Args = a.Vals
+		must(h.t, h.db.Exec(ctx, del), "delete findings")
+		return "delete"
+	}
 }
 
 // groupDiff lists the groups whose counts differ, as "values: got N, want M".

@@ -1,4 +1,4 @@
-package main
+package localsystem
 
 import (
 	"context"
@@ -15,25 +15,23 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
-	"github.com/posture-dev/posture/internal/demo"
+	"github.com/posture-dev/posture/internal/supervise"
 	"github.com/posture-dev/posture/internal/testenv"
 )
 
-// devMCPServerName is the MCPServer applied in the demo tenant's namespace.
+// devMCPServerName is the MCPServer applied in the first tenant's namespace.
 const devMCPServerName = "tools"
 
-// annotationLocalURL marks where the dev environment really serves MCP: the
+// annotationLocalURL marks where the local system really serves MCP: the
 // MCPServer's own Deployment cannot run pods on a control plane without nodes.
 const annotationLocalURL = "posture.dev/local-url"
 
-// startMCP starts the MCP tool server over HTTP against the dev API, applies
-// an MCPServer in the dev cluster, and returns the URL for POSTURE_MCP_URL.
-func startMCP(ctx context.Context, procs *processes, s settings, apiURL string, seed *demo.Seeded) (string, error) {
-	bin := filepath.Join(s.root, "bin", "mcp-server")
-	if _, err := os.Stat(bin); err != nil {
-		return "", fmt.Errorf("bin/mcp-server is missing: run make dev (it builds first), not go run")
-	}
-	step("starting the MCP server (streamable HTTP at " + s.mcpAddr + ")")
+// startMCP starts the MCP tool server over HTTP against the system's API,
+// applies an MCPServer in the first tenant's namespace, and returns the URL
+// for POSTURE_MCP_URL.
+func startMCP(ctx context.Context, s *System, o Options) (string, error) {
+	step := o.Step
+	step("starting the MCP server (streamable HTTP at " + o.MCPAddr + ")")
 	// The server's own environment: no key of the developer's shell becomes
 	// a default identity, and API_BASE_URL is the flag's business.
 	var env []string
@@ -43,17 +41,17 @@ func startMCP(ctx context.Context, procs *processes, s settings, apiURL string, 
 			env = append(env, kv)
 		}
 	}
-	args := []string{"--transport=http", "--addr=" + s.mcpAddr, "--api-base-url=" + apiURL + "/api/v1"}
-	if err := procs.start(ctx, spec{name: "mcp-server", path: bin, args: args, env: env,
-		healthURL: "http://" + s.mcpAddr + "/healthz"}); err != nil {
+	args := []string{"--transport=http", "--addr=" + o.MCPAddr, "--api-base-url=" + s.APIURL + "/api/v1"}
+	if err := s.Programs.Start(ctx, supervise.Spec{Name: MCPServerName, Path: filepath.Join(o.BinDir, MCPServerName), Args: args, Env: env,
+		HealthURL: "http://" + o.MCPAddr + "/healthz"}); err != nil {
 		return "", err
 	}
-	if err := waitHTTP(ctx, "http://"+s.mcpAddr+"/healthz", procs); err != nil {
+	if err := waitHTTP(ctx, "http://"+o.MCPAddr+"/healthz", s.Programs); err != nil {
 		return "", fmt.Errorf("the MCP server never answered: %w (see the mcp-server lines above)", err)
 	}
-	mcpURL := "http://" + s.mcpAddr + "/mcp"
+	mcpURL := "http://" + o.MCPAddr + "/mcp"
 
-	if err := applyDevMCPServer(ctx, s, seed.Namespace, mcpURL); err != nil {
+	if err := applyDevMCPServer(ctx, step, s.Kubeconfig, s.Seed.Namespace, mcpURL); err != nil {
 		return "", err
 	}
 	return mcpURL, nil
@@ -62,10 +60,10 @@ func startMCP(ctx context.Context, procs *processes, s settings, apiURL string, 
 // applyDevMCPServer creates the MCPServer the operator manages and reports
 // its Ready condition as the manager's controller sets it: on this control
 // plane it waits for replicas that never come, and says so.
-func applyDevMCPServer(ctx context.Context, s settings, namespace, localURL string) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(s.devDir, "kubeconfig"))
+func applyDevMCPServer(ctx context.Context, step func(string), kubeconfig, namespace, localURL string) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
-		return fmt.Errorf("read .dev/kubeconfig: %w", err)
+		return fmt.Errorf("read %s: %w", kubeconfig, err)
 	}
 	c, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
 	if err != nil {

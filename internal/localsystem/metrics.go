@@ -1,4 +1,4 @@
-package main
+package localsystem
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 	"github.com/posture-dev/posture/internal/testenv"
 )
 
-// metricsReader is the ServiceAccount make dev scrapes as: the way a
+// metricsReader is the ServiceAccount the env file's token belongs to: the way a
 // Prometheus in a cluster is let in, so the endpoint's authentication is the
 // real one, not switched off for development.
 const metricsReader = "posture-metrics-reader"

@@ -1,9 +1,9 @@
-package main
+package supervise
 
 import (
 	"context"
+	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -11,9 +11,9 @@ import (
 	"time"
 )
 
-func pidOf(t *testing.T, dir, name string) int {
+func pidOf(t *testing.T, g *Group, name string) int {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, name+".pid"))
+	b, err := os.ReadFile(g.PIDFile(name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,50 +25,52 @@ func pidOf(t *testing.T, dir, name string) int {
 }
 
 // A program killed after start-up comes back under a new pid; one that
-// keeps dying at once is given up on, which ends make dev; one that dies
-// while make dev starts ends it at once.
-func TestSupervisor(t *testing.T) {
+// keeps dying at once is given up on; one that dies while the system starts
+// is reported at once.
+func TestGroup(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		script   string
 		arm      bool
 		kill     bool // kill -9 the first run
-		wantExit bool // reported on exited: make dev ends
+		wantExit bool // reported on Exited
 	}{
 		{"killed after start-up: restarted", "exec sleep 60", true, true, false},
 		{"crash loop: given up", "exit 3", true, false, true},
 		{"exits while starting: not restarted", "exit 3", false, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			p := newProcesses(dir)
-			p.first, p.most = 10*time.Millisecond, 20*time.Millisecond
+			g := New(t.TempDir(), io.Discard, nil)
+			g.First, g.Most = 10*time.Millisecond, 20*time.Millisecond
 			if tc.arm {
-				p.arm()
+				g.Arm()
 			}
-			defer p.stopAll()
-			if err := p.start(ctx, spec{name: "prog", path: "/bin/sh", args: []string{"-c", tc.script}}); err != nil {
+			defer g.StopAll()
+			if err := g.Start(ctx, Spec{Name: "prog", Path: "/bin/sh", Args: []string{"-c", tc.script}}); err != nil {
 				t.Fatal(err)
 			}
 			if tc.kill {
-				pid := pidOf(t, dir, "prog")
+				pid := pidOf(t, g, "prog")
+				if g.PID("prog") != pid {
+					t.Errorf("PID = %d, the pid file says %d", g.PID("prog"), pid)
+				}
 				if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 					t.Fatal(err)
 				}
 				deadline := time.Now().Add(10 * time.Second)
-				for pidOf(t, dir, "prog") == pid {
+				for pidOf(t, g, "prog") == pid {
 					if time.Now().After(deadline) {
 						t.Fatal("prog was not restarted within 10s of kill -9")
 					}
 					time.Sleep(10 * time.Millisecond)
 				}
-				p.procs[0].mu.Lock()
-				restarts := p.procs[0].restarts
-				p.procs[0].mu.Unlock()
-				if restarts != 1 {
-					t.Errorf("restarts = %d, want 1", restarts)
+				if n := g.Restarts("prog"); n != 1 {
+					t.Errorf("restarts = %d, want 1", n)
+				}
+				if again := g.PID("prog"); again == pid || again != pidOf(t, g, "prog") {
+					t.Errorf("PID = %d after the restart; the killed run was %d, the pid file says %d", again, pid, pidOf(t, g, "prog"))
 				}
 			}
 			wait := 5 * time.Second
@@ -76,7 +78,7 @@ func TestSupervisor(t *testing.T) {
 				wait = 500 * time.Millisecond
 			}
 			select {
-			case name := <-p.exited:
+			case name := <-g.Exited():
 				if !tc.wantExit {
 					t.Errorf("%s was reported as ended for good", name)
 				}
