@@ -256,7 +256,7 @@ func (b *Billing) create(ctx context.Context, t *posturev1.Tenant, ns, name stri
 // worker. A blob stored before intake recorded them (an upgrade with
 // ingestions still queued) is read once to find them, which are then
 // recorded; a report already gone has none.
-func discoverAccounts(ctx context.Context, st store.Store, tenant, blobID string) ([]billing.Account, error) {
+func discoverAccounts(ctx context.Context, st store.Blobs, tenant, blobID string) ([]billing.Account, error) {
 	stored, recorded, err := st.BlobAccounts(ctx, tenant, blobID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil

@@ -61,7 +61,14 @@ const FinalizerIngestion = "posture.dev/ingestion-cleanup"
 // announce a transition are emitted only once that write has landed.
 type IngestionReconciler struct {
 	client.Client
-	Store    store.Store
+	// Store holds the reports the ingestions read, their runs, which the
+	// reconciler opens, fails and deletes, and their error rows, which it
+	// counts for the metrics.
+	Store interface {
+		store.Blobs
+		store.Runs
+		store.IngestionErrors
+	}
 	Executor Executor
 	Recorder events.EventRecorder
 	// MaxAttempts bounds how often a lost attempt (manager restart, deleted

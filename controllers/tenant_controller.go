@@ -69,7 +69,7 @@ type TenantReconciler struct {
 	Access TenantAccess
 	// Store, when set, is where a deleted Tenant's data is deleted from; nil
 	// leaves the data and adds no finalizer.
-	Store store.Store
+	Store store.TenantData
 	// DataGracePeriod is how long after a Tenant's deletion its data stays
 	// in the store; 0 deletes it at once.
 	DataGracePeriod time.Duration

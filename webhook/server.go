@@ -38,8 +38,14 @@ type Server struct {
 	// APIReader reads the API server directly; used when the cache has not
 	// seen an object yet (a GET right after the POST that created it).
 	APIReader client.Reader
-	Store     store.Store
-	Auth      auth.Authenticator
+	// Store answers the reads of findings, scans and error rows, and
+	// stores uploaded reports.
+	Store interface {
+		store.FindingReads
+		store.IngestionErrors
+		store.Blobs
+	}
+	Auth auth.Authenticator
 	// Tokens issues and ends the JWTs of tenant users (POST
 	// /api/v1/tokens, /refresh, /revoke); nil answers those 404, for a
 	// server that authenticates a static key.

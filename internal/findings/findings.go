@@ -119,7 +119,7 @@ type Page struct {
 // ReadAfter reads the size findings of q that follow after (from the first
 // when after is nil) without reading any row before it, however deep the
 // listing is.
-func ReadAfter(ctx context.Context, st store.Store, tenant string, q store.FindingQuery, after *store.FindingKey, size int) (Page, error) {
+func ReadAfter(ctx context.Context, st store.FindingReads, tenant string, q store.FindingQuery, after *store.FindingKey, size int) (Page, error) {
 	q.After = after
 	if after == nil {
 		// The store reads a numbered page without After; page 1 is the
@@ -148,7 +148,7 @@ func ReadAfter(ctx context.Context, st store.Store, tenant string, q store.Findi
 const scanPage = 500
 
 // Scan is tenant's scan id, store.ErrNotFound when it has none.
-func Scan(ctx context.Context, st store.Store, tenant, id string) (store.Scan, error) {
+func Scan(ctx context.Context, st store.FindingReads, tenant, id string) (store.Scan, error) {
 	for page := 1; ; page++ {
 		rows, count, err := st.ListScans(ctx, tenant, store.ScanQuery{Page: store.Page{Number: page, Size: scanPage}})
 		if err != nil {

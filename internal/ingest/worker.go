@@ -78,7 +78,11 @@ func (a Attempt) Key() string { return fmt.Sprintf("%s/%s#%d", a.Tenant, a.Inges
 
 // Worker runs attempts against a store.
 type Worker struct {
-	Store            store.Store
+	// Store is where the worker reads the report and writes the run.
+	Store interface {
+		store.Blobs
+		store.Runs
+	}
 	Log              logr.Logger
 	BatchSize        int
 	ProgressInterval time.Duration

@@ -56,7 +56,7 @@ func run(t *testing.T, w *ingest.Worker, job ingest.Attempt) (store.Run, []store
 	if err != nil {
 		t.Fatal(err)
 	}
-	errs, _, err := w.Store.ListIngestionErrors(context.Background(), job.Tenant, job.IngestionID, store.Page{Number: 1, Size: 100})
+	errs, _, err := w.Store.(store.IngestionErrors).ListIngestionErrors(context.Background(), job.Tenant, job.IngestionID, store.Page{Number: 1, Size: 100})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,7 +63,7 @@ type Reader struct {
 	// APIReader, when set, reads an ingestion the cache has not seen yet
 	// (a read right after the upload that created it).
 	APIReader client.Reader
-	Store     store.Store
+	Store     store.IngestionErrors
 }
 
 // List is one page of namespace ns's ingestions that match q, in q's order.

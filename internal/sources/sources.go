@@ -134,7 +134,7 @@ type Reader struct {
 	// Client reads ConfigMaps and Secrets of tenant namespaces, uncached:
 	// the manager may only get them there.
 	Client  client.Reader
-	Store   store.Store
+	Store   store.Blobs
 	Options Options
 	// AccessBinding is the RoleBinding through which the manager reads a
 	// tenant namespace, which messages name when a read is refused.

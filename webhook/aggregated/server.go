@@ -96,8 +96,14 @@ type Options struct {
 	RESTConfig *restclient.Config
 	// Client creates Ingestions and reads Tenants (cache-backed, with the
 	// auth.SetupIndexes indexes).
-	Client         client.Client
-	Store          store.Store
+	Client client.Client
+	// Store answers the reads of findings, scans and error rows, and
+	// stores uploaded reports.
+	Store interface {
+		store.FindingReads
+		store.IngestionErrors
+		store.Blobs
+	}
 	MaxUploadBytes int64
 	Log            logr.Logger
 }
