@@ -21,7 +21,7 @@ $(CONTROLLER_GEN):
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## CRDs and RBAC from kubebuilder markers.
-	$(CONTROLLER_GEN) rbac:roleName=posture-manager crd paths="./api/..." paths="./controllers/..." \
+	$(CONTROLLER_GEN) rbac:roleName=posture-manager crd paths="./api/..." paths="./controllers/..." paths="./internal/servingcert/..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	# The Helm chart carries copies: its CRDs (rendered by templates/crds.yaml, so helm upgrade upgrades them) and the rules its RBAC templates read.
 	rm -rf charts/posture/files/crds && mkdir -p charts/posture/files/crds && cp config/crd/bases/*.yaml charts/posture/files/crds/

@@ -21,6 +21,7 @@ import (
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/internal/auth"
+	"github.com/posture-dev/posture/internal/tenancy"
 )
 
 // APIKey defaults and names.
@@ -186,11 +187,11 @@ func (r *APIKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		}
 	}
 
-	tenant, err := auth.TenantForNamespace(ctx, r.Client, key.Namespace)
-	var ae *auth.Error
+	tenant, err := tenancy.ForNamespace(ctx, r.Client, key.Namespace)
+	var te *tenancy.Error
 	switch {
-	case errors.As(err, &ae):
-		f.TenantProblem = ae.Reason
+	case errors.As(err, &te):
+		f.TenantProblem = te.Reason
 	case err != nil:
 		f.LookupError = err.Error()
 	case tenant != nil:
@@ -298,7 +299,7 @@ func (r *APIKeyReconciler) generate(ctx context.Context, key *posturev1.APIKey, 
 		return "", "", "", "", "", err
 	}
 	tenant := key.Namespace
-	if t, terr := auth.TenantForNamespace(ctx, r.Client, key.Namespace); terr == nil && t != nil {
+	if t, terr := tenancy.ForNamespace(ctx, r.Client, key.Namespace); terr == nil && t != nil {
 		tenant = t.Name
 	}
 	sec = corev1.Secret{
@@ -307,8 +308,8 @@ func (r *APIKeyReconciler) generate(ctx context.Context, key *posturev1.APIKey, 
 			Name:      secretName,
 			Labels: map[string]string{
 				posturev1.LabelManagedBy: posturev1.ManagedByValue,
-				posturev1.LabelTenant:    labelValue(tenant),
-				LabelAPIKey:              labelValue(key.Name),
+				posturev1.LabelTenant:    tenancy.LabelValue(tenant),
+				LabelAPIKey:              tenancy.LabelValue(key.Name),
 			},
 			Annotations: map[string]string{"posture.dev/api-key-prefix": p, "posture.dev/user": key.Spec.User},
 		},

@@ -110,11 +110,37 @@ func TestAPIKeyGeneratedOnce(t *testing.T) {
 	if got.Status.Hash != auth.HashKey(key) {
 		t.Fatal("a deleted Secret made the controller replace the key")
 	}
+	// A reconcile of a later generation, which comes after the one that
+	// found the Secret gone, writes none either.
+	touchAPIKey(t, k)
 	var none corev1.Secret
-	time.Sleep(500 * time.Millisecond)
 	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "ci-api-key"}, &none); err == nil {
 		t.Fatal("the controller wrote a new Secret for a key it already issued")
 	}
+}
+
+// touchAPIKey changes k's spec (its expiry, later) and waits until the
+// controller has reconciled that generation: a reconcile that comes after
+// everything done to k before, whose outcome a check that something did
+// not happen can rely on, where a sleep would only hope for it.
+func touchAPIKey(t *testing.T, k *posturev1.APIKey) *posturev1.APIKey {
+	t.Helper()
+	var cur posturev1.APIKey
+	for attempt := 0; ; attempt++ {
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(k), &cur); err != nil {
+			t.Fatal(err)
+		}
+		later := metav1.NewTime(time.Now().Add(72 * time.Hour).UTC().Truncate(time.Second))
+		cur.Spec.ExpiresAt = &later
+		err := k8s.Update(context.Background(), &cur)
+		if err == nil {
+			break
+		}
+		if !apierrors.IsConflict(err) || attempt == 10 {
+			t.Fatal(err)
+		}
+	}
+	return waitAPIKey(t, k, func(got *posturev1.APIKey) bool { return got.Status.ObservedGeneration >= cur.Generation })
 }
 
 func TestAPIKeyConditions(t *testing.T) {
@@ -251,7 +277,8 @@ func TestAPIKeyNeverReissuedAfterItsEnd(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			time.Sleep(time.Second)
+			// A reconcile of a later generation reads the lost hash.
+			touchAPIKey(t, k)
 			got = waitAPIKey(t, k, keyEnded(tc.reason))
 			if got.Status.Hash != "" {
 				t.Error("the controller recorded a new key for an APIKey that had ended")

@@ -8,21 +8,17 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
-	"github.com/posture-dev/posture/internal/auth"
 	"github.com/posture-dev/posture/internal/billing"
 	"github.com/posture-dev/posture/internal/ingest"
 	"github.com/posture-dev/posture/internal/ocsf"
 	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/tenancy"
 )
 
 // ConditionProvidersResolved tells a reader of an Ingestion how its accounts
@@ -30,7 +26,7 @@ import (
 // decision a retry repeats is status.providers and status.deniedProviders.
 const ConditionProvidersResolved = "ProvidersResolved"
 
-// Reasons and job-level error codes of billing.
+// Reasons and ingestion-level error codes of billing.
 const (
 	ReasonProvidersResolved = "Resolved"
 	ReasonProviderLimit     = "ProviderLimitExceeded"
@@ -56,13 +52,14 @@ type Resolution struct {
 
 // Billing admits Providers to a tenant's plan, whoever wrote them: the
 // ingestions' imported Providers and the Providers people or GitOps apply.
-// The admitted set lives in the Tenant's status (status.admittedProviders)
-// and every change to it is an update with the resourceVersion just read, so
-// the API server serialises admissions across goroutines, controllers and
-// manager replicas alike: of two writers admitting at once, one gets a
-// conflict and decides again on the other's result.
+// The admitted set lives in the Tenant's status (status.admittedProviders);
+// every change to it is a transaction of the Tenant's one status writer
+// (TenantStatus), which the API server serialises across goroutines,
+// controllers and manager replicas alike: of two writers admitting at once,
+// one gets a conflict and decides again on the other's result.
 type Billing struct {
-	// Client writes Tenant status and creates Providers.
+	// Client writes Tenant status (through TenantStatus) and creates
+	// Providers.
 	Client client.Client
 	// APIReader reads Tenants and Providers straight from the API server: a
 	// decision on a cached Tenant would only meet a conflict and retry.
@@ -74,10 +71,6 @@ type Billing struct {
 // +kubebuilder:rbac:groups=posture.dev,resources=tenants,verbs=get;list;watch
 // +kubebuilder:rbac:groups=posture.dev,resources=tenants/status,verbs=get;update;patch
 
-// admitBackoff spreads the retries of writers that keep losing the race for
-// the same Tenant; many ingestions starting at once all admit through it.
-var admitBackoff = wait.Backoff{Steps: 30, Duration: 20 * time.Millisecond, Factor: 1.3, Jitter: 1, Cap: 2 * time.Second}
-
 func (b *Billing) now() time.Time {
 	if b.Now != nil {
 		return b.Now()
@@ -85,47 +78,42 @@ func (b *Billing) now() time.Time {
 	return time.Now()
 }
 
-// admit reads tenant name and its Providers afresh, lets decide change the
-// ledger, and writes the ledger back guarded by the Tenant's resourceVersion,
-// deciding again after a conflict. decide must be repeatable: it runs once
-// per try.
+// ledger opens tenant t's admitted providers, read from its status, with the
+// admissions of Providers that are gone or never came pruned; ps are the
+// tenant's Providers, read afresh.
+func (b *Billing) ledger(ctx context.Context, t *posturev1.Tenant) (*billing.Ledger, []posturev1.Provider, error) {
+	var list posturev1.ProviderList
+	if err := b.APIReader.List(ctx, &list, client.InNamespace(t.NamespaceName())); err != nil {
+		return nil, nil, fmt.Errorf("list the Providers of tenant %s: %w", t.Name, err)
+	}
+	l := billing.NewLedger(t)
+	l.Prune(billing.Observe(list.Items), b.now())
+	return l, list.Items, nil
+}
+
+// admit is an admission: a transaction of the Tenant's status writer that
+// lets decide change the ledger and records the result in the status.
+// decide must be repeatable: it runs again after a conflict.
 func (b *Billing) admit(ctx context.Context, name string, decide func(t *posturev1.Tenant, l *billing.Ledger, ps []posturev1.Provider) error) (*posturev1.Tenant, *billing.Ledger, error) {
-	var t posturev1.Tenant
 	var l *billing.Ledger
-	try := func() error {
-		if err := b.APIReader.Get(ctx, types.NamespacedName{Name: name}, &t); err != nil {
-			return fmt.Errorf("read Tenant %s: %w", name, err)
-		}
-		var list posturev1.ProviderList
-		if err := b.APIReader.List(ctx, &list, client.InNamespace(t.NamespaceName())); err != nil {
-			return fmt.Errorf("list the Providers of tenant %s: %w", name, err)
-		}
-		l = billing.NewLedger(&t)
-		l.Prune(billing.Observe(list.Items), b.now())
-		if err := decide(&t, l, list.Items); err != nil {
+	t, err := TenantStatus{Client: b.Client, Reader: b.APIReader}.Commit(ctx, name, func(t *posturev1.Tenant) error {
+		var ps []posturev1.Provider
+		var err error
+		if l, ps, err = b.ledger(ctx, t); err != nil {
 			return err
 		}
-		if !l.Changed() {
-			return nil
+		if err := decide(t, l, ps); err != nil {
+			return err
 		}
-		l.Apply(&t)
-		return b.Client.Status().Update(ctx, &t)
-	}
-	// last is what the last try returned: RetryOnConflict reports a try that
-	// failed on a cancelled context as an interrupted wait, which it answers
-	// with the last conflict seen, nil when there was none.
-	var last error
-	err := retry.RetryOnConflict(admitBackoff, func() error {
-		last = try()
-		return last
+		if l.Changed() {
+			l.Apply(t)
+		}
+		return nil
 	})
-	if err == nil {
-		err = last
-	}
 	if err != nil {
 		return nil, nil, err
 	}
-	return &t, l, nil
+	return t, l, nil
 }
 
 // Resolve gives each account, in order, an admitted Provider of tenant t or
@@ -213,15 +201,18 @@ func (b *Billing) AdmitProvider(ctx context.Context, tenant string, p *posturev1
 	return admitted, l.Count(), l.Limit(), nil
 }
 
-// Prune drops the admissions of Providers that are gone or being deleted,
-// which gives their places back to the plan, and returns the Tenant as
-// written (or read, when nothing changed).
-func (b *Billing) Prune(ctx context.Context, tenant string) (*posturev1.Tenant, error) {
-	t, _, err := b.admit(ctx, tenant, func(*posturev1.Tenant, *billing.Ledger, []posturev1.Provider) error { return nil })
+// prune is the Tenant reconciler's part of billing, run inside its own
+// status transaction: admissions of Providers that are gone or being
+// deleted give their places back to the plan.
+func (b *Billing) prune(ctx context.Context, t *posturev1.Tenant) error {
+	l, _, err := b.ledger(ctx, t)
 	if err != nil {
-		return nil, fmt.Errorf("prune the admitted providers of tenant %s: %w", tenant, err)
+		return fmt.Errorf("prune the admitted providers of tenant %s: %w", t.Name, err)
 	}
-	return t, nil
+	if l.Changed() {
+		l.Apply(t)
+	}
+	return nil
 }
 
 // create makes the imported Provider name of an admitted account. created
@@ -233,7 +224,7 @@ func (b *Billing) create(ctx context.Context, t *posturev1.Tenant, ns, name stri
 			Name:      name,
 			Namespace: ns,
 			Labels: map[string]string{
-				posturev1.LabelTenant:    labelValue(t.Name),
+				posturev1.LabelTenant:    tenancy.LabelValue(t.Name),
 				posturev1.LabelManagedBy: posturev1.ManagedByValue,
 				LabelOrigin:              string(posturev1.ProviderImported),
 			},
@@ -265,7 +256,7 @@ func (b *Billing) create(ctx context.Context, t *posturev1.Tenant, ns, name stri
 // worker. A blob stored before intake recorded them (an upgrade with
 // ingestions still queued) is read once to find them, which are then
 // recorded; a report already gone has none.
-func discoverAccounts(ctx context.Context, st store.Store, tenant, blobID string) ([]billing.Account, error) {
+func discoverAccounts(ctx context.Context, st store.Blobs, tenant, blobID string) ([]billing.Account, error) {
 	stored, recorded, err := st.BlobAccounts(ctx, tenant, blobID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
@@ -296,40 +287,41 @@ func discoverAccounts(ctx context.Context, st store.Store, tenant, blobID string
 	return accounts, nil
 }
 
-// billingFailure ends an ingestion before it starts.
-type billingFailure struct {
-	code, message string
-}
-
-// resolveProviders is the ingestion's billing step, run before the executor
-// starts: it finds the tenant, refuses an inactive subscription, resolves the
-// report's accounts to Providers and records the result in the status (the
-// caller writes it). It returns the accounts the worker may bill, nil when
-// every account fits.
-func (r *IngestionReconciler) resolveProviders(ctx context.Context, ing *posturev1.Ingestion, job ingest.Job) (map[string]bool, *billingFailure, error) {
-	tenant, err := auth.TenantForNamespace(ctx, r.Client, ing.Namespace)
-	var ae *auth.Error
-	switch {
-	case errors.As(err, &ae):
-		return nil, &billingFailure{CodeTenantNotFound, ae.Reason}, nil
-	case err != nil:
-		return nil, nil, err
-	case tenant == nil:
-		return nil, &billingFailure{CodeTenantNotFound, fmt.Sprintf("no Tenant uses namespace %s, so the report cannot be billed", ing.Namespace)}, nil
-	case !tenant.Spec.Subscription.Active:
-		return nil, &billingFailure{CodeSubscription, fmt.Sprintf("tenant %s has no active subscription; ingestion is a paid feature", tenant.Name)}, nil
+// admitProviders is the step that bills a pending ingestion before its
+// first attempt: it finds the tenant, refuses an inactive subscription,
+// resolves the report's accounts to Providers and records the result in the
+// status, which every attempt then bills by (AllowedAccountsOf).
+func (r *IngestionReconciler) admitProviders(ctx context.Context, ing *posturev1.Ingestion, f *ingestionFacts) (next, error) {
+	if r.Billing == nil || (ing.Status.Phase != "" && ing.Status.Phase != posturev1.IngestionPending) {
+		return goOn, nil
 	}
-	accounts, err := discoverAccounts(ctx, r.Store, job.Tenant, job.BlobID)
+	a := r.attempt(ing, int(ing.Status.Attempt)+1)
+	if a.BlobID == "" {
+		// Nothing to bill: the attempt fails for want of a report.
+		return goOn, nil
+	}
+	tenant, err := tenancy.Resolve(ctx, r.Client, ing.Namespace)
+	switch refusal, why := tenancy.Refused(err); {
+	case refusal == tenancy.OwnerUnclear:
+		return r.fail(ctx, ing, f, CodeTenantNotFound, why, store.Progress{})
+	case refusal == tenancy.NoOwner:
+		return r.fail(ctx, ing, f, CodeTenantNotFound, why+", so the report cannot be billed", store.Progress{})
+	case refusal == tenancy.NotSubscribed:
+		return r.fail(ctx, ing, f, CodeSubscription, why, store.Progress{})
+	case err != nil:
+		return goOn, err
+	}
+	accounts, err := discoverAccounts(ctx, r.Store, a.Tenant, a.BlobID)
 	if err != nil {
-		return nil, nil, err
+		return goOn, fmt.Errorf("resolve providers: %w", err)
 	}
 	res, err := r.Billing.Resolve(ctx, tenant, accounts, ing.Name)
 	if err != nil {
-		return nil, nil, err
+		return goOn, fmt.Errorf("resolve providers: %w", err)
 	}
 	ing.Status.Providers = make([]string, 0, len(res.Allowed))
-	for _, a := range res.Allowed {
-		ing.Status.Providers = append(ing.Status.Providers, a.Key())
+	for _, acct := range res.Allowed {
+		ing.Status.Providers = append(ing.Status.Providers, acct.Key())
 	}
 	slices.Sort(ing.Status.Providers)
 	ing.Status.Providers = slices.Compact(ing.Status.Providers)
@@ -339,26 +331,17 @@ func (r *IngestionReconciler) resolveProviders(ctx context.Context, ing *posture
 	}
 	summary := fmt.Sprintf("accounts in the report: %d; providers reused: %d, created: %d; %s", len(accounts), len(res.Reused), len(res.Created), usage)
 	if len(res.Denied) == 0 {
-		meta.SetStatusCondition(&ing.Status.Conditions, metav1.Condition{Type: ConditionProvidersResolved, Status: metav1.ConditionTrue,
-			Reason: ReasonProvidersResolved, Message: summary, ObservedGeneration: ing.Generation})
-		emit(r.Recorder, ing, corev1.EventTypeNormal, ReasonProvidersResolved, "Bill", "%s", summary)
-		return nil, nil, nil
+		f.Billing = &billingOutcome{Message: summary}
+		return goOn, nil
 	}
 	denied := make([]string, 0, len(res.Denied))
-	for _, a := range res.Denied {
-		denied = append(denied, a.Key())
+	for _, acct := range res.Denied {
+		denied = append(denied, acct.Key())
 	}
 	ing.Status.DeniedProviders = slices.Compact(slices.Sorted(slices.Values(denied)))
-	msg := fmt.Sprintf("%s; over the plan limit of %d providers, so their records are invalid (%s): %s",
-		summary, res.Limit, ingest.CodeProviderLimit, strings.Join(firstN(denied, 20), ", "))
-	meta.SetStatusCondition(&ing.Status.Conditions, metav1.Condition{Type: ConditionProvidersResolved, Status: metav1.ConditionFalse,
-		Reason: ReasonProviderLimit, Message: msg, ObservedGeneration: ing.Generation})
-	emit(r.Recorder, ing, corev1.EventTypeWarning, ReasonProviderLimit, "Bill", "%s", msg)
-	allowed := make(map[string]bool, len(res.Allowed))
-	for _, a := range res.Allowed {
-		allowed[a.Key()] = true
-	}
-	return allowed, nil, nil
+	f.Billing = &billingOutcome{Denied: true, Message: fmt.Sprintf("%s; over the plan limit of %d providers, so their records are invalid (%s): %s",
+		summary, res.Limit, ingest.CodeProviderLimit, strings.Join(firstN(denied, 20), ", "))}
+	return goOn, nil
 }
 
 // AllowedAccountsOf rebuilds the billing decision recorded in an Ingestion's

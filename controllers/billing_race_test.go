@@ -18,6 +18,7 @@ import (
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/controllers"
 	"github.com/posture-dev/posture/internal/billing"
+	"github.com/posture-dev/posture/internal/tenancy"
 	"github.com/posture-dev/posture/internal/testenv"
 )
 
@@ -80,7 +81,7 @@ func TestPlanLimitHoldsForEveryWriter(t *testing.T) {
 		for ev := range w.ResultChan() {
 			if got, ok := ev.Object.(*posturev1.Tenant); ok && ev.Type == watch.Modified {
 				versions++
-				maxBilled = max(maxBilled, billing.Billed(got))
+				maxBilled = max(maxBilled, tenancy.UsageOf(got).Billed)
 			}
 		}
 	}()
@@ -160,8 +161,8 @@ func TestPlanLimitHoldsForEveryWriter(t *testing.T) {
 				stalled++
 			}
 		}
-		state := fmt.Sprintf("%d Providers: %d billed, %d stalled; tenant bills %d", len(list.Items), ready, stalled, billing.Billed(final))
-		return ready == limit && ready+stalled == len(list.Items) && billing.Billed(final) == limit && final.Status.Providers == limit, state
+		state := fmt.Sprintf("%d Providers: %d billed, %d stalled; tenant bills %d", len(list.Items), ready, stalled, tenancy.UsageOf(final).Billed)
+		return ready == limit && ready+stalled == len(list.Items) && tenancy.UsageOf(final).Billed == limit && final.Status.Providers == limit, state
 	})
 	admitted := map[string]bool{}
 	for _, a := range final.Status.AdmittedProviders {
@@ -225,8 +226,8 @@ func TestStalledProviderBilledOncePlaceFrees(t *testing.T) {
 			waitProvider(t, first, billed)
 			second := newProvider(t, ns, "aws", "222222222222", posturev1.ProviderConnected)
 			waitProvider(t, second, stalled)
-			if got := waitTenant(t, tn.Name, "1 billed", func(t *posturev1.Tenant) bool { return t.Status.Providers == 1 }); billing.Billed(got) != 1 {
-				t.Fatalf("the tenant bills %d providers, want 1", billing.Billed(got))
+			if got := waitTenant(t, tn.Name, "1 billed", func(t *posturev1.Tenant) bool { return t.Status.Providers == 1 }); tenancy.UsageOf(got).Billed != 1 {
+				t.Fatalf("the tenant bills %d providers, want 1", tenancy.UsageOf(got).Billed)
 			}
 			if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(tn), tn); err != nil {
 				t.Fatal(err)

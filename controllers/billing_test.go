@@ -56,7 +56,7 @@ func TestAllowedAccountsFlag(t *testing.T) {
 	}
 
 	ing := &posturev1.Ingestion{ObjectMeta: metav1.ObjectMeta{Name: "i", Namespace: "n", UID: "u"}}
-	job := ingest.Job{Tenant: "t", IngestionID: "i", BlobID: "b", Attempt: 1}
+	job := ingest.Attempt{Tenant: "t", IngestionID: "i", BlobID: "b", Attempt: 1}
 	flagOf := func(j *batchJob) string {
 		for _, a := range j.Spec.Template.Spec.Containers[0].Args {
 			if strings.HasPrefix(a, "--allowed-accounts=") {
@@ -357,7 +357,7 @@ func TestBillingWithJobExecutor(t *testing.T) {
 		t.Fatalf("the Job allows %v, want only aws/777777777777 (limit 1)", allowed)
 	}
 	w := &ingest.Worker{Store: st, Log: ctrl.Log}
-	if err := w.Run(context.Background(), ingest.Job{Tenant: tn.Name, IngestionID: ing.Name, BlobID: ing.Spec.Source.Upload.BlobID,
+	if err := w.Run(context.Background(), ingest.Attempt{Tenant: tn.Name, IngestionID: ing.Name, BlobID: ing.Spec.Source.Upload.BlobID,
 		Attempt: 1, Total: 4, AllowedAccounts: allowed}); err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +388,8 @@ func TestAdmitOnACancelledContext(t *testing.T) {
 	if err == nil || !errors.Is(err, context.Canceled) || admitted {
 		t.Errorf("AdmitProvider on a cancelled context = admitted %v, %v; want context.Canceled", admitted, err)
 	}
-	if _, err := b.Prune(ctx, "x"); !errors.Is(err, context.Canceled) {
-		t.Errorf("Prune on a cancelled context: %v; want context.Canceled", err)
+	w := controllers.TenantStatus{Client: k8s, Reader: k8s}
+	if _, err := w.Commit(ctx, "x", func(*posturev1.Tenant) error { return nil }); !errors.Is(err, context.Canceled) {
+		t.Errorf("a status transaction on a cancelled context: %v; want context.Canceled", err)
 	}
 }

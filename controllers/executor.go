@@ -15,27 +15,29 @@ import (
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/internal/ingest"
+	"github.com/posture-dev/posture/internal/tenancy"
 )
 
-// RunState is what an executor can tell about a run attempt.
-type RunState int
+// AttemptState is what an executor can tell about an attempt: whether
+// something still runs it. What the attempt recorded is its run's (the store).
+type AttemptState int
 
 const (
-	// RunActive: queued or running.
-	RunActive RunState = iota
-	// RunExited: the executor finished the attempt (it may or may not have
+	// AttemptActive: queued or running.
+	AttemptActive AttemptState = iota
+	// AttemptExited: the executor finished the attempt (it may or may not have
 	// recorded an outcome in the store).
-	RunExited
-	// RunGone: nothing runs the attempt any more and it never reported, e.g.
-	// the manager restarted under an in-process run or someone deleted the Job.
-	RunGone
-	// RunFailed: the executor gave up (Job backoff limit or deadline).
-	RunFailed
+	AttemptExited
+	// AttemptGone: nothing runs the attempt any more and it never reported, e.g.
+	// the manager restarted under an in-process attempt or someone deleted the Job.
+	AttemptGone
+	// AttemptFailed: the executor gave up (Job backoff limit or deadline).
+	AttemptFailed
 )
 
 // Observation is an executor's report on one attempt.
 type Observation struct {
-	State  RunState
+	State  AttemptState
 	Reason string
 }
 
@@ -44,10 +46,10 @@ type Executor interface {
 	Name() string
 	// Start begins the attempt; it is idempotent for the same attempt.
 	// It returns the name of the Kubernetes Job when there is one.
-	Start(ctx context.Context, ing *posturev1.Ingestion, job ingest.Job) (string, error)
-	Observe(ctx context.Context, ing *posturev1.Ingestion, job ingest.Job) (Observation, error)
+	Start(ctx context.Context, ing *posturev1.Ingestion, attempt ingest.Attempt) (string, error)
+	Observe(ctx context.Context, ing *posturev1.Ingestion, attempt ingest.Attempt) (Observation, error)
 	// Release is called once the outcome is recorded in the Ingestion status.
-	Release(ctx context.Context, ing *posturev1.Ingestion, job ingest.Job) error
+	Release(ctx context.Context, ing *posturev1.Ingestion, attempt ingest.Attempt) error
 	// Cancel stops every attempt of an Ingestion being deleted and reports
 	// whether nothing runs any of them any more; until then the caller
 	// asks again, and must not delete what a worker may still write to.
@@ -61,25 +63,25 @@ type InProcessExecutor struct {
 
 func (e *InProcessExecutor) Name() string { return "inprocess" }
 
-func (e *InProcessExecutor) Start(_ context.Context, _ *posturev1.Ingestion, job ingest.Job) (string, error) {
-	return "", e.Pool.Submit(job)
+func (e *InProcessExecutor) Start(_ context.Context, _ *posturev1.Ingestion, attempt ingest.Attempt) (string, error) {
+	return "", e.Pool.Submit(attempt)
 }
 
-func (e *InProcessExecutor) Observe(_ context.Context, _ *posturev1.Ingestion, job ingest.Job) (Observation, error) {
-	if e.Pool.Active(job) {
-		return Observation{State: RunActive}, nil
+func (e *InProcessExecutor) Observe(_ context.Context, _ *posturev1.Ingestion, attempt ingest.Attempt) (Observation, error) {
+	if e.Pool.Active(attempt) {
+		return Observation{State: AttemptActive}, nil
 	}
 	// The pool forgets an attempt once it returns, so "not active" is either
 	// "exited" or "this process never had it" (a restart); the store decides.
-	return Observation{State: RunGone, Reason: "no in-process worker holds this attempt (the manager restarted or the worker stopped)"}, nil
+	return Observation{State: AttemptGone, Reason: "no in-process worker holds this attempt (the manager restarted or the worker stopped)"}, nil
 }
 
-func (e *InProcessExecutor) Release(context.Context, *posturev1.Ingestion, ingest.Job) error {
+func (e *InProcessExecutor) Release(context.Context, *posturev1.Ingestion, ingest.Attempt) error {
 	return nil
 }
 
 func (e *InProcessExecutor) Cancel(_ context.Context, ing *posturev1.Ingestion) (bool, error) {
-	return e.Pool.Cancel(TenantOf(ing), ing.Name), nil
+	return e.Pool.Cancel(tenancy.Of(ing), ing.Name), nil
 }
 
 // JobExecutor runs each attempt as a batch/v1 Job in the operator namespace.
@@ -117,26 +119,26 @@ func (e *JobExecutor) jobOwner(ctx context.Context) (*metav1.OwnerReference, err
 	return e.owner, nil
 }
 
-func (e *JobExecutor) Start(ctx context.Context, ing *posturev1.Ingestion, job ingest.Job) (string, error) {
+func (e *JobExecutor) Start(ctx context.Context, ing *posturev1.Ingestion, attempt ingest.Attempt) (string, error) {
 	cfg := e.Config
 	owner, err := e.jobOwner(ctx)
 	if err != nil {
 		return "", err
 	}
 	cfg.Owner = owner
-	desired := BuildWorkerJob(cfg, ing, job)
+	desired := BuildWorkerJob(cfg, ing, attempt)
 	if err := e.Client.Create(ctx, desired); err != nil && !apierrors.IsAlreadyExists(err) {
 		return "", fmt.Errorf("create Job %s/%s: %w", desired.Namespace, desired.Name, err)
 	}
 	return desired.Name, nil
 }
 
-func (e *JobExecutor) Observe(ctx context.Context, ing *posturev1.Ingestion, job ingest.Job) (Observation, error) {
+func (e *JobExecutor) Observe(ctx context.Context, ing *posturev1.Ingestion, attempt ingest.Attempt) (Observation, error) {
 	var j batchv1.Job
-	key := types.NamespacedName{Namespace: e.Config.Namespace, Name: WorkerJobName(ing, job.Attempt)}
+	key := types.NamespacedName{Namespace: e.Config.Namespace, Name: WorkerJobName(ing, attempt.Attempt)}
 	if err := e.Client.Get(ctx, key, &j); err != nil {
 		if apierrors.IsNotFound(err) {
-			return Observation{State: RunGone, Reason: fmt.Sprintf("Job %s no longer exists", key.Name)}, nil
+			return Observation{State: AttemptGone, Reason: fmt.Sprintf("Job %s no longer exists", key.Name)}, nil
 		}
 		return Observation{}, err
 	}
@@ -146,23 +148,23 @@ func (e *JobExecutor) Observe(ctx context.Context, ing *posturev1.Ingestion, job
 		}
 		switch c.Type {
 		case batchv1.JobComplete:
-			return Observation{State: RunExited}, nil
+			return Observation{State: AttemptExited}, nil
 		case batchv1.JobFailed:
 			reason := c.Reason
 			if c.Message != "" {
 				reason += ": " + c.Message
 			}
-			return Observation{State: RunFailed, Reason: fmt.Sprintf("Job %s failed (%s)", key.Name, reason)}, nil
+			return Observation{State: AttemptFailed, Reason: fmt.Sprintf("Job %s failed (%s)", key.Name, reason)}, nil
 		}
 	}
-	return Observation{State: RunActive}, nil
+	return Observation{State: AttemptActive}, nil
 }
 
 // Release lets Kubernetes garbage-collect the Job only now that its result is
 // recorded, so a finished Job is never removed before anyone read its outcome.
-func (e *JobExecutor) Release(ctx context.Context, ing *posturev1.Ingestion, job ingest.Job) error {
+func (e *JobExecutor) Release(ctx context.Context, ing *posturev1.Ingestion, attempt ingest.Attempt) error {
 	var j batchv1.Job
-	key := types.NamespacedName{Namespace: e.Config.Namespace, Name: WorkerJobName(ing, job.Attempt)}
+	key := types.NamespacedName{Namespace: e.Config.Namespace, Name: WorkerJobName(ing, attempt.Attempt)}
 	if err := e.Client.Get(ctx, key, &j); err != nil {
 		return client.IgnoreNotFound(err)
 	}

@@ -183,7 +183,7 @@ func TestHealthOfEveryKind(t *testing.T) {
 	}
 	// What the completed one's pod would do: run the worker, then succeed.
 	w := &ingest.Worker{Store: st, Log: ctrl.Log}
-	if err := w.Run(ctx, ingest.Job{Tenant: ingTenant.Name, IngestionID: completed.Name, BlobID: completed.Spec.Source.Upload.BlobID,
+	if err := w.Run(ctx, ingest.Attempt{Tenant: ingTenant.Name, IngestionID: completed.Name, BlobID: completed.Spec.Source.Upload.BlobID,
 		Attempt: 1, Total: int(completed.Spec.RecordCount)}); err != nil {
 		t.Fatal(err)
 	}
@@ -265,8 +265,7 @@ func getUnstructured(t *testing.T, kind string, key types.NamespacedName) *unstr
 func waitHealthState(t *testing.T, tc healthCase) *unstructured.Unstructured {
 	t.Helper()
 	var u *unstructured.Unstructured
-	var last string
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("%s %s Ready with reason %s", tc.kind, tc.key, tc.reason), func() (bool, string) {
 		u = getUnstructured(t, tc.kind, tc.key)
 		var conds []metav1.Condition
 		raw, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
@@ -277,14 +276,11 @@ func waitHealthState(t *testing.T, tc healthCase) *unstructured.Unstructured {
 			}
 		}
 		og, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
-		if c := meta.FindStatusCondition(conds, posturev1.ConditionReady); c != nil && c.Reason == tc.reason &&
-			c.ObservedGeneration == u.GetGeneration() && og == u.GetGeneration() {
-			return u
-		}
-		last = fmt.Sprintf("%v", u.Object["status"])
-	}
-	t.Fatalf("%s %s never reached Ready reason %s; last status %s", tc.kind, tc.key, tc.reason, last)
-	return nil
+		c := meta.FindStatusCondition(conds, posturev1.ConditionReady)
+		return c != nil && c.Reason == tc.reason && c.ObservedGeneration == u.GetGeneration() && og == u.GetGeneration(),
+			fmt.Sprintf("%v", u.Object["status"])
+	})
+	return u
 }
 
 func fromUnstructured(m map[string]any, c *metav1.Condition) error {

@@ -8,6 +8,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -24,8 +25,9 @@ import (
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/internal/auth"
-	"github.com/posture-dev/posture/internal/ingest"
+	"github.com/posture-dev/posture/internal/sources"
 	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/tenancy"
 	"github.com/posture-dev/posture/internal/termsafe"
 )
 
@@ -38,7 +40,7 @@ const (
 	ReasonFailed     = "Failed"
 )
 
-// CodeWorkerFailed is the job-level error code when the executor gives up.
+// CodeWorkerFailed is the ingestion-level error code when the executor gives up.
 const CodeWorkerFailed = "worker_failed"
 
 // FinalizerIngestion holds a deleted Ingestion until what it owns outside
@@ -50,18 +52,32 @@ const FinalizerIngestion = "posture.dev/ingestion-cleanup"
 // IngestionReconciler drives an Ingestion through pending → processing →
 // completed|failed. It is the only writer of Ingestion status: the worker
 // reports through the store and this reconciler mirrors it.
+//
+// A reconcile is an ordered list of steps (resolve the tenant, read the
+// source, admit providers, run the attempt, mirror the run). Each changes
+// the Ingestion in memory and records what it found in the reconcile's
+// facts; deriveIngestionStatus turns those into phase, message and
+// conditions, and one deferred patch writes the status. The events that
+// announce a transition are emitted only once that write has landed.
 type IngestionReconciler struct {
 	client.Client
-	Store    store.Store
+	// Store holds the reports the ingestions read, their runs, which the
+	// reconciler opens, fails and deletes, and their error rows, which it
+	// counts for the metrics.
+	Store interface {
+		store.Blobs
+		store.Runs
+		store.IngestionErrors
+	}
 	Executor Executor
 	Recorder events.EventRecorder
-	// MaxAttempts bounds how often a lost run (manager restart, deleted Job) is
-	// started again before the ingestion fails.
+	// MaxAttempts bounds how often a lost attempt (manager restart, deleted
+	// Job) is started again before the ingestion fails.
 	MaxAttempts int
 	// PollInterval is how often progress is mirrored while processing.
 	PollInterval time.Duration
-	// Done, when set, receives a request whenever an in-process run ends so the
-	// outcome is mirrored at once instead of at the next poll.
+	// Done, when set, receives a request whenever an in-process attempt ends
+	// so the outcome is mirrored at once instead of at the next poll.
 	Done <-chan event.TypedGenericEvent[*posturev1.Ingestion]
 	Now  func() time.Time
 	// Billing, when set, resolves each ingestion's accounts to Providers within
@@ -72,9 +88,9 @@ type IngestionReconciler struct {
 	// the outcome is in the status. The findings stay either way.
 	ReportRetention time.Duration
 	// Sources bounds how configMapRef, secretRef and url sources are read.
-	Sources SourceOptions
+	Sources sources.Options
 
-	fetches *urlFetches
+	fetches *sources.Fetches
 }
 
 // +kubebuilder:rbac:groups=posture.dev,resources=ingestions,verbs=get;list;watch;create;patch
@@ -88,23 +104,17 @@ func (r *IngestionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err := r.Get(ctx, req.NamespacedName, &ing); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	// The tenant label decides under which tenant the report, the run, the
-	// error rows and the findings are stored. Anyone who may create
-	// Ingestions in a namespace can write that label, so one naming another
-	// tenant than the namespace's is refused before the store is touched:
-	// it would write into, or delete from, that tenant's data.
-	foreign, err := r.foreignTenant(ctx, &ing)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if foreign != "" {
-		if !ing.DeletionTimestamp.IsZero() {
+	if !ing.DeletionTimestamp.IsZero() {
+		// What a foreign claim names in the store is another tenant's:
+		// a deleted Ingestion of that kind owns nothing to delete.
+		foreign, err := r.foreignTenant(ctx, &ing)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if foreign != "" {
 			_, err := setFinalizer(ctx, r.Client, &ing, FinalizerIngestion, false)
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
-		return r.refuseForeign(ctx, &ing, foreign)
-	}
-	if !ing.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, &ing)
 	}
 	// The finalizer goes on before any work, so that nothing is started
@@ -112,54 +122,135 @@ func (r *IngestionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if _, err := setFinalizer(ctx, r.Client, &ing, FinalizerIngestion, true); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	p := &ingestionPass{orig: ing.DeepCopy()}
-	switch ing.Status.Phase {
-	case "":
-		r.initialize(p, &ing)
-		// Status writes do not wake us (see SetupWithManager): go straight
-		// on, and write pending and the start together.
-		return r.start(ctx, p, &ing)
-	case posturev1.IngestionPending:
-		return r.start(ctx, p, &ing)
-	case posturev1.IngestionProcessing:
-		return r.track(ctx, p, &ing)
-	default:
-		return r.settle(ctx, p, &ing)
-	}
+	return r.reconcile(ctx, &ing)
 }
 
-// ingestionPass is one reconcile of one Ingestion: the object as read, which
-// the reconcile's one status write is a patch against, and the events that
-// announce what that write records. They are emitted only once it succeeded,
-// so an event never reports a transition that was lost to a conflict.
-type ingestionPass struct {
-	orig   *posturev1.Ingestion
-	events []func()
+// next is what a step asks of the reconcile: go on to the next step, or
+// stop after this one and come back after requeue (0: when something
+// changes).
+type next struct {
+	stop    bool
+	requeue time.Duration
 }
 
-func (p *ingestionPass) emit(rec events.EventRecorder, ing *posturev1.Ingestion, kind, reason, action, note string, args ...any) {
-	p.events = append(p.events, func() { emit(rec, ing, kind, reason, action, note, args...) })
-}
+var goOn = next{}
 
-// write is the reconcile's one status write; written says whether it landed
-// (res then asks for a retry after a conflict).
-func (r *IngestionReconciler) write(ctx context.Context, p *ingestionPass, ing *posturev1.Ingestion) (written bool, res ctrl.Result, err error) {
-	written, res, err = patchStatus(ctx, r.Client, ing, p.orig)
-	if written {
-		for _, e := range p.events {
-			e()
+func stopFor(requeue time.Duration) next { return next{stop: true, requeue: requeue} }
+
+// ingestionStep does one part of a reconcile on ing in memory and records
+// what it found in f.
+type ingestionStep func(ctx context.Context, ing *posturev1.Ingestion, f *ingestionFacts) (next, error)
+
+// reconcile runs the steps in order until one stops, then writes the status
+// they decided once. A step's error ends the reconcile with nothing written:
+// the next one redoes the work from the stored object.
+func (r *IngestionReconciler) reconcile(ctx context.Context, ing *posturev1.Ingestion) (ctrl.Result, error) {
+	orig := ing.DeepCopy()
+	f := &ingestionFacts{Executor: r.Executor.Name()}
+	var res ctrl.Result
+	for _, step := range []ingestionStep{r.resolveTenant, r.readSource, r.admitProviders, r.runAttempt, r.mirrorRun} {
+		n, err := step(ctx, ing, f)
+		if ing.ResourceVersion != orig.ResourceVersion {
+			// A step patched the metadata (the tenant label): the status
+			// patch goes against the version that patch produced.
+			orig.ResourceVersion, orig.Labels = ing.ResourceVersion, ing.Labels
+		}
+		if err != nil {
+			r.dropFetched(ctx, ing, f)
+			return ctrl.Result{}, err
+		}
+		if n.stop {
+			res.RequeueAfter = n.requeue
+			break
 		}
 	}
-	return written, res, err
+	return r.write(ctx, orig, ing, f, res)
 }
 
-// writeThen writes the status and, unless it met a conflict, comes back after requeue.
-func (r *IngestionReconciler) writeThen(ctx context.Context, p *ingestionPass, ing *posturev1.Ingestion, requeue time.Duration) (ctrl.Result, error) {
-	_, res, err := r.write(ctx, p, ing)
-	if err != nil || res.RequeueAfter > 0 {
-		return res, err
+// write is the reconcile's one status write. Once it has landed, the events
+// announce what it recorded, an ingestion that it ended is counted, and an
+// ended ingestion lets go of its attempt and, past its retention, its
+// report: whichever executor ran the attempt has finished reading it.
+func (r *IngestionReconciler) write(ctx context.Context, orig, ing *posturev1.Ingestion, f *ingestionFacts, res ctrl.Result) (ctrl.Result, error) {
+	deriveIngestionStatus(ing, *f)
+	written, wres, err := patchStatus(ctx, r.Client, ing, orig)
+	if err != nil || wres.RequeueAfter > 0 {
+		// Not recorded, so not used: the next reconcile decides again from
+		// the newer version (a conflict), or the stored one.
+		r.dropFetched(ctx, ing, f)
+		return wres, err
 	}
-	return ctrl.Result{RequeueAfter: requeue}, nil
+	if written {
+		for _, e := range ingestionEvents(orig, ing, *f) {
+			emit(r.Recorder, ing, e.kind, e.reason, e.action, "%s", e.note)
+		}
+		if f.Ended != nil && !orig.Status.Phase.Terminal() && ing.Status.Phase.Terminal() {
+			// Counted once: only the write that ended the ingestion gets here.
+			observeEnded(ing, f.ErrorCodes)
+		}
+	}
+	if !ing.Status.Phase.Terminal() || f.Refused != "" || (!written && !orig.Status.Phase.Terminal()) {
+		// A refused claim names another tenant's data: nothing of it is
+		// released under that name.
+		return res, nil
+	}
+	if ing.Status.Attempt > 0 {
+		if err := r.Executor.Release(ctx, ing, r.attempt(ing, int(ing.Status.Attempt))); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	// Should this fail, the next reconcile of the ended ingestion retries it.
+	return r.releaseReport(ctx, ing)
+}
+
+// ingestionEvent is one event about an Ingestion.
+type ingestionEvent struct {
+	kind, reason, action, note string
+}
+
+// ingestionEvents are the events announcing what a status write recorded:
+// derived from the change and the facts, so that a write lost to a conflict
+// announces nothing.
+func ingestionEvents(orig, ing *posturev1.Ingestion, f ingestionFacts) []ingestionEvent {
+	var out []ingestionEvent
+	add := func(kind, reason, action, note string) {
+		out = append(out, ingestionEvent{kind, reason, action, note})
+	}
+	if f.Accepted {
+		if sources.Declared(ing) {
+			add(corev1.EventTypeNormal, ReasonPending, "Submit", "Accepted; reading the report from "+sources.Describe(ing))
+		} else {
+			add(corev1.EventTypeNormal, ReasonPending, "Submit", fmt.Sprintf("Accepted %d records from %s", ing.Spec.RecordCount, fileName(ing)))
+		}
+	}
+	if rep := ing.Status.Report; f.Fetched && rep != nil {
+		add(corev1.EventTypeNormal, ReasonFetched, "Fetch", fmt.Sprintf("Stored %d records (%d bytes, sha256 %s) from %s",
+			rep.RecordCount, rep.Size, rep.SHA256, sources.Describe(ing)))
+	}
+	if was, now := meta.FindStatusCondition(orig.Status.Conditions, ConditionProvidersResolved), meta.FindStatusCondition(ing.Status.Conditions, ConditionProvidersResolved); f.Billing != nil && now != nil &&
+		(was == nil || was.Status != now.Status || was.Message != now.Message) {
+		if now.Status == metav1.ConditionTrue {
+			add(corev1.EventTypeNormal, ReasonProvidersResolved, "Bill", now.Message)
+		} else {
+			add(corev1.EventTypeWarning, ReasonProviderLimit, "Bill", now.Message)
+		}
+	}
+	if f.Started > 0 {
+		if f.Retry != "" {
+			add(corev1.EventTypeWarning, ReasonRetrying, "Restart", fmt.Sprintf("Started attempt %d: %s", f.Started, f.Retry))
+		} else {
+			add(corev1.EventTypeNormal, ReasonProcessing, "Start", fmt.Sprintf("Started attempt %d with the %s executor%s", f.Started, f.Executor, jobSuffix(ing.Status.JobName)))
+		}
+	}
+	if !orig.Status.Phase.Terminal() || orig.Status.Message != ing.Status.Message {
+		switch ing.Status.Phase {
+		case posturev1.IngestionCompleted:
+			add(corev1.EventTypeNormal, ReasonCompleted, "Complete", ing.Status.Message)
+		case posturev1.IngestionFailed:
+			add(corev1.EventTypeWarning, ReasonFailed, "Fail", ing.Status.Message)
+		}
+	}
+	return out
 }
 
 func (r *IngestionReconciler) now() metav1.Time {
@@ -167,303 +258,6 @@ func (r *IngestionReconciler) now() metav1.Time {
 		return metav1.NewTime(r.Now().UTC())
 	}
 	return metav1.NewTime(time.Now().UTC())
-}
-
-// foreignTenant says why the tenant an Ingestion would be stored under
-// (TenantOf: its label, else its namespace's name) cannot be trusted: it is
-// not the tenant that owns the Ingestion's namespace, or no Tenant owns that
-// namespace and the one claimed exists. Empty when it is the owner, when
-// neither exists (nothing of anyone's is touched; billing then refuses the
-// report), or for a declared Ingestion not labelled yet (labelTenant labels
-// it with the owner, or fails it).
-func (r *IngestionReconciler) foreignTenant(ctx context.Context, ing *posturev1.Ingestion) (string, error) {
-	label := ing.Labels[posturev1.LabelTenant]
-	if label == "" && declared(ing) {
-		return "", nil
-	}
-	claimed := TenantOf(ing)
-	var ns corev1.Namespace
-	if err := r.Get(ctx, types.NamespacedName{Name: ing.Namespace}, &ns); err != nil {
-		return "", client.IgnoreNotFound(err)
-	}
-	owner := ns.Labels[posturev1.LabelTenant]
-	if owner == "" {
-		t, err := auth.TenantForNamespace(ctx, r.Client, ing.Namespace)
-		// A namespace no Tenant owns (or that several claim) may not store
-		// under a Tenant that exists: that Tenant's namespace is another.
-		var ae *auth.Error
-		switch {
-		case errors.As(err, &ae):
-			return fmt.Sprintf("%s; nothing was read or stored", ae.Reason), nil
-		case err != nil:
-			return "", err
-		case t == nil:
-			var claimedTenant posturev1.Tenant
-			if err := r.Get(ctx, types.NamespacedName{Name: claimed}, &claimedTenant); err != nil {
-				return "", client.IgnoreNotFound(err)
-			}
-			return fmt.Sprintf("tenant %s does not use namespace %s, which no Tenant uses; an Ingestion is stored only under the tenant of its namespace, "+
-				"so nothing was read or stored: create it in the tenant's namespace", claimed, ing.Namespace), nil
-		}
-		owner = auth.LabelValue(t.Name)
-	}
-	if auth.LabelValue(claimed) == owner {
-		return "", nil
-	}
-	if label == "" {
-		return fmt.Sprintf("the Ingestion has no %s label, so it would be stored under tenant %s, which does not own namespace %s (%s); "+
-			"nothing was read or stored: label it %s=%s, or submit the report through the API", posturev1.LabelTenant, claimed, ing.Namespace, owner, posturev1.LabelTenant, owner), nil
-	}
-	return fmt.Sprintf("label %s=%s names another tenant than the one that owns namespace %s (%s); "+
-		"an Ingestion is stored only under the tenant of its namespace, so nothing was read or stored: "+
-		"remove the label and create the Ingestion again", posturev1.LabelTenant, label, ing.Namespace, owner), nil
-}
-
-// refuseForeign fails an Ingestion whose tenant label names another tenant,
-// in its status alone: no run, error row or report is written, read or
-// deleted under the tenant the label names.
-func (r *IngestionReconciler) refuseForeign(ctx context.Context, ing *posturev1.Ingestion, why string) (ctrl.Result, error) {
-	if ing.Status.Phase == posturev1.IngestionFailed && ing.Status.Message == why {
-		return ctrl.Result{}, nil
-	}
-	p := &ingestionPass{orig: ing.DeepCopy()}
-	done := r.now()
-	if ing.Status.RequestedAt == nil {
-		requested := ing.CreationTimestamp
-		ing.Status.RequestedAt = &requested
-	}
-	if ing.Status.CompletedAt == nil {
-		ing.Status.CompletedAt = &done
-	}
-	setIngestionPhase(ing, posturev1.IngestionFailed, ReasonFailed, why)
-	p.emit(r.Recorder, ing, corev1.EventTypeWarning, ReasonFailed, "Fail", "%s", why)
-	_, res, err := r.write(ctx, p, ing)
-	return res, err
-}
-
-// TenantOf names the tenant an Ingestion belongs to.
-func TenantOf(ing *posturev1.Ingestion) string {
-	if t := ing.Labels[posturev1.LabelTenant]; t != "" {
-		return t
-	}
-	return ing.Namespace
-}
-
-func (r *IngestionReconciler) job(ing *posturev1.Ingestion, attempt int) ingest.Job {
-	j := ingest.Job{
-		Tenant:      TenantOf(ing),
-		Namespace:   ing.Namespace,
-		IngestionID: ing.Name,
-		Attempt:     attempt,
-		Total:       int(ing.Spec.RecordCount),
-	}
-	if ing.Spec.Source.Upload != nil {
-		j.BlobID = ing.Spec.Source.Upload.BlobID
-		j.ReportSHA256 = ing.Spec.Source.Upload.SHA256
-	} else if rep := ing.Status.Report; rep != nil {
-		// A declared source reaches the worker as the blob it was stored as.
-		j.BlobID = rep.BlobID
-		j.ReportSHA256 = rep.SHA256
-		j.Total = int(rep.RecordCount)
-	}
-	if r.Billing != nil {
-		// Every attempt bills as the first one decided.
-		j.AllowedAccounts = AllowedAccountsOf(ing)
-	}
-	return j
-}
-
-// initialize records the accepted submission: pending, total counted at upload.
-func (r *IngestionReconciler) initialize(p *ingestionPass, ing *posturev1.Ingestion) {
-	requested := ing.CreationTimestamp
-	ing.Status.Summary = posturev1.IngestionSummary{Total: ing.Spec.RecordCount}
-	ing.Status.RequestedAt = &requested
-	msg := "Queued for processing"
-	if declared(ing) {
-		msg = "Reading the report from " + describeSource(ing)
-	}
-	setIngestionPhase(ing, posturev1.IngestionPending, ReasonPending, msg)
-	if declared(ing) {
-		p.emit(r.Recorder, ing, corev1.EventTypeNormal, ReasonPending, "Submit", "Accepted; reading the report from %s", describeSource(ing))
-	} else {
-		p.emit(r.Recorder, ing, corev1.EventTypeNormal, ReasonPending, "Submit", "Accepted %d records from %s", ing.Spec.RecordCount, fileName(ing))
-	}
-}
-
-// start hands the first attempt to the executor.
-func (r *IngestionReconciler) start(ctx context.Context, p *ingestionPass, ing *posturev1.Ingestion) (ctrl.Result, error) {
-	attempt := int(ing.Status.Attempt) + 1
-	if fetch, err := r.needsFetch(ctx, ing); err != nil {
-		return ctrl.Result{}, err
-	} else if fetch {
-		if res, done, err := r.fetch(ctx, p, ing); !done {
-			return res, err
-		}
-	}
-	job := r.job(ing, attempt)
-	if job.BlobID == "" {
-		return r.finish(ctx, p, ing, job, store.Outcome{Status: store.RunFailed,
-			Message: "spec.source names no readable report"}, ingest.CodeUnreadable)
-	}
-	if r.Billing != nil {
-		allowed, failure, err := r.resolveProviders(ctx, ing, job)
-		if err != nil {
-			return ctrl.Result{}, fmt.Errorf("resolve providers: %w", err)
-		}
-		if failure != nil {
-			return r.finish(ctx, p, ing, job, store.Outcome{Status: store.RunFailed, Message: failure.message}, failure.code)
-		}
-		job.AllowedAccounts = allowed
-	}
-	jobName, err := r.Executor.Start(ctx, ing, job)
-	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("start %s executor: %w", r.Executor.Name(), err)
-	}
-	started := r.now()
-	ing.Status.StartedAt = &started
-	ing.Status.Attempt = int32(attempt)
-	ing.Status.JobName = jobName
-	setIngestionPhase(ing, posturev1.IngestionProcessing, ReasonProcessing, "Processing records")
-	p.emit(r.Recorder, ing, corev1.EventTypeNormal, ReasonProcessing, "Start", "Started attempt %d with the %s executor%s", attempt, r.Executor.Name(), jobSuffix(jobName))
-	return r.writeThen(ctx, p, ing, r.pollInterval())
-}
-
-// track mirrors the worker's progress and ends the ingestion when the run ends.
-func (r *IngestionReconciler) track(ctx context.Context, p *ingestionPass, ing *posturev1.Ingestion) (ctrl.Result, error) {
-	attempt := int(ing.Status.Attempt)
-	job := r.job(ing, attempt)
-	// Observe before reading the run: a worker records its outcome before its
-	// executor forgets it, so "gone" followed by "no outcome" really is lost.
-	obs, err := r.Executor.Observe(ctx, ing, job)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	run, err := r.Store.GetRun(ctx, job.Tenant, job.IngestionID)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		run = store.Run{Attempt: attempt, Status: store.RunRunning}
-	case err != nil:
-		return ctrl.Result{}, fmt.Errorf("read run: %w", err)
-	}
-	if run.Attempt == attempt && (run.Status == store.RunSucceeded || run.Status == store.RunFailed) {
-		return r.complete(ctx, p, ing, job, run)
-	}
-	switch obs.State {
-	case RunFailed:
-		return r.finish(ctx, p, ing, job, store.Outcome{Status: store.RunFailed, Progress: run.Progress, Message: obs.Reason}, CodeWorkerFailed)
-	case RunGone, RunExited:
-		if attempt >= r.maxAttempts() {
-			msg := fmt.Sprintf("the worker stopped without a result %d times; last: %s", attempt, obs.Reason)
-			return r.finish(ctx, p, ing, job, store.Outcome{Status: store.RunFailed, Progress: run.Progress, Message: msg}, CodeWorkerFailed)
-		}
-		return r.retry(ctx, p, ing, attempt+1, obs.Reason)
-	}
-	if run.Attempt == attempt {
-		ing.Status.Summary.Processed = int64(run.Processed)
-		ing.Status.Summary.Invalid = int64(run.Invalid)
-	}
-	return r.writeThen(ctx, p, ing, r.pollInterval())
-}
-
-// retry starts a new attempt after the previous one was lost. The worker is
-// idempotent, so the new attempt rewrites the same rows.
-func (r *IngestionReconciler) retry(ctx context.Context, p *ingestionPass, ing *posturev1.Ingestion, attempt int, why string) (ctrl.Result, error) {
-	job := r.job(ing, attempt)
-	jobName, err := r.Executor.Start(ctx, ing, job)
-	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("restart %s executor: %w", r.Executor.Name(), err)
-	}
-	ing.Status.Attempt = int32(attempt)
-	ing.Status.JobName = jobName
-	ing.Status.Summary.Processed, ing.Status.Summary.Invalid = 0, 0
-	setIngestionPhase(ing, posturev1.IngestionProcessing, ReasonRetrying, fmt.Sprintf("Attempt %d: %s", attempt, why))
-	p.emit(r.Recorder, ing, corev1.EventTypeWarning, ReasonRetrying, "Restart", "Started attempt %d: %s", attempt, why)
-	return r.writeThen(ctx, p, ing, r.pollInterval())
-}
-
-// finish records an outcome the worker could not record itself (it is gone),
-// closing the run so that a late worker cannot write after it, then completes.
-func (r *IngestionReconciler) finish(ctx context.Context, p *ingestionPass, ing *posturev1.Ingestion, job ingest.Job, o store.Outcome, code string) (ctrl.Result, error) {
-	// The worker may never have started (a Job whose pod never ran): open the
-	// attempt's run so the error row and outcome have somewhere to go. A run the
-	// worker did open is left as it is, keeping the progress it reached.
-	if run, err := r.Store.GetRun(ctx, job.Tenant, job.IngestionID); errors.Is(err, store.ErrNotFound) || (err == nil && run.Attempt < job.Attempt) {
-		if err := r.Store.StartRun(ctx, job.Tenant, job.IngestionID, job.Attempt, job.Total); err != nil && !errors.Is(err, store.ErrStaleAttempt) {
-			return ctrl.Result{}, fmt.Errorf("open run: %w", err)
-		}
-	} else if err != nil {
-		return ctrl.Result{}, fmt.Errorf("read run: %w", err)
-	}
-	batch := store.Batch{Errors: []store.IngestionError{{Code: code, Detail: o.Message}}}
-	if err := r.Store.WriteBatch(ctx, job.Tenant, job.IngestionID, job.Attempt, batch); err != nil && !errors.Is(err, store.ErrStaleAttempt) {
-		return ctrl.Result{}, fmt.Errorf("record job-level error: %w", err)
-	}
-	if err := r.Store.FinishRun(ctx, job.Tenant, job.IngestionID, job.Attempt, o); err != nil && !errors.Is(err, store.ErrStaleAttempt) {
-		return ctrl.Result{}, fmt.Errorf("close run: %w", err)
-	}
-	run, err := r.Store.GetRun(ctx, job.Tenant, job.IngestionID)
-	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("read run: %w", err)
-	}
-	return r.complete(ctx, p, ing, job, run)
-}
-
-// complete copies a finished run into the status: the terminal transition.
-func (r *IngestionReconciler) complete(ctx context.Context, p *ingestionPass, ing *posturev1.Ingestion, job ingest.Job, run store.Run) (ctrl.Result, error) {
-	done := r.now()
-	if run.FinishedAt != nil {
-		done = metav1.NewTime(run.FinishedAt.UTC())
-	}
-	if ing.Status.StartedAt == nil {
-		ing.Status.StartedAt = &done
-	}
-	ing.Status.CompletedAt = &done
-	ing.Status.Summary.Processed = int64(run.Processed)
-	ing.Status.Summary.Invalid = int64(run.Invalid)
-	if run.Status == store.RunSucceeded {
-		msg := fmt.Sprintf("Processed %d records, %d invalid", run.Processed, run.Invalid)
-		setIngestionPhase(ing, posturev1.IngestionCompleted, ReasonCompleted, msg)
-		p.emit(r.Recorder, ing, corev1.EventTypeNormal, ReasonCompleted, "Complete", "%s", msg)
-	} else {
-		setIngestionPhase(ing, posturev1.IngestionFailed, ReasonFailed, run.Message)
-		p.emit(r.Recorder, ing, corev1.EventTypeWarning, ReasonFailed, "Fail", "%s", run.Message)
-	}
-	// Read before the terminal write, so that a store error leaves the
-	// ingestion to be completed (and counted) again rather than uncounted.
-	codes, err := r.Store.IngestionErrorCodes(ctx, job.Tenant, job.IngestionID)
-	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("count error rows for metrics: %w", err)
-	}
-	written, res, err := r.write(ctx, p, ing)
-	if !written {
-		// A conflict, or the ingestion is gone: the next reconcile, if any,
-		// completes it from the newer version.
-		return res, err
-	}
-	// Counted once: only the write that made the ingestion terminal gets here.
-	observeEnded(ing, codes)
-	if err := r.Executor.Release(ctx, ing, job); err != nil {
-		return ctrl.Result{}, err
-	}
-	// Should this fail, settle retries it: the next reconcile of the now
-	// terminal ingestion goes there.
-	return r.releaseReport(ctx, ing)
-}
-
-// settle keeps a terminal ingestion's bookkeeping current; it never re-runs it.
-func (r *IngestionReconciler) settle(ctx context.Context, p *ingestionPass, ing *posturev1.Ingestion) (ctrl.Result, error) {
-	if ing.Status.Attempt > 0 {
-		if err := r.Executor.Release(ctx, ing, r.job(ing, int(ing.Status.Attempt))); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-	// Restamped from the phase, so an ingestion that ended under an older
-	// operator gains the conditions this one derives; usually a no-op.
-	setIngestionPhase(ing, ing.Status.Phase, ingestionReason(ing.Status.Phase), ing.Status.Message)
-	if _, res, err := r.write(ctx, p, ing); err != nil || res.RequeueAfter > 0 {
-		return res, err
-	}
-	return r.releaseReport(ctx, ing)
 }
 
 // reconcileDelete cancels a deleted Ingestion's attempt, then deletes its
@@ -480,9 +274,9 @@ func (r *IngestionReconciler) reconcileDelete(ctx context.Context, ing *posturev
 	if !stopped {
 		return ctrl.Result{RequeueAfter: min(r.pollInterval(), 250*time.Millisecond)}, nil
 	}
-	tenant := TenantOf(ing)
+	tenant := tenancy.Of(ing)
 	if r.fetches != nil {
-		if t, id := r.fetches.forget(ing.UID); id != "" {
+		if t, id := r.fetches.Forget(ing.UID); id != "" {
 			r.dropBlob(ctx, t, id)
 		}
 	}
@@ -496,43 +290,6 @@ func (r *IngestionReconciler) reconcileDelete(ctx context.Context, ing *posturev
 	}
 	_, err = setFinalizer(ctx, r.Client, ing, FinalizerIngestion, false)
 	return ctrl.Result{}, client.IgnoreNotFound(err)
-}
-
-// reportBlobID is the stored report of an Ingestion: the upload's blob, or
-// the copy a declared source was stored as; empty when there is none yet.
-func reportBlobID(ing *posturev1.Ingestion) string {
-	if up := ing.Spec.Source.Upload; up != nil {
-		return up.BlobID
-	}
-	if rep := ing.Status.Report; rep != nil {
-		return rep.BlobID
-	}
-	return ""
-}
-
-// releaseReport deletes the uploaded report of a terminal ingestion once the
-// retention period has passed since it ended, or says when to come back.
-// Only the controller deletes reports, and only after the outcome is in the
-// status, so that whichever executor ran the attempt has finished reading.
-// A report already gone counts as deleted, so repeating it is harmless.
-func (r *IngestionReconciler) releaseReport(ctx context.Context, ing *posturev1.Ingestion) (ctrl.Result, error) {
-	blobID := reportBlobID(ing)
-	if blobID == "" {
-		return ctrl.Result{}, nil
-	}
-	if r.ReportRetention > 0 {
-		ended := ing.CreationTimestamp.Time
-		if ing.Status.CompletedAt != nil {
-			ended = ing.Status.CompletedAt.Time
-		}
-		if wait := ended.Add(r.ReportRetention).Sub(r.now().Time); wait > 0 {
-			return ctrl.Result{RequeueAfter: wait}, nil
-		}
-	}
-	if err := r.Store.DeleteBlob(ctx, TenantOf(ing), blobID); err != nil && !errors.Is(err, store.ErrNotFound) {
-		return ctrl.Result{}, fmt.Errorf("delete report %s of the ended ingestion: %w", blobID, err)
-	}
-	return ctrl.Result{}, nil
 }
 
 func (r *IngestionReconciler) pollInterval() time.Duration {
@@ -557,7 +314,7 @@ func fileName(ing *posturev1.Ingestion) string {
 	if ing.Spec.Source.Upload != nil {
 		return termsafe.String(ing.Spec.Source.Upload.Filename)
 	}
-	return describeSource(ing)
+	return sources.Describe(ing)
 }
 
 func jobSuffix(name string) string {
@@ -579,8 +336,9 @@ func (r *IngestionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A deletion sets a timestamp, which wakes us too.
 		For(&posturev1.Ingestion{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deletionStarted))).
 		Named("ingestion").
-		// Starting an ingestion reads its report once for billing; several
-		// workers keep one large upload from holding up the others.
+		// Starting an ingestion reads its report's accounts for billing;
+		// several workers keep one tenant's admissions from holding up
+		// the others.
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4})
 	if _, ok := r.Executor.(*JobExecutor); ok {
 		b = b.Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(jobToIngestion),
@@ -593,13 +351,13 @@ func (r *IngestionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	// url sources are read in the background; the end of a read wakes its
 	// Ingestion.
-	r.fetches = newURLFetches(r.Sources.URLFetchesPerTenant, func(tenant, id string) {
+	r.fetches = sources.NewFetches(r.Sources.URLFetchesPerTenant, func(tenant, id string) {
 		r.dropBlob(context.Background(), tenant, id)
 	})
 	if err := mgr.Add(r.fetches); err != nil {
 		return err
 	}
-	b = b.WatchesRawSource(source.Channel(r.fetches.wake, &handler.TypedEnqueueRequestForObject[*posturev1.Ingestion]{}))
+	b = b.WatchesRawSource(source.Channel(r.fetches.Wake(), &handler.TypedEnqueueRequestForObject[*posturev1.Ingestion]{}))
 	return b.Complete(quietConflicts(r))
 }
 

@@ -12,6 +12,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -104,7 +105,7 @@ func TestInProcessFailsWithoutRecords(t *testing.T) {
 	}
 	errs, n, err := st.ListIngestionErrors(context.Background(), "b", ing.Name, store.Page{Number: 1, Size: 10})
 	if err != nil || n != 1 || errs[0].RecordIndex != nil || errs[0].Code != ingest.CodeNoRecords {
-		t.Errorf("errors = %+v (n %d, err %v), want one job-level %s", errs, n, err, ingest.CodeNoRecords)
+		t.Errorf("errors = %+v (n %d, err %v), want one ingestion-level %s", errs, n, err, ingest.CodeNoRecords)
 	}
 	if reasons := eventReasons(t, ing, 3); strings.Join(reasons, ",") != "Pending,Processing,Failed" {
 		t.Errorf("events = %v, want Pending, Processing, Failed", reasons)
@@ -179,7 +180,7 @@ func TestManagerRestartWhileProcessing(t *testing.T) {
 	runInProcess(t, st) // a new manager with a new pool
 	got := waitPhase(t, ing, posturev1.IngestionCompleted)
 	if got.Status.Attempt != 2 {
-		t.Errorf("attempt = %d, want 2 (one lost run, one new)", got.Status.Attempt)
+		t.Errorf("attempt = %d, want 2 (one lost attempt, one new)", got.Status.Attempt)
 	}
 	if got.Status.Summary != (posturev1.IngestionSummary{Total: 1500, Processed: 1500}) {
 		t.Errorf("summary = %+v", got.Status.Summary)
@@ -231,18 +232,14 @@ func jobsOf(t *testing.T, ns string, ing *posturev1.Ingestion) []batchv1.Job {
 
 func waitJob(t *testing.T, ns string, ing *posturev1.Ingestion) *batchv1.Job {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if jobs := jobsOf(t, ns, ing); len(jobs) == 1 {
-			return &jobs[0]
-		} else if len(jobs) > 1 {
+	var jobs []batchv1.Job
+	testenv.Eventually(t, 30*time.Second, "the ingestion's Job", func() (bool, string) {
+		if jobs = jobsOf(t, ns, ing); len(jobs) > 1 {
 			t.Fatalf("%d Jobs for one ingestion", len(jobs))
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no Job was created")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return len(jobs) == 1, "no Job was created"
+	})
+	return &jobs[0]
 }
 
 // finishJob drives a Job's status the way the Job controller would (there is
@@ -285,7 +282,7 @@ func TestJobExecutorCompletes(t *testing.T) {
 
 	// What the pod would do: the real worker, against the same store.
 	w := &ingest.Worker{Store: st, Log: ctrl.Log}
-	if err := w.Run(context.Background(), ingest.Job{Tenant: "e", IngestionID: ing.Name, BlobID: ing.Spec.Source.Upload.BlobID, Attempt: 1, Total: 3}); err != nil {
+	if err := w.Run(context.Background(), ingest.Attempt{Tenant: "e", IngestionID: ing.Name, BlobID: ing.Spec.Source.Upload.BlobID, Attempt: 1, Total: 3}); err != nil {
 		t.Fatal(err)
 	}
 	finishJob(t, job, true)
@@ -295,30 +292,25 @@ func TestJobExecutorCompletes(t *testing.T) {
 	}
 
 	// The outcome is recorded, so the Job may now be garbage-collected.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var j batchv1.Job
-		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(job), &j); err != nil {
-			t.Fatal(err)
-		}
-		if j.Spec.TTLSecondsAfterFinished != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("ttlSecondsAfterFinished was never set after the result was recorded")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitObject(t, client.ObjectKeyFromObject(job), 10*time.Second, "ttlSecondsAfterFinished, set once the result was recorded",
+		func(j *batchv1.Job) bool { return j.Spec.TTLSecondsAfterFinished != nil })
 
 	// A terminal ingestion never gets a second Job: not when its Job vanishes
 	// (the watch wakes the controller), not when reconciled again by hand.
+	// Once the manager's cache has seen the Job go, the watch has woken the
+	// controller, and a reconcile from then on sees what that one sees: the
+	// one made here returns only when done, so no wait is needed to know
+	// what it did.
 	if err := k8s.Delete(context.Background(), job, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
 		t.Fatal(err)
 	}
+	testenv.Eventually(t, 10*time.Second, "the manager's cache to see the Job gone", func() (bool, string) {
+		err := rec.Client.Get(context.Background(), client.ObjectKeyFromObject(job), &batchv1.Job{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
 	if _, err := rec.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ing)}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second)
 	if jobs := jobsOf(t, jobNS, ing); len(jobs) > 1 || (len(jobs) == 1 && jobs[0].DeletionTimestamp == nil) {
 		t.Errorf("a terminal ingestion got another Job: %v", jobs)
 	}
@@ -352,7 +344,7 @@ func TestJobExecutorFails(t *testing.T) {
 	}
 	// A worker that turns up late cannot overwrite the recorded failure.
 	w := &ingest.Worker{Store: st, Log: ctrl.Log}
-	err = w.Run(context.Background(), ingest.Job{Tenant: "f", IngestionID: ing.Name, BlobID: ing.Spec.Source.Upload.BlobID, Attempt: 1, Total: 3})
+	err = w.Run(context.Background(), ingest.Attempt{Tenant: "f", IngestionID: ing.Name, BlobID: ing.Spec.Source.Upload.BlobID, Attempt: 1, Total: 3})
 	if err == nil {
 		run, _ := st.GetRun(context.Background(), "f", ing.Name)
 		if run.Status != store.RunFailed {

@@ -67,15 +67,15 @@ func WorkerJobName(ing *posturev1.Ingestion, attempt int) string {
 }
 
 // BuildWorkerJob is the pure spec builder for the Job that runs one attempt.
-func BuildWorkerJob(cfg WorkerJobConfig, ing *posturev1.Ingestion, job ingest.Job) *batchv1.Job {
+func BuildWorkerJob(cfg WorkerJobConfig, ing *posturev1.Ingestion, attempt ingest.Attempt) *batchv1.Job {
 	labels := map[string]string{
 		posturev1.LabelManagedBy: posturev1.ManagedByValue,
 		LabelComponent:           "ingestion-worker",
-		posturev1.LabelTenant:    job.Tenant,
+		posturev1.LabelTenant:    attempt.Tenant,
 		posturev1.LabelIngestion: ing.Name,
 		LabelIngestionNamespace:  ing.Namespace,
 		LabelIngestionUID:        string(ing.UID),
-		LabelAttempt:             strconv.Itoa(job.Attempt),
+		LabelAttempt:             strconv.Itoa(attempt.Attempt),
 	}
 	backoff := cfg.BackoffLimit
 	if backoff <= 0 {
@@ -101,17 +101,17 @@ func BuildWorkerJob(cfg WorkerJobConfig, ing *posturev1.Ingestion, job ingest.Jo
 	}
 	args := []string{
 		"worker",
-		"--tenant=" + job.Tenant,
-		"--ingestion=" + job.IngestionID,
-		"--blob=" + job.BlobID,
-		"--attempt=" + strconv.Itoa(job.Attempt),
-		"--total=" + strconv.Itoa(job.Total),
+		"--tenant=" + attempt.Tenant,
+		"--ingestion=" + attempt.IngestionID,
+		"--blob=" + attempt.BlobID,
+		"--attempt=" + strconv.Itoa(attempt.Attempt),
+		"--total=" + strconv.Itoa(attempt.Total),
 	}
-	if job.ReportSHA256 != "" {
-		args = append(args, "--report-sha256="+job.ReportSHA256)
+	if attempt.ReportSHA256 != "" {
+		args = append(args, "--report-sha256="+attempt.ReportSHA256)
 	}
-	if job.AllowedAccounts != nil {
-		args = append(args, "--allowed-accounts="+billing.FormatAllowedAccounts(job.AllowedAccounts))
+	if attempt.AllowedAccounts != nil {
+		args = append(args, "--allowed-accounts="+billing.FormatAllowedAccounts(attempt.AllowedAccounts))
 	}
 	image, pullPolicy := cfg.Image, cfg.ImagePullPolicy
 	if cfg.Pod.Image != "" {
@@ -129,7 +129,7 @@ func BuildWorkerJob(cfg WorkerJobConfig, ing *posturev1.Ingestion, job ingest.Jo
 	}
 	out := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      WorkerJobName(ing, job.Attempt),
+			Name:      WorkerJobName(ing, attempt.Attempt),
 			Namespace: cfg.Namespace,
 			Labels:    labels,
 		},

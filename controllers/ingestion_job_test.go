@@ -17,7 +17,7 @@ func TestBuildWorkerJob(t *testing.T) {
 	ing := &posturev1.Ingestion{ObjectMeta: metav1.ObjectMeta{
 		Name: "5f0e8a52-1b7e-4c53-9c55-0d6f3b2a9e11", Namespace: "tenant-demo", UID: "0b7a1c1e-2f0d-4a43-8d0f-6d1b0e9d4c21",
 	}}
-	job := ingest.Job{Tenant: "demo", Namespace: "tenant-demo", IngestionID: ing.Name, BlobID: "blob-1", Attempt: 2, Total: 1500}
+	job := ingest.Attempt{Tenant: "demo", Namespace: "tenant-demo", IngestionID: ing.Name, BlobID: "blob-1", Attempt: 2, Total: 1500}
 	cfg := controllers.WorkerJobConfig{
 		Namespace: "posture-system", Image: "ghcr.io/posture/manager:v1", StoreDriver: "postgres",
 		StoreSecret: "posture-store", StoreSecretKey: "dsn",

@@ -16,6 +16,7 @@ import (
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/controllers"
+	"github.com/posture-dev/posture/internal/sources"
 )
 
 // TestDeclaredSourceWaitsForTenantAccess: the manager reads a declared
@@ -31,7 +32,7 @@ func TestDeclaredSourceWaitsForTenantAccess(t *testing.T) {
 	var granted atomic.Bool
 	var refused atomic.Int32
 	runInProcessWith(t, st, func(r *controllers.IngestionReconciler) {
-		r.Sources = controllers.SourceOptions{Wait: 20 * time.Second}
+		r.Sources = sources.Options{Wait: 20 * time.Second}
 		r.Client = &forbidConfigMaps{Client: r.Client, granted: &granted, refused: &refused}
 	})
 
@@ -43,8 +44,8 @@ func TestDeclaredSourceWaitsForTenantAccess(t *testing.T) {
 	waiting := waitFor(t, ing, 10*time.Second, "a refused read of the ConfigMap", func(i *posturev1.Ingestion) bool {
 		return refused.Load() > 0 && i.Status.Phase != ""
 	})
-	time.Sleep(500 * time.Millisecond) // a few reconciles
-	waiting = waitFor(t, waiting, time.Second, "a status", func(*posturev1.Ingestion) bool { return true })
+	// A later reconcile, refused again, leaves it waiting.
+	waiting = waitFor(t, waiting, 20*time.Second, "a second refused read", func(*posturev1.Ingestion) bool { return refused.Load() > 1 })
 	if waiting.Status.Phase != posturev1.IngestionPending {
 		t.Fatalf("while the manager may not read the ConfigMap yet: phase %q (%s), want pending", waiting.Status.Phase, waiting.Status.Message)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/posture-dev/posture/controllers"
 	"github.com/posture-dev/posture/internal/billing"
 	"github.com/posture-dev/posture/internal/ingest"
+	"github.com/posture-dev/posture/internal/sources"
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/testenv"
 )
@@ -116,19 +117,23 @@ func findingCount(t *testing.T, st store.Store, tenant string) int {
 }
 
 // runDeclared runs the in-process manager with declared sources allowed to
-// reach the loopback test server, and a short wait for missing objects.
-func runDeclared(t *testing.T, st store.Store, wait time.Duration) {
+// reach the loopback test server, and a short wait for missing objects. It
+// returns the manager's reconciler, for a test to reconcile by hand.
+func runDeclared(t *testing.T, st store.Store, wait time.Duration) *controllers.IngestionReconciler {
 	t.Helper()
+	var rec *controllers.IngestionReconciler
 	runInProcessWith(t, st, func(r *controllers.IngestionReconciler) {
-		r.Sources = controllers.SourceOptions{AllowLoopback: true, Wait: wait, URLTimeout: 10 * time.Second}
+		r.Sources = sources.Options{AllowLoopback: true, Wait: wait, URLTimeout: 10 * time.Second}
+		rec = r
 	})
+	return rec
 }
 
 func TestDeclaredSourceImportsOnce(t *testing.T) {
 	st := newStore(t)
 	report := smallReport(t)
 	srv := newReportServer(t, report)
-	runDeclared(t, st, 20*time.Second)
+	rec := runDeclared(t, st, 20*time.Second)
 
 	cases := []struct {
 		name string
@@ -136,7 +141,7 @@ func TestDeclaredSourceImportsOnce(t *testing.T) {
 		setup func(t *testing.T, ns string) posturev1.IngestionSource
 		// later, when set, runs after the Ingestion exists: GitOps tools
 		// may create the ConfigMap after the object that names it.
-		later func(t *testing.T, ns string)
+		later func(t *testing.T, ing *posturev1.Ingestion)
 	}{
 		{"configMapRef", func(t *testing.T, ns string) posturev1.IngestionSource {
 			create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "report", Namespace: ns}, Data: map[string]string{"report.ocsf.json": string(report)}})
@@ -144,9 +149,12 @@ func TestDeclaredSourceImportsOnce(t *testing.T) {
 		}, nil},
 		{"configMapRef binaryData created after the Ingestion", func(t *testing.T, ns string) posturev1.IngestionSource {
 			return posturev1.IngestionSource{ConfigMapRef: &posturev1.ReportKeyRef{Name: "late", Key: "report.ocsf.json"}}
-		}, func(t *testing.T, ns string) {
-			time.Sleep(time.Second)
-			create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "late", Namespace: ns}, BinaryData: map[string][]byte{"report.ocsf.json": report}})
+		}, func(t *testing.T, ing *posturev1.Ingestion) {
+			// Created once the Ingestion waits for it.
+			waitFor(t, ing, 10*time.Second, "waiting for its ConfigMap", func(i *posturev1.Ingestion) bool {
+				return strings.Contains(i.Status.Message, "Waiting for the report") && strings.Contains(i.Status.Message, "does not exist")
+			})
+			create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "late", Namespace: ing.Namespace}, BinaryData: map[string][]byte{"report.ocsf.json": report}})
 		}},
 		{"secretRef", func(t *testing.T, ns string) posturev1.IngestionSource {
 			create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "report", Namespace: ns}, Data: map[string][]byte{"scan": report}})
@@ -163,7 +171,7 @@ func TestDeclaredSourceImportsOnce(t *testing.T) {
 			ing := declaredIngestion(ns, "nightly-scan", tc.setup(t, ns))
 			create(t, ing)
 			if tc.later != nil {
-				tc.later(t, ns)
+				tc.later(t, ing)
 			}
 			got := waitPhase(t, ing, posturev1.IngestionCompleted)
 			if got.Status.Summary != (posturev1.IngestionSummary{Total: 3, Processed: 3}) {
@@ -200,7 +208,10 @@ func TestDeclaredSourceImportsOnce(t *testing.T) {
 			if err := k8s.Update(context.Background(), changed); err == nil || !strings.Contains(err.Error(), "spec is immutable") {
 				t.Errorf("changing spec.source: err = %v, want spec is immutable", err)
 			}
-			time.Sleep(time.Second) // several poll intervals
+			// A reconcile after the label edit leaves the ingestion as it was.
+			reconcileSeen(t, rec, ing, func(i *posturev1.Ingestion) bool {
+				return i.Labels["kustomize.toolkit.fluxcd.io/name"] == "posture"
+			})
 			again := waitPhase(t, ing, posturev1.IngestionCompleted)
 			if again.Status.Attempt != 1 || !again.Status.CompletedAt.Equal(got.Status.CompletedAt) {
 				t.Errorf("after re-apply: attempt %d completedAt %v, want the first run's (1, %v)", again.Status.Attempt, again.Status.CompletedAt, got.Status.CompletedAt)
@@ -260,7 +271,7 @@ func TestDeclaredSourceFailures(t *testing.T) {
 		}, ingest.CodeUnreadable, "redirected to http URL http://127.0.0.1"},
 		{"larger than maxBytes", func(t *testing.T, ns string) posturev1.IngestionSource {
 			return posturev1.IngestionSource{URL: &posturev1.URLSource{URL: srv.URL + "/report.ocsf.json", CABundleSecretRef: srv.caSecret(t, ns), MaxBytes: ptr.To[int64](1000)}}
-		}, controllers.CodeTooLarge, "larger than the limit of 1000 bytes"},
+		}, sources.CodeTooLarge, "larger than the limit of 1000 bytes"},
 		{"server not trusted", func(t *testing.T, ns string) posturev1.IngestionSource {
 			return posturev1.IngestionSource{URL: &posturev1.URLSource{URL: srv.URL + "/report.ocsf.json"}}
 		}, ingest.CodeUnreadable, "certificate is not trusted"},
@@ -300,7 +311,7 @@ func TestDeclaredSourceFailures(t *testing.T) {
 			}
 			errs, _, err := st.ListIngestionErrors(context.Background(), ns, ing.Name, store.Page{Number: 1, Size: 10})
 			if err != nil || len(errs) != 1 || errs[0].Code != tc.wantCode || errs[0].RecordIndex != nil {
-				t.Errorf("error rows = %+v (err %v), want one job-level %s", errs, err, tc.wantCode)
+				t.Errorf("error rows = %+v (err %v), want one ingestion-level %s", errs, err, tc.wantCode)
 			}
 			if got.Status.Report != nil {
 				t.Errorf("status.report = %+v, want none: nothing was stored", got.Status.Report)
@@ -386,7 +397,7 @@ func TestURLSourceRefusesInternalAddresses(t *testing.T) {
 	st := newStore(t)
 	srv := newReportServer(t, smallReport(t))
 	runInProcessWith(t, st, func(r *controllers.IngestionReconciler) {
-		r.Sources = controllers.SourceOptions{Wait: time.Second}
+		r.Sources = sources.Options{Wait: time.Second}
 	})
 	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
 	cases := []struct{ name, url, want string }{
@@ -508,7 +519,7 @@ func TestIngestionSourceValidation(t *testing.T) {
 func TestIngestionTenantLabelCannotNameAnotherTenant(t *testing.T) {
 	st := newStore(t)
 	report := smallReport(t)
-	runDeclared(t, st, 20*time.Second)
+	rec := runDeclared(t, st, 20*time.Second)
 	ctx := context.Background()
 
 	victim := tenantNamespace(t, "victim")
@@ -549,7 +560,10 @@ func TestIngestionTenantLabelCannotNameAnotherTenant(t *testing.T) {
 		t.Errorf("tenantless: status message = %q, want it to say the tenant does not use the namespace", got.Status.Message)
 	}
 	refused = append(refused, stray)
-	time.Sleep(time.Second) // several poll intervals
+	// The reconciles after the refusal touch nothing either.
+	for _, ing := range refused {
+		reconcileSeen(t, rec, ing, func(i *posturev1.Ingestion) bool { return i.Status.Phase == posturev1.IngestionFailed })
+	}
 	if n := findingCount(t, st, victim); n != 3 {
 		t.Errorf("victim findings = %d after the forged Ingestions, want still 3", n)
 	}
@@ -622,7 +636,7 @@ func TestSlowURLSourcesHoldNoOtherTenant(t *testing.T) {
 	st := newStore(t)
 	slow := newSlowServer(t)
 	runInProcessWith(t, st, func(r *controllers.IngestionReconciler) {
-		r.Sources = controllers.SourceOptions{AllowLoopback: true, Wait: time.Minute, URLTimeout: 40 * time.Second, URLFetchesPerTenant: 2}
+		r.Sources = sources.Options{AllowLoopback: true, Wait: time.Minute, URLTimeout: 40 * time.Second, URLFetchesPerTenant: 2}
 	})
 	slowNS := tenantNamespace(t, "slow-sources")
 	ca := (&reportServer{Server: slow.Server}).caSecret(t, slowNS)

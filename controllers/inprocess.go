@@ -9,11 +9,11 @@ import (
 )
 
 // NewInProcessExecutor adds a worker pool of the given size to mgr and returns
-// the executor plus the channel that tells the reconciler when a run ends.
+// the executor plus the channel that tells the reconciler when an attempt ends.
 func NewInProcessExecutor(mgr ctrl.Manager, worker *ingest.Worker, size int) (*InProcessExecutor, <-chan event.TypedGenericEvent[*posturev1.Ingestion], error) {
 	pool := ingest.NewPool(worker, size)
 	done := make(chan event.TypedGenericEvent[*posturev1.Ingestion], 256)
-	pool.OnDone = func(j ingest.Job) {
+	pool.OnDone = func(j ingest.Attempt) {
 		ing := &posturev1.Ingestion{}
 		ing.Namespace, ing.Name = j.Namespace, j.IngestionID
 		select {

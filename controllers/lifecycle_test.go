@@ -304,8 +304,15 @@ func TestIngestionHistoryLimit(t *testing.T) {
 				})
 				ings = append(ings, ing)
 				if i < tc.uploads-1 {
-					// Ends are recorded to the second: keep them apart.
-					time.Sleep(1100 * time.Millisecond)
+					// Ends are recorded to the second: the next one ends in
+					// a later second than this one did.
+					ended := time.Now()
+					if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(ing), ing); err == nil && ing.Status.CompletedAt != nil {
+						ended = ing.Status.CompletedAt.Time
+					}
+					testenv.Eventually(t, 5*time.Second, "a second later than the last end", func() (bool, string) {
+						return time.Now().Unix() > ended.Unix(), "still the second the ingestion ended in"
+					})
 				}
 			}
 			pruned, kept := ings[:tc.uploads-tc.kept], ings[tc.uploads-tc.kept:]
@@ -340,7 +347,8 @@ func TestIngestionHistoryKeepsDeclaredIngestions(t *testing.T) {
 	// An upload that ends is pruned (maxCount 0): the history limit has run.
 	pruned := upload(t, st, tn.Name, ns, accountsReport(t, 3, "987654321000"))
 	waitGone(t, pruned, 30*time.Second)
-	time.Sleep(time.Second)
+	// The reconcile that deleted the upload listed the declared one, which
+	// had ended before the upload was made, and deletes in the same pass.
 	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(kept), kept); err != nil || !kept.DeletionTimestamp.IsZero() {
 		t.Errorf("declared ingestion %s: %v, deletion %v; want it kept", kept.Name, err, kept.DeletionTimestamp)
 	}
@@ -370,8 +378,12 @@ func TestTenantDataDeletedAfterGrace(t *testing.T) {
 	gone, other := tenants[0], tenants[1]
 	deleteObject(t, gone.tn)
 
-	// Within the grace period nothing is deleted.
-	time.Sleep(grace / 3)
+	// Within the grace period nothing is deleted. The tenant controller
+	// has one worker and takes Tenants in the order their events came: once
+	// a Tenant created after the deletion is Ready, the deleted one has
+	// been reconciled.
+	marker := newTenant(t, nil)
+	waitTenant(t, marker.Name, "Ready", tenantReady(metav1.ConditionTrue, ""))
 	if err := k8s.Get(context.Background(), types.NamespacedName{Name: gone.tn.Name}, gone.tn); err != nil || gone.tn.DeletionTimestamp.IsZero() {
 		t.Fatalf("Tenant within its grace period: %v, deletion %v; want it waiting", err, gone.tn.DeletionTimestamp)
 	}

@@ -24,6 +24,7 @@ import (
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/internal/auth"
+	"github.com/posture-dev/posture/internal/tenancy"
 )
 
 // Reasons of the MCPServer Ready condition and events.
@@ -119,7 +120,7 @@ func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if apierrors.IsForbidden(err) {
 		// Not a tenant namespace, or its Tenant has not granted the
 		// operator its rights there yet: only the former needs a person.
-		tenant, terr := auth.TenantForNamespace(ctx, r.Client, m.Namespace)
+		tenant, terr := tenancy.ForNamespace(ctx, r.Client, m.Namespace)
 		if terr != nil && !errors.As(terr, new(*auth.Error)) {
 			return ctrl.Result{}, terr
 		}
@@ -253,7 +254,7 @@ func (r *MCPServerReconciler) applyService(ctx context.Context, m *posturev1.MCP
 // a recheck. Deployments and Services are read again on a timer, not
 // watched: see UncachedObjects.
 func (r *MCPServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	// The Tenant of a namespace is looked up by index (auth.TenantForNamespace).
+	// The Tenant of a namespace is looked up by index (tenancy.ForNamespace).
 	if err := auth.SetupIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}

@@ -413,7 +413,32 @@ func TestMCPServerDoesNotTakeOverOthersObjects(t *testing.T) {
 				c := meta.FindStatusCondition(got.Status.Conditions, posturev1.ConditionReady)
 				return c != nil && c.Status == metav1.ConditionFalse && c.Reason == controllers.ReasonMCPNameConflict, describe(got.Status)
 			})
-			time.Sleep(time.Second) // several rechecks
+			// A reconcile of a later generation takes nothing over either.
+			for attempt := 0; ; attempt++ {
+				if err := k8s.Get(ctx, client.ObjectKeyFromObject(m), &got); err != nil {
+					t.Fatal(err)
+				}
+				replicas := int32(2)
+				if got.Spec.Replicas != nil {
+					replicas = *got.Spec.Replicas + 1
+				}
+				got.Spec.Replicas = &replicas
+				err := k8s.Update(ctx, &got)
+				if err == nil {
+					break
+				}
+				if !apierrors.IsConflict(err) || attempt == 10 {
+					t.Fatal(err)
+				}
+			}
+			generation := got.Generation
+			eventually(t, "the next generation observed, still NameConflict", func() (bool, string) {
+				if err := k8s.Get(ctx, client.ObjectKeyFromObject(m), &got); err != nil {
+					t.Fatal(err)
+				}
+				c := meta.FindStatusCondition(got.Status.Conditions, posturev1.ConditionReady)
+				return got.Status.ObservedGeneration >= generation && c != nil && c.Reason == controllers.ReasonMCPNameConflict, describe(got.Status)
+			})
 			switch kind {
 			case "Service":
 				var svc corev1.Service

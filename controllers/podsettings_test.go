@@ -80,7 +80,7 @@ func TestBuildWorkerJobFollowsPodConfig(t *testing.T) {
 	job := BuildWorkerJob(WorkerJobConfig{
 		Namespace: "posture-system", Image: "posture-manager", ImagePullPolicy: corev1.PullIfNotPresent,
 		StoreDriver: "postgres", StoreSecret: "posture-store", Pod: cfg.Worker,
-	}, ing, ingest.Job{Tenant: "demo", IngestionID: "ing-1", BlobID: "b", Attempt: 1})
+	}, ing, ingest.Attempt{Tenant: "demo", IngestionID: "ing-1", BlobID: "b", Attempt: 1})
 	pod := job.Spec.Template
 	c := pod.Spec.Containers[0]
 	w := cfg.Worker

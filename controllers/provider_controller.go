@@ -15,6 +15,7 @@ import (
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/internal/auth"
+	"github.com/posture-dev/posture/internal/tenancy"
 )
 
 // Ready reasons of a Provider.
@@ -51,11 +52,11 @@ func (r *ProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	}
 	orig := p.DeepCopy()
 	var f providerFacts
-	tenant, err := auth.TenantForNamespace(ctx, r.Client, p.Namespace)
-	var ae *auth.Error
+	tenant, err := tenancy.ForNamespace(ctx, r.Client, p.Namespace)
+	var te *tenancy.Error
 	switch {
-	case errors.As(err, &ae):
-		f.TenantProblem = ae.Reason
+	case errors.As(err, &te):
+		f.TenantProblem = te.Reason
 	case err != nil:
 		return ctrl.Result{}, err
 	case tenant != nil:
@@ -116,7 +117,7 @@ func (r *ProviderReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Mana
 func (r *ProviderReconciler) providersOfNamespace(ctx context.Context, o client.Object) []reconcile.Request {
 	// Places matter only under a limit; without one, each Provider's own
 	// events suffice (and an ingestion creating many stays linear).
-	if t, err := auth.TenantForNamespace(ctx, r.Client, o.GetNamespace()); err == nil && (t == nil || t.Spec.Subscription.ProviderLimit == 0) {
+	if t, err := tenancy.ForNamespace(ctx, r.Client, o.GetNamespace()); err == nil && (t == nil || t.Spec.Subscription.ProviderLimit == 0) {
 		return nil
 	}
 	return requestsInNamespace(ctx, r.Client, &posturev1.ProviderList{}, o.GetNamespace())

@@ -69,7 +69,8 @@ func TestReportDeletedOnceIngestionEnds(t *testing.T) {
 			st := newStore(t)
 			tenant := fmt.Sprintf("r%d", i)
 			ns := newNamespace(t, "tenant-"+tenant)
-			tune := func(r *controllers.IngestionReconciler) { r.ReportRetention = tc.retention }
+			var rec *controllers.IngestionReconciler
+			tune := func(r *controllers.IngestionReconciler) { r.ReportRetention, rec = tc.retention, r }
 			var jobNS string
 			if tc.jobs {
 				jobNS = newNamespace(t, "posture-system")
@@ -87,7 +88,7 @@ func TestReportDeletedOnceIngestionEnds(t *testing.T) {
 				job := waitJob(t, jobNS, ing)
 				if tc.succeed {
 					w := &ingest.Worker{Store: st, Log: ctrl.Log}
-					if err := w.Run(context.Background(), ingest.Job{Tenant: tenant, IngestionID: ing.Name, BlobID: ing.Spec.Source.Upload.BlobID, Attempt: 1, Total: 3}); err != nil {
+					if err := w.Run(context.Background(), ingest.Attempt{Tenant: tenant, IngestionID: ing.Name, BlobID: ing.Spec.Source.Upload.BlobID, Attempt: 1, Total: 3}); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -96,20 +97,17 @@ func TestReportDeletedOnceIngestionEnds(t *testing.T) {
 			waitPhase(t, ing, tc.phase)
 
 			if tc.kept {
-				// Give a wrongly eager deletion the time to happen.
-				time.Sleep(time.Second)
+				// A wrongly eager deletion would have happened by the end
+				// of a reconcile after the terminal write.
+				reconcileSeen(t, rec, ing, func(i *posturev1.Ingestion) bool { return i.Status.Phase == tc.phase })
 				if !reportExists(t, st, tenant, ing) {
 					t.Fatalf("the report was deleted although --report-retention is %v", tc.retention)
 				}
 				return
 			}
-			deadline := time.Now().Add(tc.retention + 15*time.Second)
-			for reportExists(t, st, tenant, ing) {
-				if time.Now().After(deadline) {
-					t.Fatalf("the report of the %s ingestion is still stored", strings.ToLower(string(tc.phase)))
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+			testenv.Eventually(t, tc.retention+15*time.Second, "the report of the "+strings.ToLower(string(tc.phase))+" ingestion deleted", func() (bool, string) {
+				return !reportExists(t, st, tenant, ing), "still stored"
+			})
 			blobs, chunks, err := st.(interface {
 				CountBlobs(context.Context, string) (int, int, error)
 			}).CountBlobs(context.Background(), tenant)

@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/internal/sources"
+	"github.com/posture-dev/posture/internal/store"
 )
 
 // One pure function per kind turns what a reconcile observed into the whole
@@ -20,6 +22,81 @@ import (
 
 // ReasonProviderOverLimit marks a Provider beyond its tenant's plan limit.
 const ReasonProviderOverLimit = "ProviderLimitExceeded"
+
+// ingestionFacts is what one reconcile of an Ingestion found and did: its
+// steps record it, deriveIngestionStatus turns it into phase, message and
+// conditions, and ingestionEvents into the events that announce them.
+type ingestionFacts struct {
+	// Executor names the executor attempts run with.
+	Executor string
+	// Refused says why the tenant the Ingestion claims cannot be trusted.
+	Refused string
+	// Accepted: the Ingestion was seen for the first time.
+	Accepted bool
+	// Waiting says what a declared source waits for; WaitUntil is when
+	// the wait gives up.
+	Waiting   string
+	WaitUntil time.Time
+	// Fetched: a declared source was just stored, as status.report says.
+	Fetched bool
+	// Billing is how the report's accounts were admitted, when this
+	// reconcile admitted them.
+	Billing *billingOutcome
+	// Started is the attempt this reconcile started (0: none); Retry says
+	// why the attempt before it was lost.
+	Started int
+	Retry   string
+	// Run is the attempt's run as read; Ended is the run once it ended, as
+	// its worker recorded it or as recorded for a worker that could not.
+	Run, Ended *store.Run
+	// ErrorCodes counts an ended ingestion's error rows by code.
+	ErrorCodes map[string]int
+}
+
+// billingOutcome is how an ingestion's accounts were resolved to Providers:
+// Message tells it, Denied says whether the plan refused some.
+type billingOutcome struct {
+	Message string
+	Denied  bool
+}
+
+// deriveIngestionStatus sets an Ingestion's phase, message, observed
+// generation and conditions from what its reconcile found. The first fact
+// that decides the phase wins, in the order a reconcile meets them.
+func deriveIngestionStatus(ing *posturev1.Ingestion, f ingestionFacts) {
+	switch {
+	case f.Refused != "":
+		setIngestionPhase(ing, posturev1.IngestionFailed, ReasonFailed, f.Refused)
+	case f.Ended != nil && f.Ended.Status == store.RunSucceeded:
+		setIngestionPhase(ing, posturev1.IngestionCompleted, ReasonCompleted,
+			fmt.Sprintf("Processed %d records, %d invalid", f.Ended.Processed, f.Ended.Invalid))
+	case f.Ended != nil:
+		setIngestionPhase(ing, posturev1.IngestionFailed, ReasonFailed, f.Ended.Message)
+	case f.Started > 0 && f.Retry != "":
+		setIngestionPhase(ing, posturev1.IngestionProcessing, ReasonRetrying, fmt.Sprintf("Attempt %d: %s", f.Started, f.Retry))
+	case f.Started > 0:
+		setIngestionPhase(ing, posturev1.IngestionProcessing, ReasonProcessing, "Processing records")
+	case f.Waiting != "":
+		setIngestionPhase(ing, posturev1.IngestionPending, ReasonPending,
+			fmt.Sprintf("Waiting for the report: %s; retrying until %s", f.Waiting, f.WaitUntil.UTC().Format(time.RFC3339)))
+	case f.Accepted && sources.Declared(ing):
+		setIngestionPhase(ing, posturev1.IngestionPending, ReasonPending, "Reading the report from "+sources.Describe(ing))
+	case f.Accepted:
+		setIngestionPhase(ing, posturev1.IngestionPending, ReasonPending, "Queued for processing")
+	case ing.Status.Phase.Terminal():
+		// Restamped from the phase, so an ingestion that ended under an
+		// older operator gains the conditions this one derives.
+		setIngestionPhase(ing, ing.Status.Phase, ingestionReason(ing.Status.Phase), ing.Status.Message)
+	}
+	if b := f.Billing; b != nil {
+		c := metav1.Condition{Type: ConditionProvidersResolved, Status: metav1.ConditionTrue, Reason: ReasonProvidersResolved,
+			Message: b.Message, ObservedGeneration: ing.Generation}
+		if b.Denied {
+			c.Status, c.Reason = metav1.ConditionFalse, ReasonProviderLimit
+		}
+		meta.SetStatusCondition(&ing.Status.Conditions, c)
+	}
+}
 
 // setIngestionPhase sets everything that follows from an ingestion's phase:
 // the phase, its message, the generation observed and the conditions.

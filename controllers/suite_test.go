@@ -11,7 +11,6 @@ import (
 
 	"go.uber.org/zap/zapcore"
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -103,11 +102,7 @@ func startManager(t *testing.T, jobNamespace string, setup func(ctrl.Manager) er
 
 func newNamespace(t *testing.T, prefix string) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
-	if err := k8s.Create(context.Background(), ns); err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
+	return testenv.NewNamespace(t, k8s, prefix)
 }
 
 func newStore(t *testing.T) store.Store {
@@ -194,17 +189,29 @@ func waitObject[T any, P interface {
 	client.Object
 }](t *testing.T, key client.ObjectKey, timeout time.Duration, what string, cond func(P) bool) P {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
 	got := P(new(T))
-	for {
+	testenv.Eventually(t, timeout, fmt.Sprintf("%T %s: %s", got, key, what), func() (bool, string) {
 		err := k8s.Get(context.Background(), key, got)
-		if err == nil && cond(got) {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%T %s: timed out waiting for %s; last seen %+v (err %v)", got, key, what, got, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return err == nil && cond(got), fmt.Sprintf("%+v (err %v)", got, err)
+	})
+	return got
+}
+
+// reconcileSeen reconciles obj by hand once the manager's cache shows it
+// as cond wants: a reconcile that comes after the change the test made, so
+// that a check that nothing followed from the change relies on what that
+// reconcile did, not on a wait that hopes the controller got to it. It
+// returns once the reconcile is done.
+func reconcileSeen(t *testing.T, rec *controllers.IngestionReconciler, obj *posturev1.Ingestion, cond func(*posturev1.Ingestion) bool) {
+	t.Helper()
+	key := client.ObjectKeyFromObject(obj)
+	testenv.Eventually(t, 10*time.Second, "the manager's cache to see "+key.String()+" changed", func() (bool, string) {
+		var seen posturev1.Ingestion
+		err := rec.Client.Get(context.Background(), key, &seen)
+		return err == nil && cond(&seen), fmt.Sprintf("%+v (err %v)", seen.ObjectMeta, err)
+	})
+	if _, err := rec.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
+		t.Fatalf("reconcile %s: %v", key, err)
 	}
 }
 
@@ -219,14 +226,15 @@ func waitPhase(t *testing.T, ing *posturev1.Ingestion, phase posturev1.Ingestion
 	return waitFor(t, ing, 60*time.Second, "phase "+string(phase), func(i *posturev1.Ingestion) bool { return i.Status.Phase == phase })
 }
 
-// eventReasons lists the reasons of the events about an object, oldest first.
+// eventReasons lists the reasons of the events about an object, oldest
+// first, once there are at least want of them.
 func eventReasons(t *testing.T, ing *posturev1.Ingestion, want int) []string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var reasons []string
+	testenv.Eventually(t, 10*time.Second, fmt.Sprintf("%d events about %s", want, ing.Name), func() (bool, string) {
 		var list eventsv1.EventList
 		if err := k8s.List(context.Background(), &list, client.InNamespace(ing.Namespace)); err != nil {
-			t.Fatal(err)
+			return false, err.Error()
 		}
 		var evs []eventsv1.Event
 		for _, e := range list.Items {
@@ -235,13 +243,11 @@ func eventReasons(t *testing.T, ing *posturev1.Ingestion, want int) []string {
 			}
 		}
 		slices.SortStableFunc(evs, func(a, b eventsv1.Event) int { return a.EventTime.Compare(b.EventTime.Time) })
-		reasons := make([]string, 0, len(evs))
+		reasons = reasons[:0]
 		for _, e := range evs {
 			reasons = append(reasons, e.Reason)
 		}
-		if len(reasons) >= want || time.Now().After(deadline) {
-			return reasons
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return len(reasons) >= want, fmt.Sprint(reasons)
+	})
+	return reasons
 }

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/internal/tenancy"
 )
 
 // The manager holds no cluster-wide right on Secrets, Deployments or
@@ -77,7 +78,7 @@ func (r *TenantReconciler) ensureTenantAccess(ctx context.Context, t *posturev1.
 	want := rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: TenantAccessBindingName, Namespace: ns, Labels: map[string]string{
 			posturev1.LabelManagedBy: posturev1.ManagedByValue,
-			posturev1.LabelTenant:    labelValue(t.Name),
+			posturev1.LabelTenant:    tenancy.LabelValue(t.Name),
 		}},
 		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
 		Subjects: []rbacv1.Subject{{

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -23,8 +24,8 @@ import (
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/internal/auth"
-	"github.com/posture-dev/posture/internal/billing"
 	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/tenancy"
 )
 
 // Ready reasons of a Tenant.
@@ -68,7 +69,7 @@ type TenantReconciler struct {
 	Access TenantAccess
 	// Store, when set, is where a deleted Tenant's data is deleted from; nil
 	// leaves the data and adds no finalizer.
-	Store store.Store
+	Store store.TenantData
 	// DataGracePeriod is how long after a Tenant's deletion its data stays
 	// in the store; 0 deletes it at once.
 	DataGracePeriod time.Duration
@@ -97,45 +98,56 @@ func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 	}
-	// Admissions of deleted Providers give their places back. Billing writes
-	// the admitted list itself, guarded by the resourceVersion; the rest of
-	// this reconcile works on the Tenant as that write left it.
-	fresh, err := r.billing().Prune(ctx, t.Name)
-	if err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	t = *fresh
-	orig := t.DeepCopy()
 	f := tenantFacts{Namespace: t.NamespaceName()}
 	if err := r.ensureNamespace(ctx, &t, &f); err != nil {
 		return ctrl.Result{}, err
 	}
+	var requeue time.Duration
 	if f.NamespaceOwner != "" || f.NamespaceTerminating {
-		deriveTenantStatus(&t, f)
-		return finishStatus(ctx, r.Client, &t, orig, r.recheck())
-	}
-	if err := r.ensureTenantAccess(ctx, &t, f.Namespace); err != nil {
-		return ctrl.Result{}, err
-	}
-	f.Providers = billing.Billed(&t)
-	requeue, err := r.pruneHistory(ctx, &t, f.Namespace)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := r.checkUsers(ctx, &t, &f); err != nil {
-		return ctrl.Result{}, err
-	}
-	deriveTenantStatus(&t, f)
-	switch {
-	case len(f.UnknownRoles)+len(f.MissingSecrets) > 0:
-		// Password Secrets are not watched: look again for the one awaited.
 		requeue = r.recheck()
-	case hasPasswordSecrets(&t) && (requeue == 0 || requeue > r.secretRecheck()):
-		// Nor is their deletion: look again now and then, so that a Tenant
-		// whose users can no longer sign in does not stay Ready.
-		requeue = r.secretRecheck()
+	} else {
+		if err := r.ensureTenantAccess(ctx, &t, f.Namespace); err != nil {
+			return ctrl.Result{}, err
+		}
+		var err error
+		if requeue, err = r.pruneHistory(ctx, &t, f.Namespace); err != nil {
+			return ctrl.Result{}, err
+		}
+		if err := r.checkUsers(ctx, &t, &f); err != nil {
+			return ctrl.Result{}, err
+		}
+		switch {
+		case len(f.UnknownRoles)+len(f.MissingSecrets) > 0:
+			// Password Secrets are not watched: look again for the one awaited.
+			requeue = r.recheck()
+		case hasPasswordSecrets(&t) && (requeue == 0 || requeue > r.secretRecheck()):
+			// Nor is their deletion: look again now and then, so that a Tenant
+			// whose users can no longer sign in does not stay Ready.
+			requeue = r.secretRecheck()
+		}
 	}
-	return finishStatus(ctx, r.Client, &t, orig, requeue)
+	// The one status write: the summary of what this reconcile found, and
+	// the admissions of deleted Providers pruned, which gives their places
+	// back, in one transaction of the Tenant's status writer.
+	b := r.billing()
+	_, err := TenantStatus{Client: r.Client, Reader: b.APIReader}.Commit(ctx, t.Name, func(fresh *posturev1.Tenant) error {
+		if fresh.Generation != t.Generation {
+			return errTenantChanged
+		}
+		if err := b.prune(ctx, fresh); err != nil {
+			return err
+		}
+		f.Providers = tenancy.UsageOf(fresh).Billed
+		deriveTenantStatus(fresh, f)
+		return nil
+	})
+	switch {
+	case errors.Is(err, errTenantChanged):
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	case err != nil:
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
 // hasPasswordSecrets says whether a user of t signs in with a password Secret.
@@ -259,7 +271,7 @@ func (r *TenantReconciler) ensureNamespace(ctx context.Context, t *posturev1.Ten
 	err := r.Get(ctx, types.NamespacedName{Name: ns}, &nsObj)
 	if apierrors.IsNotFound(err) {
 		nsObj = corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{
-			posturev1.LabelTenant:    labelValue(t.Name),
+			posturev1.LabelTenant:    tenancy.LabelValue(t.Name),
 			posturev1.LabelManagedBy: posturev1.ManagedByValue,
 		}}}
 		if err := r.Create(ctx, &nsObj); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -279,7 +291,7 @@ func (r *TenantReconciler) ensureNamespace(ctx context.Context, t *posturev1.Ten
 		return nil
 	}
 	switch owner := nsObj.Labels[posturev1.LabelTenant]; owner {
-	case labelValue(t.Name):
+	case tenancy.LabelValue(t.Name):
 		return nil
 	case "":
 		// Optimistic locking: when two Tenants adopt the same namespace at
@@ -288,7 +300,7 @@ func (r *TenantReconciler) ensureNamespace(ctx context.Context, t *posturev1.Ten
 		if nsObj.Labels == nil {
 			nsObj.Labels = map[string]string{}
 		}
-		nsObj.Labels[posturev1.LabelTenant] = labelValue(t.Name)
+		nsObj.Labels[posturev1.LabelTenant] = tenancy.LabelValue(t.Name)
 		if err := r.Patch(ctx, &nsObj, patch); err != nil {
 			return fmt.Errorf("label namespace %s for tenant %s: %w", ns, t.Name, err)
 		}
@@ -367,7 +379,7 @@ func (r *TenantReconciler) tenantsOfObject(ctx context.Context, o client.Object)
 
 func (r *TenantReconciler) tenantsUsing(ctx context.Context, ns string) []reconcile.Request {
 	var list posturev1.TenantList
-	if err := r.List(ctx, &list, client.MatchingFields{auth.IndexTenantNamespace: ns}); err != nil {
+	if err := r.List(ctx, &list, client.MatchingFields{tenancy.IndexNamespace: ns}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "list the tenants of a namespace", "namespace", ns)
 		return nil
 	}
@@ -377,7 +389,3 @@ func (r *TenantReconciler) tenantsUsing(ctx context.Context, ns string) []reconc
 	}
 	return reqs
 }
-
-// labelValue is the label form of a name; the tenant label of a namespace must
-// match what the authenticator compares it with.
-func labelValue(s string) string { return auth.LabelValue(s) }

@@ -23,6 +23,7 @@ import (
 	"github.com/posture-dev/posture/internal/billing"
 	"github.com/posture-dev/posture/internal/ingest"
 	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/testenv"
 )
 
 // runTenancy starts a manager with the tenant, API key and provider
@@ -363,8 +364,7 @@ func TestPrinterColumns(t *testing.T) {
 			map[string]string{"Name": "ci", "User": "admin@example.com", "Secret": "ci-api-key", "Revoked": "false", "Ready": "True", "Usable": "True"}},
 	} {
 		t.Run(tc.path, func(t *testing.T) {
-			deadline := time.Now().Add(10 * time.Second)
-			for {
+			testenv.Eventually(t, 10*time.Second, "the table's cells", func() (bool, string) {
 				table := getTable(t, tc.path)
 				var names []string
 				for _, c := range table.ColumnDefinitions {
@@ -390,14 +390,8 @@ func TestPrinterColumns(t *testing.T) {
 						}
 					}
 				}
-				if mismatch == "" {
-					return
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("table cells:%s", mismatch)
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
+				return mismatch == "", "cells:" + mismatch
+			})
 		})
 	}
 }

@@ -99,7 +99,8 @@ func startTenancy(t *testing.T, opts tenancyOpts) *tenancyEnv {
 		emails: map[string]string{}, pw: map[string]string{},
 	}
 	te.env = apitest.Start(t, apitest.Options{
-		Auth: te.authn,
+		Auth:   te.authn,
+		Tokens: te.authn,
 		Setup: func(mgr ctrl.Manager, st store.Store) error {
 			te.authn.Reader = mgr.GetClient()
 			te.authn.Secrets = mgr.GetAPIReader()
@@ -201,22 +202,16 @@ func (te *tenancyEnv) newKey(ns, name, user string, mutate func(*posturev1.APIKe
 	if err := te.k8s.Create(context.Background(), k); err != nil {
 		te.t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var got posturev1.APIKey
-		var sec corev1.Secret
+	var got posturev1.APIKey
+	var sec corev1.Secret
+	testenv.Eventually(te.t, 30*time.Second, "APIKey "+ns+"/"+name+" to get its key", func() (bool, string) {
 		if err := te.k8s.Get(context.Background(), client.ObjectKeyFromObject(k), &got); err != nil {
 			te.t.Fatal(err)
 		}
-		if got.Status.Hash != "" &&
-			te.k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: got.Status.SecretName}, &sec) == nil {
-			return string(sec.Data["api-key"]), &got
-		}
-		if time.Now().After(deadline) {
-			te.t.Fatalf("APIKey %s/%s never got its key: %+v", ns, name, got.Status)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return got.Status.Hash != "" &&
+			te.k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: got.Status.SecretName}, &sec) == nil, fmt.Sprintf("%+v", got.Status)
+	})
+	return string(sec.Data["api-key"]), &got
 }
 
 func (te *tenancyEnv) as(t testing.TB, authorization string) *api {
@@ -249,16 +244,11 @@ func (te *tenancyEnv) update(obj client.Object, change func()) {
 func eventually(t testing.TB, within time.Duration, what string, f func() string) time.Duration {
 	t.Helper()
 	start := time.Now()
-	for {
+	testenv.Eventually(t, within, what, func() (bool, string) {
 		msg := f()
-		if msg == "" {
-			return time.Since(start)
-		}
-		if time.Since(start) > within {
-			t.Fatalf("%s: not within %v: %s", what, within, msg)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return msg == "", msg
+	})
+	return time.Since(start)
 }
 
 func TestAuthStatusCodes(t *testing.T) {

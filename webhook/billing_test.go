@@ -2,6 +2,7 @@ package webhook_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/internal/apitest"
+	"github.com/posture-dev/posture/internal/restapi"
 	"github.com/posture-dev/posture/internal/testenv"
 )
 
@@ -40,18 +42,11 @@ func TestUploadBillsProvidersWithinThePlan(t *testing.T) {
 	}
 	var d jobDoc
 	_ = json.Unmarshal(b, &d)
-	deadline := time.Now().Add(60 * time.Second)
 	var got jobDoc
-	for {
+	testenv.Eventually(t, 60*time.Second, "the job to end", func() (bool, string) {
 		got = getJob(t, env, d.Data.ID)
-		if s := got.Data.Attributes.Status; s == "completed" || s == "failed" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job never finished: %+v", got.Data.Attributes)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return restapi.Terminal(got.Data.Attributes.Status), fmt.Sprintf("%+v", got.Data.Attributes)
+	})
 	a := got.Data.Attributes
 	if a.Status != "completed" || a.Summary.Total != 3 || a.Summary.Processed != 3 || a.Summary.Invalid != 1 {
 		t.Fatalf("job = %+v, want completed 3/3 with 1 invalid", a)

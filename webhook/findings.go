@@ -10,6 +10,7 @@ import (
 
 	"github.com/posture-dev/posture/internal/auth"
 	"github.com/posture-dev/posture/internal/findings"
+	"github.com/posture-dev/posture/internal/restapi"
 	"github.com/posture-dev/posture/internal/store"
 )
 
@@ -100,9 +101,9 @@ func (s *Server) listFindingsOf(w http.ResponseWriter, r *http.Request, latest b
 		var page findings.Page
 		page, err = findings.ReadAfter(r.Context(), s.Store, p.Tenant, fq, &k, q.size)
 		rows, count, more = page.Rows, page.Count, page.Next != nil
-	} else if offset := (q.page - 1) * q.size; offset > MaxPageOffset {
+	} else if offset := (q.page - 1) * q.size; offset > restapi.MaxPageOffset {
 		return errorf(400, CodeInvalid, "page[number]=%d with page[size]=%d skips %d findings; at most %d can be skipped: "+
-			"follow links.next, which carries page[cursor], to read further", q.page, q.size, offset, MaxPageOffset).parameter("page[number]")
+			"follow links.next, which carries page[cursor], to read further", q.page, q.size, offset, restapi.MaxPageOffset).parameter("page[number]")
 	} else {
 		rows, count, err = s.Store.ListFindings(r.Context(), p.Tenant, fq)
 	}
@@ -131,7 +132,7 @@ func (s *Server) listFindingsOf(w http.ResponseWriter, r *http.Request, latest b
 	pg.CountEstimated = !fq.Summarized() && !fq.ScanSummarized() && count > fq.CountLimit
 	// page[number] stops at the depth limit; a link must never lead there,
 	// nor to a last page that is only the last one counted.
-	if pg.CountEstimated || (pg.Pages-1)*q.size > MaxPageOffset {
+	if pg.CountEstimated || (pg.Pages-1)*q.size > restapi.MaxPageOffset {
 		links.Last = nil
 	} else if links.Last == nil {
 		l := pageLink(r, pg.Pages)

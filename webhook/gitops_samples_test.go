@@ -51,6 +51,7 @@ func TestGitOpsSamples(t *testing.T) {
 	authn := &auth.CRAuthenticator{BcryptCost: bcrypt.MinCost}
 	env := apitest.Start(t, apitest.Options{
 		Auth:          authn,
+		Tokens:        authn,
 		BillProviders: true,
 		Setup: func(mgr ctrl.Manager, _ store.Store) error {
 			ctx := context.Background()
@@ -116,10 +117,11 @@ func TestGitOpsSamples(t *testing.T) {
 
 	// Re-applying the same manifests imports nothing again.
 	out := kubectl(t, kc, "apply", "-k", dir)
+	// Unchanged is the API server's word that no object changed, so no
+	// controller was woken to do anything about it.
 	if !strings.Contains(out, "ingestion.posture.dev/nightly-2026-11-24 unchanged") {
 		t.Errorf("second apply: %s", out)
 	}
-	time.Sleep(time.Second)
 	var again posturev1.Ingestion
 	if err := live.Get(ctx, client.ObjectKeyFromObject(&ing), &again); err != nil {
 		t.Fatal(err)

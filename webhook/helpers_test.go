@@ -254,23 +254,17 @@ type summary struct{ total, processed, invalid int }
 // wait polls the job until it is completed or failed.
 func (a *api) wait(id string) (string, summary) {
 	a.t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		d := a.one("/api/v1/ingestions/"+id, "")
-		attrs := d.Data.Attributes
-		status := attrs["status"].(string)
-		if status == "completed" || status == "failed" {
-			if attrs["started_at"] == nil || attrs["completed_at"] == nil {
-				a.t.Fatalf("finished job without started_at/completed_at: %v", attrs)
-			}
-			s := attrs["summary"].(map[string]any)
-			return status, summary{int(s["total"].(float64)), int(s["processed"].(float64)), int(s["invalid"].(float64))}
-		}
-		if time.Now().After(deadline) {
-			a.t.Fatalf("job %s still %s after 90s", id, status)
-		}
-		time.Sleep(25 * time.Millisecond)
+	var attrs map[string]any
+	testenv.Eventually(a.t, 90*time.Second, "ingestion "+id+" to end", func() (bool, string) {
+		attrs = a.one("/api/v1/ingestions/"+id, "").Data.Attributes
+		status, _ := attrs["status"].(string)
+		return restapi.Terminal(status), "status " + status
+	})
+	if attrs["started_at"] == nil || attrs["completed_at"] == nil {
+		a.t.Fatalf("finished job without started_at/completed_at: %v", attrs)
 	}
+	s := attrs["summary"].(map[string]any)
+	return attrs["status"].(string), summary{int(s["total"].(float64)), int(s["processed"].(float64)), int(s["invalid"].(float64))}
 }
 
 // ingest uploads content and waits for the job's outcome.

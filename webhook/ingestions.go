@@ -13,12 +13,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/internal/auth"
+	"github.com/posture-dev/posture/internal/ingestions"
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/uploads"
 )
@@ -202,25 +200,27 @@ func (s *Server) ingestPart(w http.ResponseWriter, r *http.Request, p auth.Princ
 	return nil
 }
 
-// lookupIngestion finds a job of the caller's tenant; another tenant's is a 404.
+// ingestions is the read use case both doors share.
+func (s *Server) ingestions() *ingestions.Reader {
+	return &ingestions.Reader{Client: s.Client, APIReader: s.APIReader, Store: s.Store}
+}
+
+// notFound answers an unknown ingestion id; another tenant's is unknown too.
+func ingestionNotFound(id string) *apiError {
+	return errorf(404, CodeNotFound, "no ingestion %q in this tenant", id).parameter("id")
+}
+
+// lookupIngestion finds a job of the caller's tenant. The API's ids are the
+// UUIDs uploads get: any other name is not one of its jobs.
 func (s *Server) lookupIngestion(ctx context.Context, p auth.Principal, id string) (*posturev1.Ingestion, error) {
-	notFound := errorf(404, CodeNotFound, "no ingestion %q in this tenant", id).parameter("id")
 	if _, err := uuid.Parse(id); err != nil {
-		return nil, notFound
+		return nil, ingestionNotFound(id)
 	}
-	var ing posturev1.Ingestion
-	key := types.NamespacedName{Namespace: p.Namespace, Name: id}
-	err := s.Client.Get(ctx, key, &ing)
-	if apierrors.IsNotFound(err) && s.APIReader != nil {
-		err = s.APIReader.Get(ctx, key, &ing)
+	ing, err := s.ingestions().Get(ctx, p.Namespace, id)
+	if errors.Is(err, ingestions.ErrNotFound) {
+		return nil, ingestionNotFound(id)
 	}
-	if apierrors.IsNotFound(err) {
-		return nil, notFound
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &ing, nil
+	return ing, err
 }
 
 func (s *Server) getIngestion(w http.ResponseWriter, r *http.Request) error {
@@ -254,140 +254,63 @@ func (s *Server) listIngestions(w http.ResponseWriter, r *http.Request) error {
 	if aerr != nil {
 		return aerr
 	}
-	match, aerr := ingestionFilter(q.filters)
+	iq, aerr := ingestionQuery(q)
 	if aerr != nil {
 		return aerr
 	}
-	var list posturev1.IngestionList
-	if err := s.Client.List(r.Context(), &list, inNamespace(p.Namespace)); err != nil {
+	page, err := s.ingestions().List(r.Context(), p.Namespace, iq)
+	if err != nil {
 		return err
 	}
-	items := make([]*posturev1.Ingestion, 0, len(list.Items))
-	for i := range list.Items {
-		if match(&list.Items[i]) {
-			items = append(items, &list.Items[i])
-		}
+	pg, links, aerr := pageOf(r, q, page.Count)
+	if aerr != nil {
+		return aerr
 	}
-	sortIngestions(items, q.sort)
-	return writeMemoryPage(w, r, q, items, func(ing *posturev1.Ingestion) resource { return ingestionResource(r, ing, q.fields) })
+	data := make([]resource, 0, len(page.Items))
+	for _, ing := range page.Items {
+		data = append(data, ingestionResource(r, ing, q.fields))
+	}
+	writeJSON(w, http.StatusOK, document{Data: data, Links: links, Meta: meta{Version: APIVersion, Pagination: &pg}})
+	return nil
 }
 
-func ingestionFilter(f map[string]string) (func(*posturev1.Ingestion) bool, *apiError) {
-	var checks []func(*posturev1.Ingestion) bool
-	if v, ok := f["status"]; ok {
+// ingestionQuery reads the list's filters into the use case's query.
+func ingestionQuery(q listQuery) (ingestions.Query, *apiError) {
+	iq := ingestions.Query{Search: q.filters["search"], Sort: q.sort, Page: store.Page{Number: q.page, Size: q.size}}
+	if v, ok := q.filters["status"]; ok {
 		if !validStatuses[v] {
-			return nil, errorf(400, CodeInvalid, "filter[status] must be one of pending, processing, completed, failed; got %q", v).parameter("filter[status]")
+			return iq, errorf(400, CodeInvalid, "filter[status] must be one of pending, processing, completed, failed; got %q", v).parameter("filter[status]")
 		}
-		checks = append(checks, func(i *posturev1.Ingestion) bool { return string(phaseOf(i)) == v })
+		iq.Statuses = []string{v}
 	}
-	if v, ok := f["status__in"]; ok {
-		want := map[string]bool{}
+	if v, ok := q.filters["status__in"]; ok {
+		in := []string{}
 		for _, st := range strings.Split(v, ",") {
 			st = strings.TrimSpace(st)
 			if !validStatuses[st] {
-				return nil, errorf(400, CodeInvalid, "filter[status__in] takes comma-separated statuses from pending, processing, completed, failed; got %q", st).parameter("filter[status__in]")
+				return iq, errorf(400, CodeInvalid, "filter[status__in] takes comma-separated statuses from pending, processing, completed, failed; got %q", st).parameter("filter[status__in]")
 			}
-			want[st] = true
+			in = append(in, st)
 		}
-		checks = append(checks, func(i *posturev1.Ingestion) bool { return want[string(phaseOf(i))] })
+		if iq.Statuses == nil {
+			iq.Statuses = in
+		} else {
+			// Both filters hold: status, if it is among status__in.
+			iq.Statuses = slices.DeleteFunc(iq.Statuses, func(st string) bool { return !slices.Contains(in, st) })
+		}
 	}
-	for _, key := range []string{"completed_at", "inserted_at"} {
-		v, ok := f[key]
+	for key, day := range map[string]*time.Time{"completed_at": &iq.CompletedOn, "inserted_at": &iq.InsertedOn} {
+		v, ok := q.filters[key]
 		if !ok {
 			continue
 		}
-		day, err := time.Parse(time.DateOnly, v)
+		d, err := time.Parse(time.DateOnly, v)
 		if err != nil {
-			return nil, errorf(400, CodeInvalid, "filter[%s] must be a date like 2026-11-21; got %q", key, v).parameter("filter[" + key + "]")
+			return iq, errorf(400, CodeInvalid, "filter[%s] must be a date like 2026-11-21; got %q", key, v).parameter("filter[" + key + "]")
 		}
-		field := key
-		checks = append(checks, func(i *posturev1.Ingestion) bool {
-			t := timeOf(i, field)
-			return t != nil && t.UTC().Format(time.DateOnly) == day.Format(time.DateOnly)
-		})
+		*day = d
 	}
-	if v, ok := f["search"]; ok {
-		term := strings.ToLower(v)
-		checks = append(checks, func(i *posturev1.Ingestion) bool {
-			return strings.Contains(i.Name, term) ||
-				strings.Contains(strings.ToLower(fileOf(i)), term) ||
-				strings.Contains(string(phaseOf(i)), term)
-		})
-	}
-	return func(i *posturev1.Ingestion) bool {
-		for _, c := range checks {
-			if !c(i) {
-				return false
-			}
-		}
-		return true
-	}, nil
-}
-
-func sortIngestions(items []*posturev1.Ingestion, keys []string) {
-	slices.SortStableFunc(items, func(a, b *posturev1.Ingestion) int {
-		for _, key := range keys {
-			desc := strings.HasPrefix(key, "-")
-			field := strings.TrimPrefix(key, "-")
-			c := compareTimes(timeOf(a, field), timeOf(b, field))
-			if desc {
-				c = -c
-			}
-			if c != 0 {
-				return c
-			}
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
-}
-
-// compareTimes orders nulls last in ascending order, as PostgreSQL does.
-func compareTimes(a, b *time.Time) int {
-	switch {
-	case a == nil && b == nil:
-		return 0
-	case a == nil:
-		return 1
-	case b == nil:
-		return -1
-	}
-	return a.Compare(*b)
-}
-
-func phaseOf(i *posturev1.Ingestion) posturev1.IngestionPhase {
-	if i.Status.Phase == "" {
-		return posturev1.IngestionPending
-	}
-	return i.Status.Phase
-}
-
-func fileOf(i *posturev1.Ingestion) string {
-	if i.Spec.Source.Upload != nil {
-		return i.Spec.Source.Upload.Filename
-	}
-	return ""
-}
-
-func timeOf(i *posturev1.Ingestion, field string) *time.Time {
-	var t *metav1.Time
-	switch field {
-	case "inserted_at":
-		t = &i.CreationTimestamp
-	case "requested_at":
-		t = i.Status.RequestedAt
-		if t == nil {
-			t = &i.CreationTimestamp
-		}
-	case "started_at":
-		t = i.Status.StartedAt
-	case "completed_at":
-		t = i.Status.CompletedAt
-	}
-	if t == nil || t.IsZero() {
-		return nil
-	}
-	v := t.Time
-	return &v
+	return iq, nil
 }
 
 func formatTime(t *time.Time) any {
@@ -397,27 +320,17 @@ func formatTime(t *time.Time) any {
 	return t.UTC().Format(time.RFC3339)
 }
 
-// ingestionResource renders the spec's job object. Before the controller has
-// written a status the job is pending with the total counted at upload.
+// ingestionResource renders the spec's job object.
 func ingestionResource(r *http.Request, i *posturev1.Ingestion, fields map[string]bool) resource {
-	summary := i.Status.Summary
-	if i.Status.Phase == "" {
-		summary = posturev1.IngestionSummary{Total: i.Spec.RecordCount}
-	}
+	summary := ingestions.Summary(i)
 	attrs := map[string]any{
-		"status":       string(phaseOf(i)),
+		"status":       string(ingestions.Phase(i)),
 		"summary":      map[string]int64{"total": summary.Total, "processed": summary.Processed, "invalid": summary.Invalid},
-		"requested_at": formatTime(timeOf(i, "requested_at")),
-		"started_at":   formatTime(timeOf(i, "started_at")),
-		"completed_at": formatTime(timeOf(i, "completed_at")),
+		"requested_at": formatTime(ingestions.Time(i, "requested_at")),
+		"started_at":   formatTime(ingestions.Time(i, "started_at")),
+		"completed_at": formatTime(ingestions.Time(i, "completed_at")),
 	}
-	if fields != nil {
-		for k := range attrs {
-			if !fields[k] {
-				delete(attrs, k)
-			}
-		}
-	}
+	trim(attrs, fields)
 	return resource{Type: "ingestions", ID: i.Name, Attributes: attrs,
 		Links: map[string]any{"self": absoluteURL(r, mustURL("/api/v1/ingestions/"+i.Name))}}
 }
@@ -436,11 +349,14 @@ func (s *Server) listIngestionErrors(w http.ResponseWriter, r *http.Request) err
 	if aerr != nil {
 		return aerr
 	}
-	ing, err := s.lookupIngestion(r.Context(), p, r.PathValue("id"))
-	if err != nil {
-		return err
+	id := r.PathValue("id")
+	if _, err := uuid.Parse(id); err != nil {
+		return ingestionNotFound(id)
 	}
-	rows, count, err := s.Store.ListIngestionErrors(r.Context(), p.Tenant, ing.Name, store.Page{Number: q.page, Size: q.size})
+	rows, count, err := s.ingestions().Errors(r.Context(), p.Tenant, p.Namespace, id, store.Page{Number: q.page, Size: q.size})
+	if errors.Is(err, ingestions.ErrNotFound) {
+		return ingestionNotFound(id)
+	}
 	if err != nil {
 		return err
 	}

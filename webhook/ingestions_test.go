@@ -3,6 +3,7 @@ package webhook_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/posture-dev/posture/internal/apitest"
+	"github.com/posture-dev/posture/internal/restapi"
 	"github.com/posture-dev/posture/internal/testenv"
 )
 
@@ -124,19 +126,13 @@ func TestUploadThenComplete(t *testing.T) {
 		t.Errorf("requested_at %q is not ISO 8601: %v", *a.RequestedAt, err)
 	}
 
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		got := getJob(t, env, d.Data.ID)
-		if got.Data.Attributes.Status == "completed" {
-			ga := got.Data.Attributes
-			if ga.Summary.Processed != 1500 || ga.Summary.Invalid != 0 || ga.StartedAt == nil || ga.CompletedAt == nil {
-				t.Fatalf("completed job = %+v", ga)
-			}
-			return
-		}
-		if got.Data.Attributes.Status == "failed" || time.Now().After(deadline) {
-			t.Fatalf("job ended as %+v", got.Data.Attributes)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var got jobDoc
+	testenv.Eventually(t, 60*time.Second, "the job to end", func() (bool, string) {
+		got = getJob(t, env, d.Data.ID)
+		return restapi.Terminal(got.Data.Attributes.Status), fmt.Sprintf("%+v", got.Data.Attributes)
+	})
+	ga := got.Data.Attributes
+	if ga.Status != "completed" || ga.Summary.Processed != 1500 || ga.Summary.Invalid != 0 || ga.StartedAt == nil || ga.CompletedAt == nil {
+		t.Fatalf("job ended as %+v, want completed 1500/0", ga)
 	}
 }

@@ -393,7 +393,7 @@ func pageLink(base string, n int) string {
 	return base + "/api/v1/ingestions?" + url.Values{"filter[search]": {"ocsf"}, "page[number]": {fmt.Sprint(n)}}.Encode()
 }
 
-// TestIngestionErrorsPages checks the error list: job-level rows first, then
+// TestIngestionErrorsPages checks the error list: ingestion-level rows first, then
 // by record, paginated, trimmed by fields[ingestion-errors].
 func TestIngestionErrorsPages(t *testing.T) {
 	b := startBare(t, bareOpts{})
@@ -422,7 +422,7 @@ func TestIngestionErrorsPages(t *testing.T) {
 	}
 	first := p1.Data[0].Attributes
 	if p1.Data[0].Type != "ingestion-errors" || first["record_index"] != nil || first["code"] != "no_records" || first["pointer"] != "" {
-		t.Fatalf("first row = %v; want the job-level error", first)
+		t.Fatalf("first row = %v; want the ingestion-level error", first)
 	}
 	for i, r := range p1.Data[1:] {
 		if r.Attributes["record_index"] != float64(i) || r.Attributes["finding_uid"] != fmt.Sprintf("uid-%02d", i) ||

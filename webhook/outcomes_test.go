@@ -22,7 +22,7 @@ type report struct {
 	status  string
 	summary summary
 	// errors are the expected error rows as "index code pointer" (index "-"
-	// for job-level), in the order the API lists them.
+	// for ingestion-level), in the order the API lists them.
 	errors []string
 	// valid are the records that must become findings.
 	valid []map[string]any
@@ -254,11 +254,11 @@ func checkErrors(t *testing.T, a *api, id string, r report) {
 			}
 		case "no_records":
 			if e.RecordIndex != nil || !strings.Contains(e.Detail, "Detection Finding") {
-				t.Errorf("job-level row %+v", e)
+				t.Errorf("ingestion-level row %+v", e)
 			}
 		}
 	}
-	// Job-level rows come first, then records in order; the rows of one
+	// Ingestion-level rows come first, then records in order; the rows of one
 	// record may come in any order.
 	index := func(row string) int {
 		n, err := strconv.Atoi(strings.Fields(row)[0])

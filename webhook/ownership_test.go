@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -82,17 +83,45 @@ func TestNamespaceBelongsToFirstTenant(t *testing.T) {
 		t.Error(msg)
 	}
 
-	// Hold for a while: a lock-out shows up as soon as the cache has both
-	// Tenants, and a relabelling as soon as the squatter reconciles again.
+	// A lock-out shows up as soon as the cache has both Tenants, which it
+	// has once the squatter reports the conflict (read from that cache); a
+	// relabelling as soon as the squatter reconciles again, which it has
+	// once it observed a later generation of its spec.
 	bearer := te.as(t, "Bearer "+token)
-	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	stillDemos := func(when string) {
+		t.Helper()
 		if r := admin.get("/api/v1/ingestions", ""); r.status != 200 {
-			t.Fatalf("demo's API key after the squatter appeared: %s", r)
+			t.Fatalf("demo's API key %s: %s", when, r)
 		}
 		if r := bearer.get("/api/v1/ingestions", ""); r.status != 200 {
-			t.Fatalf("demo's access token after the squatter appeared: %s", r)
+			t.Fatalf("demo's access token %s: %s", when, r)
 		}
 	}
+	stillDemos("once the squatter appeared")
+	for attempt := 0; ; attempt++ {
+		if err := te.k8s.Get(context.Background(), client.ObjectKeyFromObject(squatter), squatter); err != nil {
+			t.Fatal(err)
+		}
+		squatter.Spec.Subscription.Plan += "-again"
+		err := te.k8s.Update(context.Background(), squatter)
+		if err == nil {
+			break
+		}
+		if !apierrors.IsConflict(err) || attempt == 10 {
+			t.Fatal(err)
+		}
+	}
+	generation := squatter.Generation
+	eventually(t, 15*time.Second, "the squatter reconciled again", func() string {
+		if msg := conflict(posturev1.ConditionReady, metav1.ConditionFalse); msg != "" {
+			return msg
+		}
+		if squatter.Status.ObservedGeneration < generation {
+			return fmt.Sprintf("observed generation %d of %d", squatter.Status.ObservedGeneration, generation)
+		}
+		return ""
+	})
+	stillDemos("once the squatter reconciled again")
 	var got corev1.Namespace
 	if err := te.k8s.Get(context.Background(), types.NamespacedName{Name: ns}, &got); err != nil {
 		t.Fatal(err)

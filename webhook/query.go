@@ -8,12 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
-)
 
-// Paging defaults, as docs/api.md documents them.
-const (
-	DefaultPageSize = 10
-	MaxPageSize     = 100
+	"github.com/posture-dev/posture/internal/restapi"
 )
 
 // Filter bounds. A search term is matched with LIKE and every __in item is
@@ -24,13 +20,6 @@ const (
 	MaxInItems      = 100 // items of one filter[x__in]
 )
 
-// MaxPageOffset is how many findings page[number] may skip. An unfiltered
-// listing skips index keys, not findings, but a filtered one reads and
-// throws away the findings it skips, so deeper pages cost more the deeper
-// they are; page[cursor] (links.next) reaches any depth at the cost of the
-// first page.
-const MaxPageOffset = 10000
-
 // CountLimit is where a findings listing stops counting matches that the
 // finding summaries cannot count (filter[ingestion], and with
 // filter[scan] or the latest view any filter the summary by scan lacks; a
@@ -39,7 +28,7 @@ const MaxPageOffset = 10000
 // never costs more than reading that many matches. Past it
 // meta.pagination.count is CountLimit+1, a lower bound, and
 // count_estimated is true.
-const CountLimit = MaxPageOffset + MaxPageSize
+const CountLimit = restapi.MaxPageOffset + restapi.MaxPageSize
 
 // SearchCountsLimit is where grouped counts with filter[search] stop: they
 // group the first SearchCountsLimit+1 matches found. No summary holds the
@@ -74,7 +63,7 @@ func parseList(r *http.Request, spec listSpec) (listQuery, *apiError) {
 }
 
 func parseListValues(values url.Values, spec listSpec) (listQuery, *apiError) {
-	q := listQuery{filters: map[string]string{}, page: 1, size: DefaultPageSize, sort: spec.defaultSort}
+	q := listQuery{filters: map[string]string{}, page: 1, size: restapi.DefaultPageSize, sort: spec.defaultSort}
 	if spec.cursor && values.Has("page[cursor]") && values.Has("page[number]") {
 		return q, errorf(400, CodeInvalid, "use either page[cursor] or page[number], not both").parameter("page[cursor]")
 	}
@@ -139,8 +128,8 @@ func parseListValues(values url.Values, spec listSpec) (listQuery, *apiError) {
 			q.cursor = value
 		case name == "page[size]":
 			n, err := strconv.Atoi(value)
-			if err != nil || n < 1 || n > MaxPageSize {
-				return q, errorf(400, CodeInvalid, "page[size] must be a whole number from 1 to %d, got %q", MaxPageSize, value).parameter(name)
+			if err != nil || n < 1 || n > restapi.MaxPageSize {
+				return q, errorf(400, CodeInvalid, "page[size] must be a whole number from 1 to %d, got %q", restapi.MaxPageSize, value).parameter(name)
 			}
 			q.size = n
 		default:

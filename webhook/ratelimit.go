@@ -152,20 +152,6 @@ func rateKey(p auth.Principal) string {
 	return fmt.Sprintf("user:%s/%s", p.Tenant, auth.NormalizeEmail(p.User))
 }
 
-// unwrapAuth walks wrapped authenticators (outermost first).
-func unwrapAuth(a auth.Authenticator, visit func(auth.Authenticator) bool) {
-	for a != nil {
-		if visit(a) {
-			return
-		}
-		u, ok := a.(interface{ Unwrap() auth.Authenticator })
-		if !ok {
-			return
-		}
-		a = u.Unwrap()
-	}
-}
-
 // bucketFor finds or makes key's bucket; l.mu is held.
 func (l *RateLimiter) bucketFor(key string, now time.Time) *bucket {
 	l.calls++

@@ -23,6 +23,7 @@ import (
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/internal/auth"
 	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/tenancy"
 	"github.com/posture-dev/posture/internal/uploads"
 	"github.com/posture-dev/posture/webhook/ui"
 )
@@ -37,8 +38,18 @@ type Server struct {
 	// APIReader reads the API server directly; used when the cache has not
 	// seen an object yet (a GET right after the POST that created it).
 	APIReader client.Reader
-	Store     store.Store
-	Auth      auth.Authenticator
+	// Store answers the reads of findings, scans and error rows, and
+	// stores uploaded reports.
+	Store interface {
+		store.FindingReads
+		store.IngestionErrors
+		store.Blobs
+	}
+	Auth auth.Authenticator
+	// Tokens issues and ends the JWTs of tenant users (POST
+	// /api/v1/tokens, /refresh, /revoke); nil answers those 404, for a
+	// server that authenticates a static key.
+	Tokens TokenIssuer
 	// RateLimit limits each authenticated caller (nil: no limit).
 	RateLimit      *RateLimiter
 	Log            logr.Logger
@@ -194,8 +205,8 @@ func (s *Server) authorize(r *http.Request, perm posturev1.Permission) (auth.Pri
 	if err != nil {
 		return auth.Principal{}, err
 	}
-	if !p.Subscribed {
-		return auth.Principal{}, newError(402, CodeSubscriptionRequired, "the API needs an active subscription; tenant "+p.Tenant+" has none")
+	if err := tenancy.Gate(p.Tenant, p.Subscribed); err != nil {
+		return auth.Principal{}, newError(402, CodeSubscriptionRequired, err.Error())
 	}
 	if perm != "" && !p.Can(perm) {
 		return auth.Principal{}, errorf(403, CodePermissionDenied, "the user behind this credential lacks the %s permission; an administrator must grant it", perm)

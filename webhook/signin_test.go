@@ -220,7 +220,6 @@ func unknownEmail(_ *tenancyEnv, i int) string { return fmt.Sprintf("nobody-%d@e
 // gatedIssuer counts the sign-ins being checked at once and holds each until
 // the gate opens, so a test sees how many the server lets in together.
 type gatedIssuer struct {
-	auth.Authenticator
 	next webhook.TokenIssuer
 	gate chan struct{}
 
@@ -246,6 +245,10 @@ func (g *gatedIssuer) Refresh(ctx context.Context, refresh string) (auth.TokenPa
 	return g.next.Refresh(ctx, refresh)
 }
 
+func (g *gatedIssuer) SignOut(ctx context.Context, token string) error {
+	return g.next.SignOut(ctx, token)
+}
+
 func (g *gatedIssuer) counts() (inFlight, peak int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -268,8 +271,8 @@ func TestSignInConcurrencyCap(t *testing.T) {
 			var gated *gatedIssuer
 			te := startTenancy(t, tenancyOpts{server: func(s *webhook.Server) {
 				s.SignIn = &webhook.SignInGuard{Concurrency: tc.cap, QueueWait: tc.queueWait}
-				gated = &gatedIssuer{Authenticator: s.Auth, next: s.Auth.(webhook.TokenIssuer), gate: make(chan struct{})}
-				s.Auth = gated
+				gated = &gatedIssuer{next: s.Tokens, gate: make(chan struct{})}
+				s.Tokens = gated
 			}})
 			// A failing test must still open the gate, or the server's
 			// shutdown waits forever for the held requests.

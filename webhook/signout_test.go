@@ -22,12 +22,13 @@ func TestSignOutEndsTheSession(t *testing.T) {
 	te := startTenancy(t, tenancyOpts{})
 	// A second replica: its own token service (its own memory of spent
 	// refresh tokens), the same signing key and store.
+	otherAuth := &auth.CRAuthenticator{Reader: te.env.Client, Secrets: te.env.APIReader, Tokens: &auth.TokenService{
+		Keys:  &auth.SecretKeySource{Client: te.env.Client, Reader: te.env.APIReader, Namespace: te.jwtNS, Name: "posture-jwt-signing"},
+		Ended: te.env.Store.(store.Sessions),
+	}}
 	other := &webhook.Server{
 		Client: te.env.Client, APIReader: te.env.APIReader, Store: te.env.Store, Log: testLog(t),
-		Auth: &auth.CRAuthenticator{Reader: te.env.Client, Secrets: te.env.APIReader, Tokens: &auth.TokenService{
-			Keys:  &auth.SecretKeySource{Client: te.env.Client, Reader: te.env.APIReader, Namespace: te.jwtNS, Name: "posture-jwt-signing"},
-			Ended: te.env.Store.(store.Sessions),
-		}},
+		Auth: otherAuth, Tokens: otherAuth,
 	}
 	otherSrv := httptest.NewServer(other.Handler())
 	t.Cleanup(otherSrv.Close)

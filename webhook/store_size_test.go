@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/posture-dev/posture/internal/apitest"
+	"github.com/posture-dev/posture/internal/testenv"
 )
 
 // storeSize is what the store takes: the SQLite file and its WAL (and the
@@ -104,20 +105,13 @@ func storeSizeRun(b *testing.B, report []byte, postgres, keep bool) {
 	if keep {
 		wantBlobs = uploads
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testenv.Eventually(b, 30*time.Second, fmt.Sprintf("%d reports stored after every ingestion ended", wantBlobs), func() (bool, string) {
 		n, _, err := env.Store.(blobCounter).CountBlobs(context.Background(), env.Tenant)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if n == wantBlobs {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("%d reports stored after every ingestion ended, want %d", n, wantBlobs)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return n == wantBlobs, fmt.Sprintf("%d stored", n)
+	})
 	after := measureStore(b, env, postgres, false)
 	const mb = 1 << 20
 	b.ReportMetric(float64(before.total)/mb, "MB-before")

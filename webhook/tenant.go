@@ -10,7 +10,7 @@ import (
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/internal/auth"
-	"github.com/posture-dev/posture/internal/billing"
+	"github.com/posture-dev/posture/internal/tenancy"
 )
 
 func (s *Server) tenantRoutes(mux *http.ServeMux) {
@@ -56,11 +56,11 @@ func (s *Server) getTenant(w http.ResponseWriter, r *http.Request) error {
 	err = s.Client.Get(r.Context(), types.NamespacedName{Name: p.Tenant}, &t)
 	switch {
 	case err == nil:
-		limit = t.Spec.Subscription.ProviderLimit
-		sub = map[string]any{"active": t.Spec.Subscription.Active, "plan": t.Spec.Subscription.Plan, "provider_limit": limit}
-		count = billing.Billed(&t)
-		if n, ok := billing.Remaining(&t); ok {
-			remaining = n
+		u := tenancy.UsageOf(&t)
+		limit, count = u.Limit, u.Billed
+		sub = map[string]any{"active": tenancy.Subscribed(&t), "plan": t.Spec.Subscription.Plan, "provider_limit": limit}
+		if !u.Unlimited() {
+			remaining = u.Remaining
 		}
 	case apierrors.IsNotFound(err):
 		// A static-key install has no Tenant object, so no plan bills a

@@ -16,14 +16,14 @@ import (
 	"github.com/posture-dev/posture/internal/auth"
 )
 
-// TokenIssuer signs tenant users in; auth.CRAuthenticator implements it.
+// TokenIssuer signs tenant users in and out: sign-in with a password,
+// refresh, and sign-out. auth.CRAuthenticator is one; the manager hands it
+// to the Server as Tokens beside handing it over as the authenticator.
 type TokenIssuer interface {
 	Login(ctx context.Context, tenant, email, password string) (auth.TokenPair, error)
 	Refresh(ctx context.Context, refresh string) (auth.TokenPair, error)
-}
-
-// SessionEnder signs a session out; auth.CRAuthenticator implements it.
-type SessionEnder interface {
+	// SignOut ends the session token (an access or a refresh token)
+	// belongs to.
 	SignOut(ctx context.Context, token string) error
 }
 
@@ -35,25 +35,9 @@ func (s *Server) tokenRoutes(mux *http.ServeMux) {
 	mux.Handle("/api/v1/tokens/revoke", s.methods(map[string]handlerFunc{http.MethodPost: s.revokeToken}))
 }
 
-// sessionEnder finds the sign-out service behind the (possibly wrapped)
-// authenticator.
-func (s *Server) sessionEnder() SessionEnder {
-	var se SessionEnder
-	unwrapAuth(s.Auth, func(a auth.Authenticator) bool {
-		se, _ = a.(SessionEnder)
-		return se != nil
-	})
-	return se
-}
-
-// tokenIssuer finds the sign-in service behind the (possibly wrapped) authenticator.
-func (s *Server) tokenIssuer() TokenIssuer {
-	var ti TokenIssuer
-	unwrapAuth(s.Auth, func(a auth.Authenticator) bool {
-		ti, _ = a.(TokenIssuer)
-		return ti != nil
-	})
-	return ti
+// noTokens answers the token endpoints of a server that issues no tokens.
+func noTokens() *apiError {
+	return newError(404, CodeNotFound, "token sign-in is not available: this server authenticates a static API key only")
 }
 
 type tokenRequest struct {
@@ -144,9 +128,9 @@ func jsonKindOf(k reflect.Kind) string {
 
 // createToken is POST /api/v1/tokens: email and password for a token pair.
 func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
-	ti := s.tokenIssuer()
+	ti := s.Tokens
 	if ti == nil {
-		return newError(404, CodeNotFound, "token sign-in is not available: this server authenticates a static API key only")
+		return noTokens()
 	}
 	req, aerr := readTokenRequest(w, r, "tokens")
 	if aerr != nil {
@@ -212,9 +196,9 @@ func logValue(v string) string {
 // refreshToken is POST /api/v1/tokens/refresh: a refresh token (single use)
 // for a new pair.
 func (s *Server) refreshToken(w http.ResponseWriter, r *http.Request) error {
-	ti := s.tokenIssuer()
+	ti := s.Tokens
 	if ti == nil {
-		return newError(404, CodeNotFound, "token sign-in is not available: this server authenticates a static API key only")
+		return noTokens()
 	}
 	req, aerr := readTokenRequest(w, r, "tokens-refresh")
 	if aerr != nil {
@@ -241,9 +225,9 @@ func (s *Server) refreshToken(w http.ResponseWriter, r *http.Request) error {
 // (access or refresh) belongs to ends on every replica: none of its tokens
 // authenticates or refreshes afterwards, wherever it was copied to.
 func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) error {
-	se := s.sessionEnder()
+	se := s.Tokens
 	if se == nil {
-		return newError(404, CodeNotFound, "token sign-in is not available: this server authenticates a static API key only")
+		return noTokens()
 	}
 	req, aerr := readTokenRequest(w, r, "tokens-revoke")
 	if aerr != nil {

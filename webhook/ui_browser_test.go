@@ -29,9 +29,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/internal/restapi"
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/testenv"
-	"github.com/posture-dev/posture/webhook"
 )
 
 // The web UI is tested in a real Chromium (Debian's, installed by
@@ -182,18 +182,21 @@ func (p *page) eval(js string) any {
 // waitJS waits until the JavaScript expression is true.
 func (p *page) waitJS(what, js string) {
 	p.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testenv.Eventually(p.t, 30*time.Second, what, func() (bool, string) {
 		if v, _ := p.eval(js).(bool); v {
-			return
+			return true, ""
 		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("%s: not within 30s (%s)\nimport state: %v\nimport error: %v\npage: %v", what, js,
-				p.eval(`document.querySelector('#import-state').textContent`), p.eval(`document.querySelector('#import-error').textContent`),
-				p.eval(`document.querySelector('main').innerText.slice(0, 1500)`))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("%s\nimport state: %v\nimport error: %v\npage: %v", js,
+			p.eval(`document.querySelector('#import-state').textContent`), p.eval(`document.querySelector('#import-error').textContent`),
+			p.eval(`document.querySelector('main').innerText.slice(0, 1500)`))
+	})
+}
+
+// waitFor waits until cond, a fact the test reads from outside the page
+// (the requests it sent), holds.
+func (p *page) waitFor(what string, cond func() bool) {
+	p.t.Helper()
+	testenv.Eventually(p.t, 30*time.Second, what, func() (bool, string) { return cond(), "not yet" })
 }
 
 // unnamed lists the nodes of Chromium's accessibility tree with one of
@@ -381,7 +384,7 @@ func TestWebUI(t *testing.T) {
 	t.Run("viewer does not see Import Findings", func(t *testing.T) {
 		p := b.page(t)
 		p.signIn(viewer, te.pw[viewer])
-		p.waitText("#jobs-message", "Manage Ingestions")
+		p.waitText("#ingestions-message", "Manage Ingestions")
 		if p.visible("#import-open") {
 			t.Error("the viewer role (no manage_ingestions) sees Import Findings")
 		}
@@ -408,7 +411,10 @@ func TestWebUI(t *testing.T) {
 			p.click("import-start") // disabled: must do nothing
 		}
 		p.screenshot("dialog-rejected-name")
-		time.Sleep(200 * time.Millisecond)
+		// The browser reports requests in the order they are sent: once a
+		// request made now is seen, an upload sent before it would be too.
+		p.eval(`fetch('/api/v1/tenant?marker=rejected', {headers: {'X-Posture-UI': '1'}}) && true`)
+		p.waitFor("the marker request", func() bool { return p.sent(http.MethodGet, "/api/v1/tenant?marker=rejected") > 0 })
 		if n := p.sent(http.MethodPost, "/api/v1/ingestions"); n != 0 {
 			t.Errorf("%d uploads were sent for files rejected in the browser", n)
 		}
@@ -433,7 +439,7 @@ func TestWebUI(t *testing.T) {
 			t.Errorf("%d uploads, want 1", n)
 		}
 		p.click("import-close")
-		p.waitText("#jobs-table tbody", "completed")
+		p.waitText("#ingestions-table tbody", "completed")
 		p.waitText("#scans-table tbody", "Imported")
 		p.screenshot("scans")
 	})
@@ -538,11 +544,11 @@ func TestWebUI(t *testing.T) {
 		if got := p.text("#count-invalid"); got != "5" {
 			t.Errorf("invalid = %q, want 5 (the example's 4 and the markup severity)", got)
 		}
-		p.do(chromedp.Click(chromedp.CSS("#import-errors-link a")), chromedp.WaitVisible(chromedp.ID("job-view")))
+		p.do(chromedp.Click(chromedp.CSS("#import-errors-link a")), chromedp.WaitVisible(chromedp.ID("ingestion-view")))
 		for _, want := range []string{"unsupported_class", "missing_field", "invalid_type", "missing_account", "/severity_id", hostileValue} {
-			p.waitText("#job-errors tbody", want)
+			p.waitText("#ingestion-errors tbody", want)
 		}
-		p.screenshot("job")
+		p.screenshot("ingestion")
 		if v := p.eval(`document.querySelectorAll('main img, dialog img').length === 0 && window.pwned === undefined`); v != true {
 			t.Error("markup from a file name or a record became an element or ran")
 		}
@@ -670,11 +676,11 @@ func TestWebUI(t *testing.T) {
 			name, hash, ready string
 			dialog            bool
 		}{
-			{"scans", "#/scans", `#jobs-table tbody tr`, false},
-			{"dialog", "#/scans", `#jobs-table tbody tr`, true},
+			{"scans", "#/scans", `#ingestions-table tbody tr`, false},
+			{"dialog", "#/scans", `#ingestions-table tbody tr`, true},
 			{"findings", "#/findings", `#by-provider .bar-row`, false},
 			{"providers", "#/providers", `#providers-table tbody tr`, false},
-			{"job", "#/ingestions/" + jobID, `#job-errors tbody tr`, false},
+			{"ingestion", "#/ingestions/" + jobID, `#ingestion-errors tbody tr`, false},
 			{"finding", "#/findings/" + findingID, `#finding-summary dd`, false},
 		}
 		for _, size := range []struct{ w, h int64 }{{390, 844}, {1280, 800}} {
@@ -855,10 +861,7 @@ func TestWebUI(t *testing.T) {
 				}
 				p.screenshot("dialog-rejected-" + tc.name)
 				p.click("import-retry")
-				deadline := time.Now().Add(30 * time.Second)
-				for p.sent(http.MethodPost, "/api/v1/ingestions") < 2 && time.Now().Before(deadline) {
-					time.Sleep(50 * time.Millisecond)
-				}
+				p.waitFor("the retried upload", func() bool { return p.sent(http.MethodPost, "/api/v1/ingestions") >= 2 })
 				if n := p.sent(http.MethodPost, "/api/v1/ingestions"); n != 2 {
 					t.Fatalf("%d uploads after Retry import, want 2", n)
 				}
@@ -903,10 +906,7 @@ func TestWebUI(t *testing.T) {
 		defer p.holdStatus.Store(false)
 		p.click("import-start")
 		// The upload was accepted and the first status check is on its way.
-		deadline := time.Now().Add(30 * time.Second)
-		for !p.sentPrefix(http.MethodGet, "/api/v1/ingestions/") && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
+		p.waitFor("the first status check", func() bool { return p.sentPrefix(http.MethodGet, "/api/v1/ingestions/") })
 		if v, _ := p.eval(`document.querySelector('#import-file').disabled`).(bool); !v {
 			t.Error("the file input is enabled while the import is followed")
 		}
@@ -935,13 +935,13 @@ func TestWebUI(t *testing.T) {
 		p.click("import-start")
 		p.waitText("#import-state", "Import completed: 7 records, 7 processed, 4 invalid")
 		p.do(chromedp.Click(chromedp.CSS(`#import-errors-link a`)))
-		p.waitJS("the job's rejected records", `document.querySelectorAll('#job-errors tbody tr').length > 0`)
+		p.waitJS("the job's rejected records", `document.querySelectorAll('#ingestion-errors tbody tr').length > 0`)
 		p.eval(`location.hash = '#/ingestions/00000000-0000-0000-0000-000000000000'`)
-		p.waitText("#job-summary", "Could not read the job")
-		if n, _ := p.eval(`document.querySelectorAll('#job-errors tbody tr').length`).(float64); n != 0 {
+		p.waitText("#ingestion-summary", "Could not read the ingestion")
+		if n, _ := p.eval(`document.querySelectorAll('#ingestion-errors tbody tr').length`).(float64); n != 0 {
 			t.Errorf("a job that cannot be read lists %v rejected records of the job shown before", n)
 		}
-		if got := p.text("#job-errors-message"); got != "" {
+		if got := p.text("#ingestion-errors-message"); got != "" {
 			t.Errorf("a job that cannot be read says %q about its rejected records", got)
 		}
 		p.eval(`location.hash = '#/findings'`)
@@ -967,7 +967,7 @@ func TestWebUI(t *testing.T) {
 		p := b.page(t)
 		p.signIn(admin, te.pw[admin])
 		p.eval(`location.hash = '#/ingestions/` + id + `'`)
-		p.waitJS("the job shown", `document.querySelectorAll('#job-summary dd').length > 0`)
+		p.waitJS("the job shown", `document.querySelectorAll('#ingestion-summary dd').length > 0`)
 		before := p.sent(http.MethodGet, "/api/v1/ingestions/"+id)
 		p.eval(`Object.defineProperty(document, 'hidden', {value: false, configurable: true});
 			Object.defineProperty(document, 'visibilityState', {value: 'visible', configurable: true});
@@ -1001,7 +1001,7 @@ func TestWebUI(t *testing.T) {
 		p := b.page(t)
 		p.signIn(admin, te.pw[admin])
 		views := []struct{ hash, ready string }{
-			{"#/scans", `document.querySelectorAll('#jobs-table tbody tr').length > 0`},
+			{"#/scans", `document.querySelectorAll('#ingestions-table tbody tr').length > 0`},
 			{"#/findings", `document.querySelectorAll('#findings-table tbody tr').length > 0 && !document.querySelector('#providers-bar').hidden`},
 			{"#/providers", `!document.querySelector('#providers-plan-bar').hidden`},
 		}
@@ -1103,8 +1103,8 @@ func TestWebUI(t *testing.T) {
 	t.Run("the jobs list shows a new job while the dialog follows it", func(t *testing.T) {
 		p := b.page(t)
 		p.signIn(admin, te.pw[admin])
-		p.waitJS("the jobs list loaded", `document.querySelector('#jobs-message').textContent !== '' || document.querySelectorAll('#jobs-table tbody tr').length > 0`)
-		before := p.eval(`[...document.querySelectorAll('#jobs-table tbody a')].map(a => a.title).join(' ')`)
+		p.waitJS("the jobs list loaded", `document.querySelector('#ingestions-message').textContent !== '' || document.querySelectorAll('#ingestions-table tbody tr').length > 0`)
+		before := p.eval(`[...document.querySelectorAll('#ingestions-table tbody a')].map(a => a.title).join(' ')`)
 		p.openImport()
 		p.choose(writeFile(t, "listed.ocsf.json", example(t, "aws_mixed_7_records.ocsf.json")))
 		// The dialog's status checks are held: the import is not over for it.
@@ -1113,7 +1113,7 @@ func TestWebUI(t *testing.T) {
 		p.click("import-start")
 		p.do(chromedp.KeyEvent("\x1b"))
 		p.waitJS("the new job listed", fmt.Sprintf(`(() => { const before = new Set(%q.split(' '));
-			return [...document.querySelectorAll('#jobs-table tbody a')].some(a => !before.has(a.title)) })()`, before))
+			return [...document.querySelectorAll('#ingestions-table tbody a')].some(a => !before.has(a.title)) })()`, before))
 	})
 
 	// Last: it adds 10,100 findings the subtests above do not expect.
@@ -1139,7 +1139,7 @@ func TestWebUI(t *testing.T) {
 		sort, _ := p.eval(`document.querySelector('#findings-filters').elements.sort.value`).(string)
 		direct := te.as(t, te.key("demo-admin"))
 		numbered := direct.list("/api/v1/findings", queryOf("page[size]", "20", "page[number]", "501", "sort", sort))
-		if numbered.Links.Next == nil || (numbered.Meta.Pagination.Pages-1)*20 <= webhook.MaxPageOffset {
+		if numbered.Links.Next == nil || (numbered.Meta.Pagination.Pages-1)*20 <= restapi.MaxPageOffset {
 			t.Fatalf("%d pages of 20: the test would not reach past page[number]'s depth", numbered.Meta.Pagination.Pages)
 		}
 		next, err := url.Parse(*numbered.Links.Next)

@@ -2,6 +2,8 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/posture-dev/posture/internal/restapi"
 )
 
 // IngestionPhase is the job status the API reports as attributes.status.
@@ -15,10 +17,9 @@ const (
 	IngestionFailed     IngestionPhase = "failed"
 )
 
-// Terminal reports whether nothing will ever change the phase again.
-func (p IngestionPhase) Terminal() bool {
-	return p == IngestionCompleted || p == IngestionFailed
-}
+// Terminal reports whether nothing will ever change the phase again
+// (restapi.Terminal, the rule every client shares).
+func (p IngestionPhase) Terminal() bool { return restapi.Terminal(string(p)) }
 
 // UploadSource is a report uploaded through the API and stored as a blob.
 type UploadSource struct {

@@ -41,8 +41,10 @@ import (
 	"github.com/posture-dev/posture/internal/ingest"
 	"github.com/posture-dev/posture/internal/metricsauth"
 	"github.com/posture-dev/posture/internal/servingcert"
+	"github.com/posture-dev/posture/internal/sources"
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/store/engines"
+	"github.com/posture-dev/posture/internal/uploads"
 	"github.com/posture-dev/posture/internal/workercmd"
 	"github.com/posture-dev/posture/webhook"
 	"github.com/posture-dev/posture/webhook/aggregated"
@@ -91,7 +93,7 @@ type managerFlags struct {
 	metricsCertDir                    string
 	access                            controllers.TenantAccess
 	podConfig                         string
-	sources                           controllers.SourceOptions
+	sources                           sources.Options
 	aggregatedCert                    aggregatedCertFlags
 }
 
@@ -141,7 +143,7 @@ func parseManagerFlags(args []string) (managerFlags, *zap.Options, error) {
 	fs.Int64Var(&f.maxUploadBytes, "max-upload-bytes", webhook.DefaultMaxUploadBytes, "Largest accepted report; larger uploads get 413.")
 	fs.DurationVar(&f.sources.URLTimeout, "ingestion-url-timeout", time.Minute, "Ingestions with spec.source.url: how long one fetch of the report may take, body included.")
 	fs.BoolVar(&f.sources.AllowLoopback, "ingestion-url-allow-loopback", false, "Ingestions with spec.source.url: allow loopback addresses (127.0.0.0/8, ::1). For a single-machine setup only; link-local and metadata addresses stay refused.")
-	fs.IntVar(&f.sources.URLFetchesPerTenant, "ingestion-url-fetches-per-tenant", controllers.DefaultURLFetchesPerTenant, "Ingestions with spec.source.url: how many of one tenant's URLs are read at once; the others wait their turn. URLs are read in the background, never in a reconcile.")
+	fs.IntVar(&f.sources.URLFetchesPerTenant, "ingestion-url-fetches-per-tenant", sources.DefaultURLFetchesPerTenant, "Ingestions with spec.source.url: how many of one tenant's URLs are read at once; the others wait their turn. URLs are read in the background, never in a reconcile.")
 	fs.DurationVar(&f.sources.Wait, "ingestion-source-wait", 2*time.Minute, "Ingestions with a configMapRef, secretRef or url source: how long after creation a missing object or an unreachable URL is retried before the ingestion fails.")
 	fs.DurationVar(&f.shutdownDrain, "shutdown-drain", webhook.DefaultShutdownDrain, "On SIGTERM, how long API requests in flight (uploads) may run on before they are cut off with 503; keep it below the pod's terminationGracePeriodSeconds.")
 	fs.DurationVar(&f.pollInterval, "poll-interval", time.Second, "How often progress is mirrored into Ingestion status while processing.")
@@ -172,7 +174,7 @@ func parseManagerFlags(args []string) (managerFlags, *zap.Options, error) {
 	fs.StringVar(&f.aggregatedCert.secret, "aggregated-api-cert-secret", "", "Secret (in --aggregated-api-cert-namespace) in which the manager keeps a self-signed CA and the aggregated API's serving certificate, renews them, and sets the APIService's caBundle; the aggregated API serves from it. Empty: the certificate comes from elsewhere (cert-manager).")
 	fs.StringVar(&f.aggregatedCert.namespace, "aggregated-api-cert-namespace", env("POD_NAMESPACE", "posture-system"), "Namespace of --aggregated-api-cert-secret and of the aggregated API's Service.")
 	fs.StringVar(&f.aggregatedCert.service, "aggregated-api-service", "posture-aggregated-api", "Service the APIService routes to: the serving certificate is issued for its DNS names.")
-	fs.StringVar(&f.aggregatedCert.apiService, "aggregated-api-apiservice", controllers.DefaultAPIServiceName, "APIService whose caBundle the manager keeps equal to its CA.")
+	fs.StringVar(&f.aggregatedCert.apiService, "aggregated-api-apiservice", servingcert.DefaultAPIServiceName, "APIService whose caBundle the manager keeps equal to its CA.")
 	opts := zap.Options{}
 	opts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -294,10 +296,12 @@ func serve(ctx context.Context, cfg *rest.Config, f managerFlags, log logr.Logge
 		return fmt.Errorf("unknown --executor %q: use job or inprocess", f.executor)
 	}
 
-	authn, staticKey, err := authenticator(ctx, f, mgr, st)
+	authn, tokens, err := authenticator(ctx, f, mgr, st)
 	if err != nil {
 		return err
 	}
+	// Only the CR authenticator signs users in: a static key has no users.
+	staticKey := tokens == nil
 	var billing *controllers.Billing
 	if !staticKey {
 		// A static key's tenant has no Tenant object to bill against.
@@ -340,7 +344,7 @@ func serve(ctx context.Context, cfg *rest.Config, f managerFlags, log logr.Logge
 	if !ok {
 		return fmt.Errorf("the %s store cannot sweep stalled uploads", f.storeDriver)
 	}
-	if err := mgr.Add(&controllers.UploadSweeper{
+	if err := mgr.Add(&uploads.Sweeper{
 		Store: janitor, StalledAfter: f.stalledUpload, Interval: min(f.stalledUpload/3, 5*time.Minute),
 		Log: ctrl.Log.WithName("upload-sweeper"),
 	}); err != nil {
@@ -367,6 +371,7 @@ func serve(ctx context.Context, cfg *rest.Config, f managerFlags, log logr.Logge
 		APIReader:      mgr.GetAPIReader(),
 		Store:          st,
 		Auth:           authn,
+		Tokens:         tokens,
 		RateLimit:      webhook.NewRateLimiter(f.rateLimit, f.rateBurst),
 		Log:            ctrl.Log.WithName("api"),
 		Addr:           f.apiAddr,
@@ -415,13 +420,14 @@ func serve(ctx context.Context, cfg *rest.Config, f managerFlags, log logr.Logge
 }
 
 // authenticator is the CR authenticator (APIKeys and JWTs of Tenant users),
-// unless --static-tenant and POSTURE_STATIC_API_KEY ask for one static key:
-// an override for single-tenant installs without Tenant objects.
-func authenticator(ctx context.Context, f managerFlags, mgr ctrl.Manager, st store.Store) (auth.Authenticator, bool, error) {
+// which also issues the JWTs, unless --static-tenant and
+// POSTURE_STATIC_API_KEY ask for one static key: an override for
+// single-tenant installs without Tenant objects, which issues no tokens.
+func authenticator(ctx context.Context, f managerFlags, mgr ctrl.Manager, st store.Store) (auth.Authenticator, webhook.TokenIssuer, error) {
 	key := os.Getenv("POSTURE_STATIC_API_KEY")
 	if f.staticTenant != "" || key != "" {
 		if f.staticTenant == "" || key == "" {
-			return nil, false, errors.New("a static key needs both --static-tenant and POSTURE_STATIC_API_KEY")
+			return nil, nil, errors.New("a static key needs both --static-tenant and POSTURE_STATIC_API_KEY")
 		}
 		ns := f.staticNamespace
 		if ns == "" {
@@ -433,25 +439,26 @@ func authenticator(ctx context.Context, f managerFlags, mgr ctrl.Manager, st sto
 				Tenant: f.staticTenant, Namespace: ns, User: "static-key",
 				KeyPrefix: keyPrefix(key), Permissions: auth.AllPermissions(), Subscribed: true,
 			},
-		}, true, nil
+		}, nil, nil
 	}
 	if err := auth.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
-		return nil, false, err
+		return nil, nil, err
 	}
 	keys := &auth.SecretKeySource{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: f.jwtNamespace, Name: f.jwtSecret}
 	if err := mgr.Add(keys); err != nil {
-		return nil, false, err
+		return nil, nil, err
 	}
 	// Sign-outs go to the store, which every replica reads.
 	ended, ok := st.(store.Sessions)
 	if !ok {
-		return nil, false, fmt.Errorf("the %s store cannot record sign-outs", f.storeDriver)
+		return nil, nil, fmt.Errorf("the %s store cannot record sign-outs", f.storeDriver)
 	}
-	return &auth.CRAuthenticator{
+	cr := &auth.CRAuthenticator{
 		Reader:  mgr.GetClient(),
 		Secrets: mgr.GetAPIReader(),
 		Tokens:  &auth.TokenService{Keys: keys, MaxSessionAge: f.sessionMaxAge, Ended: ended},
-	}, false, nil
+	}
+	return cr, cr, nil
 }
 
 // aggregatedDNSNames are the names of the aggregated API's Service;
@@ -461,8 +468,8 @@ func aggregatedDNSNames(f aggregatedCertFlags) []string {
 	return []string{svc + ".svc", svc + ".svc.cluster.local", svc, f.service}
 }
 
-func aggregatedCertRotator(c client.Client, f aggregatedCertFlags) *controllers.ServingCertRotator {
-	return &controllers.ServingCertRotator{
+func aggregatedCertRotator(c client.Client, f aggregatedCertFlags) *servingcert.Rotator {
+	return &servingcert.Rotator{
 		Client:      c,
 		Namespace:   f.namespace,
 		SecretName:  f.secret,
@@ -485,7 +492,7 @@ func keyPrefix(key string) string {
 
 // withUploadLimit caps declared reports at the upload limit: a report from a
 // ConfigMap, Secret or URL is never larger than one the API would accept.
-func withUploadLimit(o controllers.SourceOptions, maxUpload int64) controllers.SourceOptions {
+func withUploadLimit(o sources.Options, maxUpload int64) sources.Options {
 	o.MaxBytes = maxUpload
 	return o
 }

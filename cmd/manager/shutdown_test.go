@@ -162,10 +162,9 @@ func startManagerProcess(t *testing.T, bin, kubeconfig string, drain time.Durati
 			t.Logf("manager output:\n%s", m.log)
 		}
 	})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if readyz(m.probes) == http.StatusOK {
-			return m
+	testenv.Eventually(t, 60*time.Second, "the manager to be ready", func() (bool, string) {
+		if code := readyz(m.probes); code == http.StatusOK {
+			return true, ""
 		}
 		select {
 		case err := <-m.done:
@@ -173,11 +172,9 @@ func startManagerProcess(t *testing.T, bin, kubeconfig string, drain time.Durati
 			t.Fatalf("the manager exited before it was ready: %v", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the manager was not ready within 60s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false, "/readyz not OK"
+	})
+	return m
 }
 
 func readyz(addr string) int {
@@ -202,13 +199,10 @@ func (m *manager) terminate(t *testing.T) {
 // kubelet sees the replica leave while the API still finishes its work.
 func (m *manager) waitUnready(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for code := readyz(m.probes); code < 400; code = readyz(m.probes) {
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz did not fail within 5s of SIGTERM; last answer %d (0: no answer)", code)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.Eventually(t, 5*time.Second, "/readyz to fail after SIGTERM", func() (bool, string) {
+		code := readyz(m.probes)
+		return code >= 400, fmt.Sprintf("last answer %d (0: no answer)", code)
+	})
 }
 
 func (m *manager) wait(t *testing.T, within time.Duration) {

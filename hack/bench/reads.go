@@ -44,6 +44,7 @@ import (
 	"github.com/posture-dev/posture/internal/auth"
 	"github.com/posture-dev/posture/internal/ingest"
 	"github.com/posture-dev/posture/internal/reportgen"
+	"github.com/posture-dev/posture/internal/restapi"
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/store/engines"
 	"github.com/posture-dev/posture/webhook"
@@ -440,7 +441,7 @@ func (rb *readBench) ingest(ctx context.Context, tn string, n int) (time.Duratio
 	}
 	w := &ingest.Worker{Store: rb.st, Log: logr.Discard()}
 	start := time.Now()
-	err = w.Run(ctx, ingest.Job{Tenant: tn, Namespace: rb.ns, IngestionID: id, BlobID: blob.ID, Attempt: 1, Total: n,
+	err = w.Run(ctx, ingest.Attempt{Tenant: tn, Namespace: rb.ns, IngestionID: id, BlobID: blob.ID, Attempt: 1, Total: n,
 		ReportSHA256: blob.SHA256})
 	d := time.Since(start)
 	if err != nil {
@@ -564,7 +565,7 @@ func (rb *readBench) shapes(ctx context.Context) ([]readShape, error) {
 	shapes = append(shapes,
 		readShape{name: "page[number] 501 (offset 5,000)", path: f, query: q("page[number]", "501")},
 		readShape{name: "page[number] deepest: the last, or offset 10,000", path: f,
-			query: q("page[number]", fmt.Sprint(min(webhook.MaxPageOffset/10+1, (rb.loaded+9)/10)))},
+			query: q("page[number]", fmt.Sprint(min(restapi.MaxPageOffset/10+1, (rb.loaded+9)/10)))},
 		readShape{name: "page[cursor] middle", path: f, cursorAt: 0.5},
 		readShape{name: "page[cursor] last page", path: f, cursorAt: 1},
 		readShape{name: "page[cursor] middle, sort uid", path: f, query: q("sort", "uid"), cursorAt: 0.5},

@@ -386,17 +386,14 @@ func startDev(t *testing.T, dir string, environ []string) *dev {
 			t.Logf("make dev's output:\n%s", d.output())
 		}
 	})
-	deadline := time.Now().Add(3 * time.Minute)
-	for !exists(filepath.Join(dir, ".dev", "env")) {
+	testenv.Eventually(t, 3*time.Minute, "make dev to write .dev/env", func() (bool, string) {
 		select {
 		case <-d.done:
 			t.Fatalf("make dev exited before it was up:\n%s", d.output())
-		case <-time.After(200 * time.Millisecond):
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("make dev wrote no .dev/env within 3 minutes:\n%s", d.output())
-		}
-	}
+		return exists(filepath.Join(dir, ".dev", "env")), d.output()
+	})
 	return d
 }
 
@@ -422,13 +419,9 @@ func (d *dev) stop(t *testing.T) {
 
 func (d *dev) waitLog(t *testing.T, text string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !strings.Contains(d.output(), text) {
-		if time.Now().After(deadline) {
-			t.Fatalf("make dev did not log %q within %s", text, timeout)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.Eventually(t, timeout, fmt.Sprintf("make dev to log %q", text), func() (bool, string) {
+		return strings.Contains(d.output(), text), "not logged yet"
+	})
 }
 
 func (d *dev) managerPID(t *testing.T) int {
@@ -571,22 +564,18 @@ type (
 // away meanwhile (the manager is restarting), so failed requests are retried.
 func (a devAPI) waitIngestion(t *testing.T, id string, timeout time.Duration, done func(ingestionAttrs) bool) ingestionAttrs {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	var attrs ingestionAttrs
+	testenv.Eventually(t, timeout, "ingestion "+id, func() (bool, string) {
 		var doc struct {
 			Data struct {
 				Attributes ingestionAttrs `json:"attributes"`
 			} `json:"data"`
 		}
 		err := a.try(a.getRequest(t, "/api/v1/ingestions/"+id), &doc)
-		if err == nil && done(doc.Data.Attributes) {
-			return doc.Data.Attributes
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ingestion %s is still %+v after %s (last error: %v)", id, doc.Data.Attributes, timeout, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		attrs = doc.Data.Attributes
+		return err == nil && done(attrs), fmt.Sprintf("%+v (last error: %v)", attrs, err)
+	})
+	return attrs
 }
 
 func (a devAPI) listIngestions(t *testing.T) map[string]ingestionAttrs {

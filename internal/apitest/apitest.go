@@ -82,6 +82,9 @@ type Options struct {
 	Postgres bool
 	// Auth replaces the default static key authenticator.
 	Auth auth.Authenticator
+	// Tokens signs users in and out (the token endpoints); nil answers
+	// them 404, as a static key's server does.
+	Tokens webhook.TokenIssuer
 	// Unsubscribed makes the default principal's tenant lack a subscription.
 	Unsubscribed bool
 	// Permissions replaces the default principal's (all permissions).
@@ -231,7 +234,7 @@ func Start(t testing.TB, opts Options) *Env {
 		}}
 	}
 	api := &webhook.Server{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Store: st, Auth: authn,
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Store: st, Auth: authn, Tokens: opts.Tokens,
 		Log: ctrl.Log.WithName("api"), MaxUploadBytes: opts.MaxUploadBytes,
 	}
 	if opts.Server != nil {

@@ -20,7 +20,8 @@ type Principal struct {
 	// KeyPrefix is the public prefix of the API key used, if any.
 	KeyPrefix   string
 	Permissions map[posturev1.Permission]bool
-	// Subscribed is false for tenants without an active subscription (402).
+	// Subscribed is tenancy.Subscribed of the tenant as authentication
+	// found it; the doors gate on it with tenancy.Gate.
 	Subscribed bool
 }
 

@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"crypto/hmac"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/internal/tenancy"
 )
 
 // CRAuthenticator authenticates callers from the custom resources: APIKeys
@@ -122,7 +124,11 @@ func (a *CRAuthenticator) apiKey(ctx context.Context, key string) (Principal, er
 	if exp := ExpiresAt(found); exp != nil && !a.now().Before(*exp) {
 		return Principal{}, &Error{"API key " + prefix + " expired at " + exp.UTC().Format(time.RFC3339) + "; expiry is permanent: create a new APIKey for a new key"}
 	}
-	tenant, err := TenantForNamespace(ctx, a.Reader, found.Namespace)
+	tenant, err := tenancy.ForNamespace(ctx, a.Reader, found.Namespace)
+	var te *tenancy.Error
+	if errors.As(err, &te) {
+		return Principal{}, &Error{te.Reason}
+	}
 	if err != nil {
 		return Principal{}, err
 	}
@@ -156,7 +162,7 @@ func (a *CRAuthenticator) userPrincipal(ctx context.Context, claims *Claims) (Pr
 		}
 		return Principal{}, fmt.Errorf("read Tenant %s: %w", claims.Tenant, err)
 	}
-	if owns, err := OwnsNamespace(ctx, a.Reader, &tenant); err != nil {
+	if owns, err := tenancy.Owns(ctx, a.Reader, &tenant); err != nil {
 		return Principal{}, err
 	} else if !owns {
 		return Principal{}, &Error{"the token's tenant " + tenant.Name + " does not own namespace " + tenant.NamespaceName() + ": another Tenant labelled it first"}
@@ -209,7 +215,7 @@ func (a *CRAuthenticator) Login(ctx context.Context, tenant, email, password str
 		}
 		// A Tenant naming another tenant's namespace could otherwise point
 		// its users at the owner's password Secrets and sign in to its data.
-		if owns, err := OwnsNamespace(ctx, a.Reader, t); err != nil {
+		if owns, err := tenancy.Owns(ctx, a.Reader, t); err != nil {
 			return TokenPair{}, err
 		} else if !owns {
 			continue

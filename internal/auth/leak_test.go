@@ -98,7 +98,8 @@ func TestNoKeyMaterialAnywhere(t *testing.T) {
 	}
 	authn := &auth.CRAuthenticator{BcryptCost: bcrypt.MinCost}
 	env := apitest.Start(t, apitest.Options{
-		Auth: authn,
+		Auth:   authn,
+		Tokens: authn,
 		Setup: func(mgr ctrl.Manager, st store.Store) error {
 			authn.Reader, authn.Secrets = mgr.GetClient(), mgr.GetAPIReader()
 			authn.Tokens = &auth.TokenService{Keys: &auth.SecretKeySource{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: "default", Name: "leak-test-jwt"}}
@@ -244,7 +245,13 @@ func TestNoKeyMaterialAnywhere(t *testing.T) {
 		code, _ := call(http.MethodGet, "/api/v1/ingestions", "Api-Key "+key, "", nil)
 		return code == 401
 	})
-	time.Sleep(time.Second) // let the controllers log and record what they do about it
+	// What the controllers do about the revocation is done once the key's
+	// status records it for the generation that revoked it.
+	waitUntil(t, "the controller records the revocation", func() bool {
+		var cur posturev1.APIKey
+		return k8s.Get(ctx, client.ObjectKeyFromObject(apiKey), &cur) == nil && cur.Status.RevokedAt != nil &&
+			cur.Status.ObservedGeneration == cur.Generation
+	})
 
 	var signing corev1.Secret
 	if err := k8s.Get(ctx, types.NamespacedName{Namespace: "default", Name: "leak-test-jwt"}, &signing); err != nil {
@@ -325,11 +332,5 @@ func TestNoKeyMaterialAnywhere(t *testing.T) {
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out: %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.Eventually(t, 60*time.Second, what, func() (bool, string) { return cond(), "not yet" })
 }

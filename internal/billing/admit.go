@@ -16,21 +16,6 @@ import (
 // failed, and it is dropped.
 const AdmissionGrace = 2 * time.Minute
 
-// Billed is the number of providers tenant t is billed for. It is the one
-// counting rule: the REST API, the tenant's status, metrics and billing
-// itself all read it from here.
-func Billed(t *posturev1.Tenant) int { return len(t.Status.AdmittedProviders) }
-
-// Remaining is how many more providers t's plan admits; ok is false when the
-// plan is unlimited.
-func Remaining(t *posturev1.Tenant) (n int, ok bool) {
-	limit := t.Spec.Subscription.ProviderLimit
-	if limit <= 0 {
-		return 0, false
-	}
-	return max(0, int(limit)-Billed(t)), true
-}
-
 // Ledger is a tenant's admitted providers, changed in memory. The caller
 // writes Admitted() back to the Tenant's status with the resourceVersion it
 // read, so that of two writers admitting at once one fails with a conflict

@@ -9,6 +9,7 @@ import (
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/internal/billing"
+	"github.com/posture-dev/posture/internal/tenancy"
 )
 
 func TestLedger(t *testing.T) {
@@ -105,8 +106,8 @@ func TestLedger(t *testing.T) {
 			for _, a := range tn.Status.AdmittedProviders {
 				got = append(got, a.Name)
 			}
-			if len(got) != len(tc.want) || billing.Billed(tn) != len(tc.want) {
-				t.Fatalf("admitted %v (billed %d), want %v", got, billing.Billed(tn), tc.want)
+			if len(got) != len(tc.want) || tenancy.UsageOf(tn).Billed != len(tc.want) {
+				t.Fatalf("admitted %v (billed %d), want %v", got, tenancy.UsageOf(tn).Billed, tc.want)
 			}
 			for i := range got {
 				if got[i] != tc.want[i] {

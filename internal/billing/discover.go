@@ -126,7 +126,7 @@ func (c *Collector) Abort() {
 	<-c.done
 }
 
-// Stored is Finish in the store's terms, for store.Store.PutReport.
+// Stored is Finish in the store's terms, for store.Blobs.PutReport.
 func (c *Collector) Stored() ([]store.Account, error) {
 	accounts, err := c.Finish()
 	if err != nil {

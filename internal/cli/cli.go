@@ -33,15 +33,25 @@ const (
 )
 
 // exitError ends a command with a code; msg (if any) is printed to stderr.
+// cause is the error of the args, if any, for a caller that tells one apart.
 type exitError struct {
-	code int
-	msg  string
+	code  int
+	msg   string
+	cause error
 }
 
 func (e *exitError) Error() string { return e.msg }
 
+func (e *exitError) Unwrap() error { return e.cause }
+
 func exit(code int, format string, args ...any) error {
-	return &exitError{code: code, msg: fmt.Sprintf(format, args...)}
+	ee := &exitError{code: code, msg: fmt.Sprintf(format, args...)}
+	for _, a := range args {
+		if err, ok := a.(error); ok {
+			ee.cause = err
+		}
+	}
+	return ee
 }
 
 type usageError struct{ error }

@@ -344,52 +344,67 @@ func (a *app) printJob(job ingestion) {
 // wait polls until the job ends. Polling is reading, so a transient failure
 // (network, 5xx, 429) is retried a few times before giving up; a 4xx is not.
 func (a *app) wait(ctx context.Context, c *apiClient, id string, interval, timeout time.Duration, asJSON bool) error {
+	bar := newProgress(a.stdout, asJSON)
+	failures := 0
+	var last ingestion
+	ended, err := follow(ctx, interval, timeout, func(ctx context.Context) (bool, error) {
+		job, raw, err := getIngestion(ctx, c, id)
+		switch {
+		case err == nil:
+			failures = 0
+			last = job
+			bar.update(job)
+			if !job.Attributes.Done() {
+				return false, nil
+			}
+			bar.finish()
+			if asJSON {
+				if err := a.printJSON(raw); err != nil {
+					return true, err
+				}
+			} else {
+				a.printJob(job)
+			}
+			if job.Attributes.Status == restapi.IngestionFailed {
+				return true, exit(ExitJobFailed, "ingestion %s failed; postctl ingestions errors %s tells why", id, id)
+			}
+			return true, nil
+		case ctx.Err() != nil:
+			return false, nil
+		case restapi.Transient(err) && failures < 3:
+			failures++
+			fmt.Fprintf(a.stderr, "warning: checking ingestion %s failed (attempt %d of 4), trying again: %v\n", id, failures, err)
+			return false, nil
+		}
+		bar.finish()
+		return false, err
+	})
+	if ended {
+		bar.finish()
+		if errors.Is(err, context.DeadlineExceeded) && timeout > 0 {
+			return exit(ExitError, "gave up waiting for ingestion %s after %s; it was %s (%d/%d processed) and keeps running on the server",
+				id, timeout, orDash(last.Attributes.Status), last.Attributes.Summary.Processed, last.Attributes.Summary.Total)
+		}
+	}
+	return err
+}
+
+// follow is both commands' wait for an ingestion: it calls check every
+// interval until check says the ingestion is done or fails, or until ctx
+// ends or timeout (0: none) passes, which ended reports.
+func follow(ctx context.Context, interval, timeout time.Duration, check func(context.Context) (done bool, err error)) (ended bool, err error) {
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	bar := newProgress(a.stdout, asJSON)
-	failures := 0
-	var last ingestion
-	var lastRaw []byte
 	for {
-		job, raw, err := getIngestion(ctx, c, id)
-		switch {
-		case err == nil:
-			failures = 0
-			last, lastRaw = job, raw
-			bar.update(job)
-			if job.Attributes.Done() {
-				bar.finish()
-				if asJSON {
-					if err := a.printJSON(lastRaw); err != nil {
-						return err
-					}
-				} else {
-					a.printJob(job)
-				}
-				if job.Attributes.Status == restapi.IngestionFailed {
-					return exit(ExitJobFailed, "ingestion %s failed; postctl ingestions errors %s tells why", id, id)
-				}
-				return nil
-			}
-		case ctx.Err() != nil:
-		case restapi.Transient(err) && failures < 3:
-			failures++
-			fmt.Fprintf(a.stderr, "warning: checking ingestion %s failed (attempt %d of 4), trying again: %v\n", id, failures, err)
-		default:
-			bar.finish()
-			return err
+		if done, err := check(ctx); done || err != nil {
+			return false, err
 		}
 		select {
 		case <-ctx.Done():
-			bar.finish()
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) && timeout > 0 {
-				return exit(ExitError, "gave up waiting for ingestion %s after %s; it was %s (%d/%d processed) and keeps running on the server",
-					id, timeout, orDash(last.Attributes.Status), last.Attributes.Summary.Processed, last.Attributes.Summary.Total)
-			}
-			return ctx.Err()
+			return true, ctx.Err()
 		case <-time.After(interval):
 		}
 	}

@@ -169,6 +169,8 @@ type statusError struct {
 	code    int
 	reason  metav1.StatusReason
 	message string
+	// kind is the resource a NotFound names (details.kind), if it names one.
+	kind string
 }
 
 func (e *statusError) Error() string {
@@ -207,6 +209,9 @@ func (c *kube) do(ctx context.Context, method, path string, query url.Values, ac
 		var st metav1.Status
 		if json.Unmarshal(data, &st) == nil && st.Kind == "Status" {
 			se.reason, se.message = st.Reason, st.Message
+			if st.Details != nil {
+				se.kind = st.Details.Kind
+			}
 		} else {
 			se.message = strings.TrimSpace(string(data))
 		}
@@ -239,9 +244,7 @@ type postureIngestion struct {
 	} `json:"status"`
 }
 
-func (i postureIngestion) terminal() bool {
-	return i.Status.Phase == "completed" || i.Status.Phase == "failed"
-}
+func (i postureIngestion) terminal() bool { return restapi.Terminal(i.Status.Phase) }
 
 func (k *kubectlPlugin) pushCommand() *cobra.Command {
 	var name string
@@ -321,51 +324,43 @@ func (k *kubectlPlugin) waitCommand() *cobra.Command {
 // wait polls the Ingestion with get alone (what posture-uploader grants),
 // printing a line whenever its phase or progress changes.
 func (k *kubectlPlugin) wait(ctx context.Context, c *kube, name string, interval, timeout time.Duration) error {
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
 	path := postureGroupPath + "/namespaces/" + url.PathEscape(c.namespace) + "/ingestions/" + url.PathEscape(name)
 	var last postureIngestion
 	lastLine := ""
-	for {
+	ended, err := follow(ctx, interval, timeout, func(ctx context.Context) (bool, error) {
 		data, err := c.do(ctx, http.MethodGet, path, nil, "application/json", nil, 0)
 		switch {
 		case err == nil:
-			if err := json.Unmarshal(data, &last); err != nil {
-				return exit(ExitError, "ingestion %s: %v", name, err)
-			}
-			s := last.Status
-			line := fmt.Sprintf("ingestion %s: %s, %d/%d processed, %d invalid", name, orDash(s.Phase), s.Summary.Processed, s.Summary.Total, s.Summary.Invalid)
-			if line != lastLine {
-				fmt.Fprintln(k.stdout, line)
-				lastLine = line
-			}
-			if last.terminal() {
-				if s.Phase == "failed" {
-					msg := ""
-					if s.Message != "" {
-						msg = ": " + termsafe.String(s.Message)
-					}
-					return exit(ExitJobFailed, "ingestion %s failed%s; kubectl posture errors %s -n %s tells why", name, msg, name, c.namespace)
-				}
-				return nil
-			}
 		case ctx.Err() != nil:
+			return false, nil
 		default:
-			return exit(ExitError, "ingestion %s in namespace %s: %v", name, c.namespace, err)
+			return false, exit(ExitError, "ingestion %s in namespace %s: %v", name, c.namespace, err)
 		}
-		select {
-		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) && timeout > 0 {
-				return exit(ExitError, "gave up waiting for ingestion %s after %s; it was %s (%d/%d processed) and keeps running",
-					name, timeout, orDash(last.Status.Phase), last.Status.Summary.Processed, last.Status.Summary.Total)
+		if err := json.Unmarshal(data, &last); err != nil {
+			return false, exit(ExitError, "ingestion %s: %v", name, err)
+		}
+		s := last.Status
+		if line := fmt.Sprintf("ingestion %s: %s, %d/%d processed, %d invalid", name, orDash(s.Phase), s.Summary.Processed, s.Summary.Total, s.Summary.Invalid); line != lastLine {
+			fmt.Fprintln(k.stdout, line)
+			lastLine = line
+		}
+		if !last.terminal() {
+			return false, nil
+		}
+		if s.Phase == restapi.IngestionFailed {
+			msg := ""
+			if s.Message != "" {
+				msg = ": " + termsafe.String(s.Message)
 			}
-			return ctx.Err()
-		case <-time.After(interval):
+			return true, exit(ExitJobFailed, "ingestion %s failed%s; kubectl posture errors %s -n %s tells why", name, msg, name, c.namespace)
 		}
+		return true, nil
+	})
+	if ended && errors.Is(err, context.DeadlineExceeded) && timeout > 0 {
+		return exit(ExitError, "gave up waiting for ingestion %s after %s; it was %s (%d/%d processed) and keeps running",
+			name, timeout, orDash(last.Status.Phase), last.Status.Summary.Processed, last.Status.Summary.Total)
 	}
+	return err
 }
 
 // listFlags are the list options kubectl get offers.
@@ -463,20 +458,19 @@ func (k *kubectlPlugin) errorsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			// A list for an Ingestion that does not exist is empty, which
-			// would hide a mistyped name: look the Ingestion up first, as
-			// far as the caller may (get on ingestions is not required).
-			path := postureGroupPath + "/namespaces/" + url.PathEscape(c.namespace) + "/ingestions/" + url.PathEscape(ids[0])
-			var se *statusError
-			if _, err := c.do(cmd.Context(), http.MethodGet, path, nil, "application/json", nil, 0); errors.As(err, &se) && se.code == http.StatusNotFound {
-				return exit(ExitError, "ingestion %s not found in namespace %s; kubectl posture get ingestions -n %s lists them", ids[0], c.namespace, c.namespace)
-			}
 			sel := ingestionErrorsField + "=" + ids[0]
 			if l.fieldSelector != "" {
 				sel += "," + l.fieldSelector
 			}
 			l.fieldSelector = sel
-			return k.list(cmd.Context(), c, dataGroupPath+"/namespaces/"+url.PathEscape(c.namespace)+"/ingestionerrors", l)
+			err = k.list(cmd.Context(), c, dataGroupPath+"/namespaces/"+url.PathEscape(c.namespace)+"/ingestionerrors", l)
+			// The server answers the errors of an Ingestion that does not
+			// exist with a 404 naming it, as the REST API does.
+			var se *statusError
+			if errors.As(err, &se) && se.code == http.StatusNotFound && se.kind == "ingestions" {
+				return exit(ExitError, "ingestion %s not found in namespace %s; kubectl posture get ingestions -n %s lists them", ids[0], c.namespace, c.namespace)
+			}
+			return err
 		},
 	}
 	l.register(cmd, false)

@@ -24,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
-	"github.com/posture-dev/posture/controllers"
 	"github.com/posture-dev/posture/internal/apitest"
 	"github.com/posture-dev/posture/internal/servingcert"
 	"github.com/posture-dev/posture/internal/store"
@@ -39,7 +38,7 @@ var aggregatorRoute *testenv.AggregatorRoute
 // TestKubectlPluginThroughKubeAggregator drives kubectl-posture against the
 // real kube-apiserver, whose aggregator proxies data.posture.dev to an
 // aggregated server that serves the certificate the manager issues itself
-// (ServingCertRotator + SecretSource), with caBundle kept in step.
+// (servingcert.Rotator + SecretSource), with caBundle kept in step.
 func TestKubectlPluginThroughKubeAggregator(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -51,9 +50,9 @@ func TestKubectlPluginThroughKubeAggregator(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := aggregatorRoute.Namespace
-	rotator := &controllers.ServingCertRotator{
+	rotator := &servingcert.Rotator{
 		Client: admin, Namespace: ns, SecretName: "posture-aggregated-api-tls",
-		APIServices: []string{controllers.DefaultAPIServiceName},
+		APIServices: []string{servingcert.DefaultAPIServiceName},
 		// kube-aggregator checks the name <service>.<namespace>.svc.
 		Policy: servingcert.Policy{DNSNames: []string{testenv.AggregatedServiceName + "." + ns + ".svc"}},
 		Log:    logr.Discard(),

@@ -14,6 +14,7 @@ import (
 	"github.com/posture-dev/posture/internal/apitest"
 	"github.com/posture-dev/posture/internal/auth"
 	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/testenv"
 	"github.com/posture-dev/posture/webhook"
 )
 
@@ -33,7 +34,7 @@ func TestTokenAgainstTheAPI(t *testing.T) {
 			}
 			return nil
 		},
-		Server: func(s *webhook.Server) { s.Auth = crauth },
+		Server: func(s *webhook.Server) { s.Auth, s.Tokens = crauth, crauth },
 	})
 	ctx := context.Background()
 	// Unique per run: a user of several tenants with one password must name the tenant.
@@ -57,12 +58,10 @@ func TestTokenAgainstTheAPI(t *testing.T) {
 	api := envWith(EnvAPIURL, env.URL)
 	var res result
 	// The API reads Tenants from its cache, which sees the new one shortly.
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	testenv.Eventually(t, 20*time.Second, "postctl token to sign in", func() (bool, string) {
 		res = runInput(t, api, strings.NewReader("correct horse battery staple\n"), "token", "--email", email, "--password-stdin")
-		if res.code == ExitOK || time.Now().After(deadline) {
-			break
-		}
-	}
+		return res.code == ExitOK, res.String()
+	})
 	token := strings.TrimSpace(res.stdout)
 	if res.code != ExitOK || strings.Count(token, ".") != 2 {
 		t.Fatalf("token: %s", res)

@@ -2,6 +2,7 @@
 // severities a filter accepts, the keyset cursor that continues a listing
 // where the last page ended, and the page read itself. The REST API's
 // page[cursor] and the aggregated API's continue token are both this cursor.
+// It also reads one scan, the run of a scanner the findings came from.
 package findings
 
 import (
@@ -118,7 +119,7 @@ type Page struct {
 // ReadAfter reads the size findings of q that follow after (from the first
 // when after is nil) without reading any row before it, however deep the
 // listing is.
-func ReadAfter(ctx context.Context, st store.Store, tenant string, q store.FindingQuery, after *store.FindingKey, size int) (Page, error) {
+func ReadAfter(ctx context.Context, st store.FindingReads, tenant string, q store.FindingQuery, after *store.FindingKey, size int) (Page, error) {
 	q.After = after
 	if after == nil {
 		// The store reads a numbered page without After; page 1 is the
@@ -140,4 +141,26 @@ func ReadAfter(ctx context.Context, st store.Store, tenant string, q store.Findi
 		p.Next = &k
 	}
 	return p, nil
+}
+
+// scanPage is what Scan reads per page while looking for one scan: a
+// tenant has a handful of scans per provider and ingestion.
+const scanPage = 500
+
+// Scan is tenant's scan id, store.ErrNotFound when it has none.
+func Scan(ctx context.Context, st store.FindingReads, tenant, id string) (store.Scan, error) {
+	for page := 1; ; page++ {
+		rows, count, err := st.ListScans(ctx, tenant, store.ScanQuery{Page: store.Page{Number: page, Size: scanPage}})
+		if err != nil {
+			return store.Scan{}, err
+		}
+		for i := range rows {
+			if rows[i].ID == id {
+				return rows[i], nil
+			}
+		}
+		if page*scanPage >= count || len(rows) == 0 {
+			return store.Scan{}, store.ErrNotFound
+		}
+	}
 }

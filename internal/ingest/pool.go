@@ -15,11 +15,11 @@ type Pool struct {
 	Size   int
 	// OnDone is called after an attempt returns, so its controller can read
 	// the outcome at once. It must not block.
-	OnDone func(Job)
+	OnDone func(Attempt)
 
 	mu      sync.Mutex
 	ctx     context.Context
-	active  map[string]activeJob // queued or running attempts by key
+	active  map[string]activeAttempt // queued or running attempts by key
 	sem     chan struct{}
 	wg      sync.WaitGroup
 	started chan struct{}
@@ -31,7 +31,7 @@ func NewPool(w *Worker, size int) *Pool {
 	if size < 1 {
 		size = 1
 	}
-	return &Pool{Worker: w, Size: size, active: map[string]activeJob{}, sem: make(chan struct{}, size), started: make(chan struct{})}
+	return &Pool{Worker: w, Size: size, active: map[string]activeAttempt{}, sem: make(chan struct{}, size), started: make(chan struct{})}
 }
 
 // ErrPoolStopped is returned by Submit when the pool is not running.
@@ -48,19 +48,19 @@ func (p *Pool) Start(ctx context.Context) error {
 	return nil
 }
 
-// Submit queues job unless the same attempt is already queued or running.
-func (p *Pool) Submit(job Job) error {
+// Submit queues attempt unless it is already queued or running.
+func (p *Pool) Submit(attempt Attempt) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ctx == nil || p.ctx.Err() != nil {
 		return ErrPoolStopped
 	}
-	key := job.Key()
+	key := attempt.Key()
 	if _, ok := p.active[key]; ok {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(p.ctx)
-	p.active[key] = activeJob{job: job, cancel: cancel}
+	p.active[key] = activeAttempt{attempt: attempt, cancel: cancel}
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -68,7 +68,7 @@ func (p *Pool) Submit(job Job) error {
 		defer func() {
 			p.done(key)
 			if p.OnDone != nil {
-				p.OnDone(job)
+				p.OnDone(attempt)
 			}
 		}()
 		select {
@@ -77,17 +77,17 @@ func (p *Pool) Submit(job Job) error {
 			return
 		}
 		defer func() { <-p.sem }()
-		if err := p.Worker.Run(ctx, job); err != nil && !errors.Is(err, context.Canceled) {
-			p.Worker.Log.Info("ingestion run ended with an error", "job", key, "error", err.Error())
+		if err := p.Worker.Run(ctx, attempt); err != nil && !errors.Is(err, context.Canceled) {
+			p.Worker.Log.Info("ingestion run ended with an error", "attempt", key, "error", err.Error())
 		}
 	}()
 	return nil
 }
 
-// activeJob is an attempt the pool holds and how to stop it.
-type activeJob struct {
-	job    Job
-	cancel context.CancelFunc
+// activeAttempt is an attempt the pool holds and how to stop it.
+type activeAttempt struct {
+	attempt Attempt
+	cancel  context.CancelFunc
 }
 
 // Cancel stops every attempt of the ingestion (tenant, ingestionID) the pool
@@ -98,7 +98,7 @@ func (p *Pool) Cancel(tenant, ingestionID string) (stopped bool) {
 	defer p.mu.Unlock()
 	stopped = true
 	for _, a := range p.active {
-		if a.job.Tenant == tenant && a.job.IngestionID == ingestionID {
+		if a.attempt.Tenant == tenant && a.attempt.IngestionID == ingestionID {
 			a.cancel()
 			stopped = false
 		}
@@ -107,10 +107,10 @@ func (p *Pool) Cancel(tenant, ingestionID string) (stopped bool) {
 }
 
 // Active reports whether the attempt is queued or running in this process.
-func (p *Pool) Active(job Job) bool {
+func (p *Pool) Active(attempt Attempt) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	_, ok := p.active[job.Key()]
+	_, ok := p.active[attempt.Key()]
 	return ok
 }
 

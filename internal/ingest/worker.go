@@ -45,15 +45,19 @@ const (
 // so that re-running an ingestion lands on the same scan.
 var scanNamespace = uuid.MustParse("6f0c7a55-3b8e-4f43-9d0e-4b1e2f6a7c01")
 
-// Job says what one run must do.
-type Job struct {
+// Attempt is one try of an ingestion: what a worker must do, once. A
+// retry after a lost worker is a new Attempt of the same ingestion, which
+// rewrites the same rows.
+type Attempt struct {
 	Tenant string
 	// Namespace of the Ingestion object; only used to notify its controller.
 	Namespace   string
 	IngestionID string
 	BlobID      string
-	Attempt     int
-	Total       int
+	// Attempt is this attempt's number, from 1: the store refuses the
+	// writes of an attempt older than the one its run row records.
+	Attempt int
+	Total   int
 	// ReportSHA256 is the content hash of the report. Records without
 	// unmapped.scan_id land on a scan derived from it and the provider, so
 	// uploading the same report again rewrites the same findings instead of
@@ -64,12 +68,21 @@ type Job struct {
 	AllowedAccounts map[string]bool
 }
 
-// Key identifies a run attempt.
-func (j Job) Key() string { return fmt.Sprintf("%s/%s#%d", j.Tenant, j.IngestionID, j.Attempt) }
+// Job is the name Attempt had; internal/store's tests still use it.
+//
+// Deprecated: use Attempt.
+type Job = Attempt
 
-// Worker runs jobs against a store.
+// Key identifies an attempt.
+func (a Attempt) Key() string { return fmt.Sprintf("%s/%s#%d", a.Tenant, a.IngestionID, a.Attempt) }
+
+// Worker runs attempts against a store.
 type Worker struct {
-	Store            store.Store
+	// Store is where the worker reads the report and writes the run.
+	Store interface {
+		store.Blobs
+		store.Runs
+	}
 	Log              logr.Logger
 	BatchSize        int
 	ProgressInterval time.Duration
@@ -88,18 +101,18 @@ type Worker struct {
 // ErrSuperseded means a newer attempt owns the run; the caller should stop quietly.
 var ErrSuperseded = errors.New("run superseded by a newer attempt")
 
-// Run processes one job to its outcome. The outcome (succeeded or failed) is
+// Run processes one attempt to its outcome. The outcome (succeeded or failed) is
 // always recorded in the store unless the attempt was superseded or ctx ended;
 // the returned error is for logs and exit codes only.
-func (w *Worker) Run(ctx context.Context, job Job) error {
-	log := w.Log.WithValues("tenant", job.Tenant, "ingestion", job.IngestionID, "attempt", job.Attempt)
-	if err := w.Store.StartRun(ctx, job.Tenant, job.IngestionID, job.Attempt, job.Total); err != nil {
+func (w *Worker) Run(ctx context.Context, attempt Attempt) error {
+	log := w.Log.WithValues("tenant", attempt.Tenant, "ingestion", attempt.IngestionID, "attempt", attempt.Attempt)
+	if err := w.Store.StartRun(ctx, attempt.Tenant, attempt.IngestionID, attempt.Attempt, attempt.Total); err != nil {
 		if errors.Is(err, store.ErrStaleAttempt) {
 			return ErrSuperseded
 		}
 		return fmt.Errorf("start run: %w", err)
 	}
-	r := &run{w: w, job: job, log: log, seenScans: map[string]bool{}, scanOwners: map[string]scanOwner{}, derivedScans: map[account]string{}, lastProgress: w.now()}
+	r := &run{w: w, attempt: attempt, log: log, seenScans: map[string]bool{}, scanOwners: map[string]scanOwner{}, derivedScans: map[account]string{}, lastProgress: w.now()}
 	outcome := r.process(ctx)
 	if ctx.Err() != nil {
 		// Stopped from outside (shutdown): leave the run open so the controller
@@ -109,7 +122,7 @@ func (w *Worker) Run(ctx context.Context, job Job) error {
 	if r.superseded {
 		return ErrSuperseded
 	}
-	if err := w.Store.FinishRun(ctx, job.Tenant, job.IngestionID, job.Attempt, outcome); err != nil {
+	if err := w.Store.FinishRun(ctx, attempt.Tenant, attempt.IngestionID, attempt.Attempt, outcome); err != nil {
 		if errors.Is(err, store.ErrStaleAttempt) {
 			return ErrSuperseded
 		}
@@ -183,9 +196,9 @@ func (w *Worker) maxErrorRows() int {
 
 // run is the state of one attempt.
 type run struct {
-	w   *Worker
-	job Job
-	log logr.Logger
+	w       *Worker
+	attempt Attempt
+	log     logr.Logger
 
 	progress  store.Progress
 	batch     store.Batch
@@ -228,9 +241,9 @@ type scanOwner struct {
 }
 
 func (r *run) process(ctx context.Context) store.Outcome {
-	rc, err := r.w.Store.OpenBlob(ctx, r.job.Tenant, r.job.BlobID)
+	rc, err := r.w.Store.OpenBlob(ctx, r.attempt.Tenant, r.attempt.BlobID)
 	if err != nil {
-		return r.fail(ctx, CodeUnreadable, fmt.Sprintf("the uploaded report (blob %s) cannot be read: %v", r.job.BlobID, err))
+		return r.fail(ctx, CodeUnreadable, fmt.Sprintf("the uploaded report (blob %s) cannot be read: %v", r.attempt.BlobID, err))
 	}
 	defer rc.Close()
 
@@ -266,9 +279,9 @@ func (r *run) process(ctx context.Context) store.Outcome {
 			return r.fail(ctx, CodeMalformed, fmt.Sprintf("the stored report cannot be parsed after %d records: %v", r.progress.Processed, err))
 		}
 		finding, problems := validator.Check(rec)
-		if len(problems) == 0 && r.job.AllowedAccounts != nil {
+		if len(problems) == 0 && r.attempt.AllowedAccounts != nil {
 			account := finding.ProviderType + "/" + finding.ProviderUID
-			if !r.job.AllowedAccounts[account] {
+			if !r.attempt.AllowedAccounts[account] {
 				problems = []ocsf.Problem{{
 					Code:    CodeProviderLimit,
 					Detail:  fmt.Sprintf("account %s would exceed the subscription's provider limit", account),
@@ -315,7 +328,7 @@ func (r *run) scanAccount(ctx context.Context, rec ocsf.Record, f ocsf.Finding) 
 	owner, ok := r.scanOwners[f.ScanID]
 	if !ok {
 		owner = scanOwner{acct, rec.Index}
-		pt, pu, err := r.w.Store.ScanAccount(ctx, r.job.Tenant, f.ScanID)
+		pt, pu, err := r.w.Store.ScanAccount(ctx, r.attempt.Tenant, f.ScanID)
 		switch {
 		case err == nil:
 			owner = scanOwner{account{pt, pu}, -1}
@@ -352,13 +365,13 @@ func (r *run) addFinding(rec ocsf.Record, f ocsf.Finding) {
 			ProviderType: f.ProviderType,
 			ProviderUID:  f.ProviderUID,
 			Trigger:      "imported",
-			IngestionID:  r.job.IngestionID,
+			IngestionID:  r.attempt.IngestionID,
 		})
 	}
 	r.batch.Findings = append(r.batch.Findings, store.Finding{
 		UID:          f.UID,
 		ScanID:       scanID,
-		IngestionID:  r.job.IngestionID,
+		IngestionID:  r.attempt.IngestionID,
 		CheckID:      f.CheckID,
 		Title:        f.Title,
 		Severity:     f.Severity,
@@ -379,9 +392,9 @@ func (r *run) derivedScanID(acct account) string {
 	if id, ok := r.derivedScans[acct]; ok {
 		return id
 	}
-	seed := r.job.IngestionID
-	if r.job.ReportSHA256 != "" {
-		seed = "sha256:" + r.job.ReportSHA256
+	seed := r.attempt.IngestionID
+	if r.attempt.ReportSHA256 != "" {
+		seed = "sha256:" + r.attempt.ReportSHA256
 	}
 	id := uuid.NewSHA1(scanNamespace, []byte(seed+"\x00"+acct.providerType+"\x00"+acct.providerUID)).String()
 	r.derivedScans[acct] = id
@@ -434,7 +447,7 @@ func (r *run) flush(ctx context.Context) error {
 		var err error
 		if len(b.Findings)+len(b.Errors)+len(b.Scans) > 0 {
 			err = r.withRetry(ctx, func() error {
-				return r.w.Store.WriteBatch(ctx, r.job.Tenant, r.job.IngestionID, r.job.Attempt, b)
+				return r.w.Store.WriteBatch(ctx, r.attempt.Tenant, r.attempt.IngestionID, r.attempt.Attempt, b)
 			})
 		}
 		w.done <- err
@@ -477,7 +490,7 @@ func (r *run) waitOldest(ctx context.Context) error {
 	if now := r.w.now(); now.Sub(r.lastProgress) >= r.w.progressInterval() {
 		r.lastProgress = now
 		err := r.withRetry(ctx, func() error {
-			return r.w.Store.UpdateRun(ctx, r.job.Tenant, r.job.IngestionID, r.job.Attempt, w.progress)
+			return r.w.Store.UpdateRun(ctx, r.attempt.Tenant, r.attempt.IngestionID, r.attempt.Attempt, w.progress)
 		})
 		if errors.Is(err, store.ErrStaleAttempt) {
 			r.superseded = true
@@ -519,15 +532,15 @@ func (r *run) storageFailure(ctx context.Context, err error) store.Outcome {
 	return r.fail(ctx, CodeStorage, fmt.Sprintf("storing results failed after retries at record %d: %v", r.progress.Processed, err))
 }
 
-// fail records a job-level error row and returns the failed outcome; progress
+// fail records an ingestion-level error row and returns the failed outcome; progress
 // reached so far is kept, as the spec asks a failed job to show it.
 func (r *run) fail(ctx context.Context, code, detail string) store.Outcome {
 	jobError := store.Batch{Errors: []store.IngestionError{{Code: code, Detail: detail}}}
-	if err := r.w.Store.WriteBatch(ctx, r.job.Tenant, r.job.IngestionID, r.job.Attempt, jobError); err != nil {
+	if err := r.w.Store.WriteBatch(ctx, r.attempt.Tenant, r.attempt.IngestionID, r.attempt.Attempt, jobError); err != nil {
 		if errors.Is(err, store.ErrStaleAttempt) {
 			r.superseded = true
 		}
-		r.log.Error(err, "recording the job-level error failed", "code", code)
+		r.log.Error(err, "recording the ingestion-level error failed", "code", code)
 	}
 	return store.Outcome{Status: store.RunFailed, Progress: r.progress, Message: detail}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/posture-dev/posture/internal/ingest"
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/store/sqlite"
+	"github.com/posture-dev/posture/internal/testenv"
 )
 
 func newStore(t *testing.T) store.Store {
@@ -44,7 +45,7 @@ func put(t *testing.T, st store.Store, content string) store.Blob {
 	return b
 }
 
-func run(t *testing.T, w *ingest.Worker, job ingest.Job) (store.Run, []store.IngestionError) {
+func run(t *testing.T, w *ingest.Worker, job ingest.Attempt) (store.Run, []store.IngestionError) {
 	t.Helper()
 	err := w.Run(context.Background(), job)
 	var failed *ingest.FailedError
@@ -55,7 +56,7 @@ func run(t *testing.T, w *ingest.Worker, job ingest.Job) (store.Run, []store.Ing
 	if err != nil {
 		t.Fatal(err)
 	}
-	errs, _, err := w.Store.ListIngestionErrors(context.Background(), job.Tenant, job.IngestionID, store.Page{Number: 1, Size: 100})
+	errs, _, err := w.Store.(store.IngestionErrors).ListIngestionErrors(context.Background(), job.Tenant, job.IngestionID, store.Page{Number: 1, Size: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func TestWorkerOutcomes(t *testing.T) {
 			st := newStore(t)
 			blob := put(t, st, tc.content)
 			w := &ingest.Worker{Store: st, Log: logr.Discard(), BatchSize: 1}
-			r, errs := run(t, w, ingest.Job{Tenant: "t1", IngestionID: "ing", BlobID: blob.ID, Attempt: 1, AllowedAccounts: tc.allowed})
+			r, errs := run(t, w, ingest.Attempt{Tenant: "t1", IngestionID: "ing", BlobID: blob.ID, Attempt: 1, AllowedAccounts: tc.allowed})
 			if r.Status != tc.status || r.Processed != tc.processed || r.Invalid != tc.invalid {
 				t.Errorf("run = %+v, want %s %d/%d", r, tc.status, tc.processed, tc.invalid)
 			}
@@ -114,7 +115,7 @@ func TestWorkerCapsErrorRows(t *testing.T) {
 	}
 	blob := put(t, st, report(recs...))
 	w := &ingest.Worker{Store: st, Log: logr.Discard(), MaxErrorRows: 5}
-	r, errs := run(t, w, ingest.Job{Tenant: "t1", IngestionID: "ing", BlobID: blob.ID, Attempt: 1})
+	r, errs := run(t, w, ingest.Attempt{Tenant: "t1", IngestionID: "ing", BlobID: blob.ID, Attempt: 1})
 	if r.Invalid != 20 || r.Processed != 21 {
 		t.Errorf("run = %+v, want 21 processed, 20 invalid", r)
 	}
@@ -125,7 +126,7 @@ func TestWorkerCapsErrorRows(t *testing.T) {
 		}
 	}
 	if len(errs) != 5 || notes != 1 {
-		t.Errorf("errors = %+v, want 4 record errors and one job-level truncation note", errs)
+		t.Errorf("errors = %+v, want 4 record errors and one ingestion-level truncation note", errs)
 	}
 }
 
@@ -137,7 +138,7 @@ func TestWorkerSuperseded(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := &ingest.Worker{Store: st, Log: logr.Discard()}
-	if err := w.Run(context.Background(), ingest.Job{Tenant: "t1", IngestionID: "ing", BlobID: blob.ID, Attempt: 1}); !errors.Is(err, ingest.ErrSuperseded) {
+	if err := w.Run(context.Background(), ingest.Attempt{Tenant: "t1", IngestionID: "ing", BlobID: blob.ID, Attempt: 1}); !errors.Is(err, ingest.ErrSuperseded) {
 		t.Fatalf("err = %v, want ErrSuperseded", err)
 	}
 	if r, _ := st.GetRun(context.Background(), "t1", "ing"); r.Attempt != 2 || r.Status != store.RunRunning || r.Processed != 0 {
@@ -152,7 +153,7 @@ func TestWorkerSameReportSameFindings(t *testing.T) {
 	blob := put(t, st, report(record("a", "111111111111"), record("b", "111111111111")))
 	w := &ingest.Worker{Store: st, Log: logr.Discard()}
 	for _, id := range []string{"ing-1", "ing-2"} {
-		run(t, w, ingest.Job{Tenant: "t1", IngestionID: id, BlobID: blob.ID, Attempt: 1, ReportSHA256: blob.SHA256})
+		run(t, w, ingest.Attempt{Tenant: "t1", IngestionID: id, BlobID: blob.ID, Attempt: 1, ReportSHA256: blob.SHA256})
 	}
 	_, n, err := st.ListFindings(context.Background(), "t1", store.FindingQuery{Page: store.Page{Number: 1, Size: 10}})
 	if err != nil || n != 2 {
@@ -194,7 +195,7 @@ func TestWorkerUsesTheStoresBatchSize(t *testing.T) {
 		blob := put(t, st, report(recs...))
 		// One write at a time, so the batches reach the store in order.
 		w := &ingest.Worker{Store: st, Log: logr.Discard(), BatchSize: tc.batchSize, MaxInflight: 1}
-		if r, _ := run(t, w, ingest.Job{Tenant: "t1", IngestionID: "ing", BlobID: blob.ID, Attempt: 1}); r.Processed != 7 {
+		if r, _ := run(t, w, ingest.Attempt{Tenant: "t1", IngestionID: "ing", BlobID: blob.ID, Attempt: 1}); r.Processed != 7 {
 			t.Fatalf("run = %+v", r)
 		}
 		if got := fmt.Sprint(st.sizes); got != tc.want {
@@ -214,7 +215,7 @@ func TestWorkerPacedRunStoppedThenRetried(t *testing.T) {
 	}
 	st := newStore(t)
 	blob := put(t, st, report(recs...))
-	job := ingest.Job{Tenant: "t1", IngestionID: "ing", BlobID: blob.ID, Attempt: 1, Total: n}
+	job := ingest.Attempt{Tenant: "t1", IngestionID: "ing", BlobID: blob.ID, Attempt: 1, Total: n}
 	// 40 records a second: the run needs 1.5 s, far longer than the wait
 	// for its first stored batch below.
 	paced := &ingest.Worker{Store: st, Log: logr.Discard(), BatchSize: 5, MaxInflight: 1,
@@ -222,11 +223,10 @@ func TestWorkerPacedRunStoppedThenRetried(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	ended := make(chan error, 1)
 	go func() { ended <- paced.Run(ctx, job) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.Eventually(t, 10*time.Second, "the first progress of the paced run", func() (bool, string) {
 		r, err := st.GetRun(context.Background(), "t1", "ing")
 		if err == nil && r.Processed > 0 {
-			break
+			return true, ""
 		}
 		select {
 		case err := <-ended:
@@ -234,12 +234,8 @@ func TestWorkerPacedRunStoppedThenRetried(t *testing.T) {
 			t.Fatalf("the paced run ended (%v) before any progress was seen: it was not paced", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			stop()
-			t.Fatal("no progress within 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("run %+v (err %v)", r, err)
+	})
 	stop()
 	if err := <-ended; !errors.Is(err, context.Canceled) {
 		t.Fatalf("stopped run returned %v, want context.Canceled", err)
@@ -290,7 +286,7 @@ func TestWorkerFlushesTheSearchIndex(t *testing.T) {
 			st := &flushCounter{Store: newStore(t), err: tc.flushErr}
 			blob := put(t, st, tc.content)
 			w := &ingest.Worker{Store: st, Log: logr.Discard()}
-			err := w.Run(context.Background(), ingest.Job{Tenant: "t1", IngestionID: "ing", BlobID: blob.ID, Attempt: 1})
+			err := w.Run(context.Background(), ingest.Attempt{Tenant: "t1", IngestionID: "ing", BlobID: blob.ID, Attempt: 1})
 			var failed *ingest.FailedError
 			if (tc.status == store.RunSucceeded && err != nil) || (tc.status == store.RunFailed && !errors.As(err, &failed)) {
 				t.Fatalf("Run = %v, want a run that %s", err, tc.status)
@@ -324,7 +320,7 @@ func TestWorkerProviderLimitRow(t *testing.T) {
 			st := newStore(t)
 			blob := put(t, st, report(record("a", "111111111111"), head+tc.account))
 			w := &ingest.Worker{Store: st, Log: logr.Discard()}
-			_, errs := run(t, w, ingest.Job{Tenant: "t1", IngestionID: "ing", BlobID: blob.ID, Attempt: 1,
+			_, errs := run(t, w, ingest.Attempt{Tenant: "t1", IngestionID: "ing", BlobID: blob.ID, Attempt: 1,
 				AllowedAccounts: map[string]bool{"aws/111111111111": true}})
 			if len(errs) != 1 || errs[0].Code != ingest.CodeProviderLimit {
 				t.Fatalf("errors = %+v, want one %s row", errs, ingest.CodeProviderLimit)
@@ -363,12 +359,12 @@ func TestWorkerScanCoversOneAccount(t *testing.T) {
 			w := &ingest.Worker{Store: st, Log: logr.Discard(), BatchSize: 1}
 			if tc.earlier != "" {
 				blob := put(t, st, tc.earlier)
-				if r, _ := run(t, w, ingest.Job{Tenant: "t1", IngestionID: "first", BlobID: blob.ID, Attempt: 1}); r.Status != store.RunSucceeded {
+				if r, _ := run(t, w, ingest.Attempt{Tenant: "t1", IngestionID: "first", BlobID: blob.ID, Attempt: 1}); r.Status != store.RunSucceeded {
 					t.Fatalf("earlier ingestion %+v", r)
 				}
 			}
 			blob := put(t, st, tc.content)
-			r, errs := run(t, w, ingest.Job{Tenant: "t1", IngestionID: "ing", BlobID: blob.ID, Attempt: 1})
+			r, errs := run(t, w, ingest.Attempt{Tenant: "t1", IngestionID: "ing", BlobID: blob.ID, Attempt: 1})
 			if r.Status != store.RunSucceeded || r.Invalid != tc.invalid {
 				t.Errorf("run = %+v, want succeeded with %d invalid", r, tc.invalid)
 			}

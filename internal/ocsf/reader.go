@@ -14,7 +14,7 @@ const chunkSize = 64 << 10
 // top-level array; otherwise it returns a *FileError. Other errors are the
 // reader's own. Memory use is constant: no record is buffered.
 func Count(r io.Reader) (int, error) {
-	s := newScanner()
+	s := newTokenizer()
 	buf := make([]byte, chunkSize)
 	for {
 		n, err := r.Read(buf)
@@ -41,7 +41,7 @@ func Count(r io.Reader) (int, error) {
 // Counting happens inline in Read; there is no goroutine and no buffering.
 type CountingReader struct {
 	r       io.Reader
-	s       *scanner
+	s       *tokenizer
 	ferr    *FileError
 	readErr error
 	done    bool
@@ -53,7 +53,7 @@ var errNotDone = errors.New("ocsf: CountingReader.Result called before Read retu
 
 // NewCountingReader wraps r; see CountingReader.
 func NewCountingReader(r io.Reader) *CountingReader {
-	return &CountingReader{r: r, s: newScanner()}
+	return &CountingReader{r: r, s: newTokenizer()}
 }
 
 // Read reads from the wrapped reader and returns exactly what it returned.
@@ -121,11 +121,11 @@ type Record struct {
 // read buffer, whatever the size of the report.
 type Reader struct {
 	src io.Reader
-	s   *scanner
+	s   *tokenizer
 	buf []byte
 	// buf[start:end] is read and not yet scanned.
 	start, end int
-	// While the scanner is inside a record, the record starts at
+	// While the tokenizer is inside a record, the record starts at
 	// buf[recStart] or, when it began in an earlier read, in acc, which holds
 	// its bytes up to the current buffer.
 	recStart int
@@ -137,7 +137,7 @@ type Reader struct {
 
 // NewReader returns a Reader over a report.
 func NewReader(r io.Reader) *Reader {
-	return &Reader{src: r, s: newScanner()}
+	return &Reader{src: r, s: newTokenizer()}
 }
 
 // Next returns the next record, io.EOF after the last one, or a *FileError
@@ -192,7 +192,7 @@ func (r *Reader) NextBorrowed() (Record, error) {
 			}
 			continue
 		}
-		n, ev := r.s.scan(r.buf[r.start:r.end])
+		n, ev := r.s.step(r.buf[r.start:r.end])
 		r.start += n
 		switch ev {
 		case evErr:

@@ -300,7 +300,7 @@ func TestRecordLimitBoundary(t *testing.T) {
 	} {
 		in := "[0, " + tt.rec + " ]"
 		for chunk := 1; chunk <= len(in); chunk++ {
-			s := newScanner()
+			s := newTokenizer()
 			s.maxRecord = 8
 			var ferr *FileError
 			for b := []byte(in); len(b) > 0 && ferr == nil; {

@@ -7,6 +7,8 @@
 // fails there.
 package restapi
 
+import "slices"
+
 // MediaType is JSON:API's media type: every response body of the API, and
 // every JSON request body it takes.
 const MediaType = "application/vnd.api+json"
@@ -43,7 +45,10 @@ const (
 	MaxPageSize     = 100
 	// MaxPageOffset is how many findings page[number] may skip
 	// ((page[number]-1) × page[size]); deeper pages are reached by
-	// page[cursor], which links.next carries.
+	// page[cursor], which links.next carries. An unfiltered listing skips
+	// index keys, not findings, but a filtered one reads and throws away
+	// the findings it skips, so deeper pages cost more the deeper they are;
+	// a cursor reaches any depth at the cost of the first page.
 	MaxPageOffset = 10000
 )
 
@@ -77,6 +82,15 @@ const (
 // IngestionStatuses lists every ingestion status, in the order a job goes
 // through them.
 var IngestionStatuses = []string{IngestionPending, IngestionProcessing, IngestionCompleted, IngestionFailed}
+
+// TerminalStatuses are the statuses an ingestion never leaves: a retry is a
+// new ingestion.
+var TerminalStatuses = []string{IngestionCompleted, IngestionFailed}
+
+// Terminal says whether an ingestion in status has ended for good. It is the
+// one rule every waiter (postctl, kubectl posture, the MCP tools, the UI
+// through the server, the controllers) asks.
+func Terminal(status string) bool { return slices.Contains(TerminalStatuses, status) }
 
 // Severities lists the findings' severity labels, most severe first (then
 // the labels OCSF has beyond the scale).

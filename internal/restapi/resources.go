@@ -15,9 +15,7 @@ type Ingestion struct {
 }
 
 // Done tells whether the job has ended, for good or not.
-func (i Ingestion) Done() bool {
-	return i.Status == IngestionCompleted || i.Status == IngestionFailed
-}
+func (i Ingestion) Done() bool { return Terminal(i.Status) }
 
 // IngestionSummary counts a job's records.
 type IngestionSummary struct {
@@ -27,7 +25,7 @@ type IngestionSummary struct {
 }
 
 // IngestionError is why a record, or a whole job, was rejected
-// ("ingestion-errors"). RecordIndex is nil for a job-level error.
+// ("ingestion-errors"). RecordIndex is nil for an ingestion-level error.
 type IngestionError struct {
 	RecordIndex *int64 `json:"record_index"`
 	FindingUID  string `json:"finding_uid"`

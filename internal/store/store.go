@@ -27,8 +27,24 @@ var ErrStaleAttempt = errors.New("stale run attempt")
 // the API can answer 400 instead of 500.
 var ErrInvalidArgument = errors.New("invalid argument")
 
-// Store is implemented by the SQLite and PostgreSQL engines.
+// Store is implemented by the SQLite and PostgreSQL engines: every role
+// below, and Close. Only what opens the store holds all of it; each
+// consumer takes the roles it uses, so what it may do to the data is
+// written in its type.
 type Store interface {
+	Blobs
+	Runs
+	IngestionErrors
+	FindingReads
+	TenantData
+
+	Close() error
+}
+
+// Blobs holds the uploaded reports: the intake stores them, the controller
+// reads and deletes them, the worker reads them. It exists so that what
+// only handles reports cannot touch runs or findings.
+type Blobs interface {
 	// PutBlob streams r into a new blob (stored in chunks, never wholly in
 	// memory) and returns its id, size and SHA-256. On error nothing is kept:
 	// what was written is no longer readable when PutBlob returns, and is
@@ -59,7 +75,14 @@ type Store interface {
 	// once. Accounts already recorded are kept as they are. A missing blob,
 	// or one of another tenant, is ErrNotFound.
 	RecordBlobAccounts(ctx context.Context, tenant, id string, accounts []Account) error
+}
 
+// Runs is the write side of an ingestion: its run's progress and outcome,
+// fenced by attempt, and the batches of findings, scans and error rows it
+// writes. The worker writes through it, and the ingestion controller opens,
+// fails and deletes runs; it exists apart from the reads so that only they
+// can write findings.
+type Runs interface {
 	// StartRun begins attempt `attempt` of an ingestion's run. It resets progress
 	// and deletes the error rows of earlier attempts, so a retried run produces
 	// the same rows as the first (a Job's retried pod restarts the same attempt).
@@ -85,10 +108,6 @@ type Store interface {
 	// to scans). Rows already gone are not an error. A worker still writing
 	// for the ingestion then finds no run (ErrNotFound) and stops.
 	DeleteRun(ctx context.Context, tenant, ingestionID string) error
-	// DeleteTenantData deletes every row of a tenant: findings, scans, runs,
-	// error rows and blobs, in one transaction. A tenant without rows is not
-	// an error.
-	DeleteTenantData(ctx context.Context, tenant string) error
 
 	// WriteBatch writes findings, scans and error rows of one ingestion attempt in
 	// a single transaction. Findings are upserted on (tenant, scan id, finding
@@ -100,6 +119,16 @@ type Store interface {
 	// StatusCode upper-case so that filters and counts are case-insensitive.
 	WriteBatch(ctx context.Context, tenant, ingestionID string, attempt int, b Batch) error
 
+	// ScanAccount returns the provider type and account of the tenant's scan
+	// id, or ErrNotFound: a scan covers one account, which the worker holds
+	// a report's records to.
+	ScanAccount(ctx context.Context, tenant, id string) (providerType, providerUID string, err error)
+}
+
+// IngestionErrors reads an ingestion's error rows: what the API lists and
+// the controller's metrics count. It exists apart from Runs so that the
+// readers of error rows cannot write them.
+type IngestionErrors interface {
 	// ListIngestionErrors lists the ingestion's error rows, job-level ones
 	// (RecordIndex nil) first, then by record index and insertion order, with
 	// the total count for pagination.
@@ -107,7 +136,12 @@ type Store interface {
 	// IngestionErrorCodes counts the ingestion's error rows by code: what
 	// the manager's metrics add once an ingestion ends.
 	IngestionErrorCodes(ctx context.Context, tenant, ingestionID string) (map[string]int, error)
+}
 
+// FindingReads reads findings and scans for the APIs: listings, counts and
+// single rows, every one scoped by tenant. It exists so that the servers
+// that answer reads hold no write.
+type FindingReads interface {
 	// ListFindings returns one page and the number of matching findings; an
 	// unknown sort key is ErrInvalidArgument. The number is exact, read from
 	// the finding summary when q.Summarized() or from the summary by scan
@@ -120,10 +154,6 @@ type Store interface {
 	GetFinding(ctx context.Context, tenant, id string) (Finding, error)
 	// ListScans lists newest first (inserted_at descending).
 	ListScans(ctx context.Context, tenant string, q ScanQuery) ([]Scan, int, error)
-	// ScanAccount returns the provider type and account of the tenant's scan
-	// id, or ErrNotFound: a scan covers one account, which the worker holds
-	// a report's records to.
-	ScanAccount(ctx context.Context, tenant, id string) (providerType, providerUID string, err error)
 	// FindingCounts counts the findings matching q (its filters; sort and
 	// page are ignored) grouped by one or more of the CountDimensions, and
 	// returns the groups ordered by their values. When q.Summarized() it
@@ -133,8 +163,15 @@ type Store interface {
 	// q.CountLimit+1 found when q.CountLimit is set. An unknown or repeated
 	// dimension, or none, is ErrInvalidArgument.
 	FindingCounts(ctx context.Context, tenant string, q FindingQuery, by []string) ([]FindingGroup, error)
+}
 
-	Close() error
+// TenantData removes a deleted tenant's rows. It exists so that the tenant
+// controller, which needs nothing else of the store, holds that alone.
+type TenantData interface {
+	// DeleteTenantData deletes every row of a tenant: findings, scans, runs,
+	// error rows and blobs, in one transaction. A tenant without rows is not
+	// an error.
+	DeleteTenantData(ctx context.Context, tenant string) error
 }
 
 // SearchIndexFlusher is implemented by a store whose search index defers

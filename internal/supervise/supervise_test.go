@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/posture-dev/posture/internal/testenv"
 )
 
 func pidOf(t *testing.T, g *Group, name string) int {
@@ -59,13 +61,9 @@ func TestGroup(t *testing.T) {
 				if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 					t.Fatal(err)
 				}
-				deadline := time.Now().Add(10 * time.Second)
-				for pidOf(t, g, "prog") == pid {
-					if time.Now().After(deadline) {
-						t.Fatal("prog was not restarted within 10s of kill -9")
-					}
-					time.Sleep(10 * time.Millisecond)
-				}
+				testenv.Eventually(t, 10*time.Second, "prog restarted after kill -9", func() (bool, string) {
+					return pidOf(t, g, "prog") != pid, "the same pid"
+				})
 				if n := g.Restarts("prog"); n != 1 {
 					t.Errorf("restarts = %d, want 1", n)
 				}

@@ -26,9 +26,9 @@ func (e *TooLargeError) Error() string {
 // than billing.MaxAccounts accounts as a *billing.TooManyAccountsError. A
 // failure of r itself (a client gone, a network source broken off) is a
 // *ReadError, one of the store (or of ctx) a *StoreError. The accounts are
-// stored with the blob (store.Store.BlobAccounts). On any error nothing is
+// stored with the blob (store.Blobs.BlobAccounts). On any error nothing is
 // kept.
-func StoreReport(ctx context.Context, st store.Store, tenant string, r io.Reader, limit int64) (store.Blob, int, error) {
+func StoreReport(ctx context.Context, st store.Blobs, tenant string, r io.Reader, limit int64) (store.Blob, int, error) {
 	lr := &capReader{r: r, left: limit}
 	// The accounts are found from the same bytes, so billing never reads
 	// the stored report again.

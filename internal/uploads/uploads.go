@@ -66,7 +66,7 @@ func invalidf(format string, args ...any) *Error {
 type Service struct {
 	// Client creates the Ingestion objects.
 	Client client.Client
-	Store  store.Store
+	Store  store.Blobs
 	Log    logr.Logger
 	// MaxBytes bounds one report (DefaultMaxBytes when zero).
 	MaxBytes int64

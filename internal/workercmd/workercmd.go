@@ -23,17 +23,17 @@ import (
 // reads it. Exit codes: 0 outcome recorded (completed or failed), 1 the run
 // could not record an outcome (the Job retries the pod).
 func Main(args []string) int {
-	var job ingest.Job
+	var attempt ingest.Attempt
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	fs.StringVar(&job.Tenant, "tenant", "", "Tenant of the ingestion.")
-	fs.StringVar(&job.IngestionID, "ingestion", "", "Ingestion (job) id.")
-	fs.StringVar(&job.BlobID, "blob", "", "Stored upload to parse.")
-	fs.IntVar(&job.Attempt, "attempt", 1, "Attempt number given by the controller.")
-	fs.IntVar(&job.Total, "total", 0, "Records counted at upload.")
-	fs.StringVar(&job.ReportSHA256, "report-sha256", "", "SHA-256 of the report: the seed of scan ids for records without unmapped.scan_id.")
+	fs.StringVar(&attempt.Tenant, "tenant", "", "Tenant of the ingestion.")
+	fs.StringVar(&attempt.IngestionID, "ingestion", "", "Ingestion id.")
+	fs.StringVar(&attempt.BlobID, "blob", "", "Stored upload to parse.")
+	fs.IntVar(&attempt.Attempt, "attempt", 1, "Attempt number given by the controller.")
+	fs.IntVar(&attempt.Total, "total", 0, "Records counted at upload.")
+	fs.StringVar(&attempt.ReportSHA256, "report-sha256", "", "SHA-256 of the report: the seed of scan ids for records without unmapped.scan_id.")
 	fs.Func("allowed-accounts", `JSON array of "type/uid" accounts that may be billed; records of others are invalid (provider_limit_exceeded). Unset: no restriction.`, func(v string) error {
 		allowed, err := billing.ParseAllowedAccounts(v)
-		job.AllowedAccounts = allowed
+		attempt.AllowedAccounts = allowed
 		return err
 	})
 	driver := fs.String("store-driver", env("POSTURE_STORE_DRIVER", "postgres"), "Store engine.")
@@ -44,7 +44,7 @@ func Main(args []string) int {
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	log := ctrl.Log.WithName("worker")
-	if job.Tenant == "" || job.IngestionID == "" || job.BlobID == "" {
+	if attempt.Tenant == "" || attempt.IngestionID == "" || attempt.BlobID == "" {
 		log.Error(nil, "--tenant, --ingestion and --blob are required")
 		return 2
 	}
@@ -62,7 +62,7 @@ func Main(args []string) int {
 	}
 	defer st.Close()
 	w := &ingest.Worker{Store: st, Log: log}
-	err = w.Run(ctx, job)
+	err = w.Run(ctx, attempt)
 	var failed *ingest.FailedError
 	switch {
 	case err == nil, errors.Is(err, ingest.ErrSuperseded):

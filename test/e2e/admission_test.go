@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -73,27 +74,16 @@ func installPolicies(t *testing.T) {
 			Source: posturev1.IngestionSource{SecretRef: &posturev1.ReportKeyRef{Name: "probe", Key: "k"}}}},
 	}
 	for _, p := range probes {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		testenv.Eventually(t, 30*time.Second, fmt.Sprintf("the admission policies of config/admission to refuse a %T", p), func() (bool, string) {
 			err := u.Create(ctx, p.DeepCopyObject().(client.Object), client.DryRunAll)
-			if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "ValidatingAdmissionPolicy") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the admission policies of config/admission were not enforced within 30s: a %T was answered %v", p, err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "ValidatingAdmissionPolicy"), fmt.Sprintf("answered %v", err)
+		})
 	}
 }
 
 func namespace(t *testing.T, prefix string) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
-	if err := adminClient(t).Create(context.Background(), ns); err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
+	return testenv.NewNamespace(t, adminClient(t), prefix)
 }
 
 // grant gives user the rules in ns (a Role) and the cluster roles (each by
@@ -138,22 +128,15 @@ func grant(t *testing.T, ns, user string, clusterRoles []string, rules ...rbacv1
 		}
 	}
 	for _, attrs := range checks {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		testenv.Eventually(t, 10*time.Second, fmt.Sprintf("RBAC to allow %s %+v", user, attrs), func() (bool, string) {
 			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 				User: user, Groups: []string{"system:authenticated"}, ResourceAttributes: &attrs,
 			}}
 			if err := admin.Create(ctx, sar); err != nil {
 				t.Fatal(err)
 			}
-			if sar.Status.Allowed {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("RBAC never allowed %s %+v: %s", user, attrs, sar.Status.Reason)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return sar.Status.Allowed, sar.Status.Reason
+		})
 	}
 }
 

@@ -3,6 +3,7 @@ package mcp_test
 import (
 	"context"
 	"crypto/rand"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -17,27 +18,21 @@ import (
 	"github.com/posture-dev/posture/internal/auth"
 	"github.com/posture-dev/posture/internal/restapi"
 	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/testenv"
 )
-
-// delegate lets the authenticator be built in apitest's Setup, with the
-// manager's cache; Unwrap lets the API find its token sign-in.
-type delegate struct{ a auth.Authenticator }
-
-func (d *delegate) Authenticate(r *http.Request) (auth.Principal, error) { return d.a.Authenticate(r) }
-func (d *delegate) Unwrap() auth.Authenticator                           { return d.a }
 
 // A real JWT from POST /api/v1/tokens works over MCP: the tool server sends
 // it on as Bearer, which the CR authenticator accepts for tokens only.
 func TestJWTFromTokensEndpoint(t *testing.T) {
 	signing := make([]byte, 32)
 	_, _ = rand.Read(signing)
-	d := &delegate{}
-	env := apitest.Start(t, apitest.Options{Auth: d, Setup: func(mgr ctrl.Manager, _ store.Store) error {
+	// The authenticator reads through the manager's cache, which Setup hands it.
+	a := &auth.CRAuthenticator{Tokens: &auth.TokenService{Keys: auth.StaticKeySource(signing)}, BcryptCost: 4}
+	env := apitest.Start(t, apitest.Options{Auth: a, Tokens: a, Setup: func(mgr ctrl.Manager, _ store.Store) error {
 		if err := auth.SetupIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
 			return err
 		}
-		d.a = &auth.CRAuthenticator{Reader: mgr.GetClient(), Secrets: mgr.GetAPIReader(),
-			Tokens: &auth.TokenService{Keys: auth.StaticKeySource(signing)}, BcryptCost: 4}
+		a.Reader, a.Secrets = mgr.GetClient(), mgr.GetAPIReader()
 		return nil
 	}})
 	ctx := context.Background()
@@ -94,19 +89,18 @@ func signIn(t *testing.T, apiURL, email, password string) string {
 	}
 	api := restapi.New(base, nil, "test")
 	body := restapi.NewRequest(restapi.TypeTokens, restapi.TokenRequest{Email: email, Password: password})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	var access string
+	testenv.Eventually(t, 20*time.Second, "POST /api/v1/tokens to sign in", func() (bool, string) {
 		resp, err := api.SendJSON(context.Background(), http.MethodPost, restapi.PathTokens, body)
 		if restapi.StatusOf(err) == 0 && err != nil {
 			t.Fatal(err)
 		}
 		var doc restapi.ResourceDocument[restapi.Token]
 		if err == nil && resp.Decode(&doc) == nil && doc.Data.Attributes.Access != "" {
-			return doc.Data.Attributes.Access
+			access = doc.Data.Attributes.Access
+			return true, ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("POST /api/v1/tokens: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return false, fmt.Sprint(err)
+	})
+	return access
 }

@@ -118,19 +118,13 @@ func uploadPath(ns, filename string) string {
 // waitCompleted waits for an Ingestion to end and fails unless it completed.
 func waitCompleted(t *testing.T, c client.Client, ns, name string) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		var ing posturev1.Ingestion
-		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &ing); err == nil && ing.Status.Phase.Terminal() {
-			if ing.Status.Phase != posturev1.IngestionCompleted {
-				t.Fatalf("ingestion %s ended %s: %s", name, ing.Status.Phase, ing.Status.Message)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ingestion %s did not end within 2 minutes", name)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var ing posturev1.Ingestion
+	testenv.Eventually(t, 2*time.Minute, "ingestion "+name+" to end", func() (bool, string) {
+		err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &ing)
+		return err == nil && ing.Status.Phase.Terminal(), fmt.Sprintf("phase %q (err %v)", ing.Status.Phase, err)
+	})
+	if ing.Status.Phase != posturev1.IngestionCompleted {
+		t.Fatalf("ingestion %s ended %s: %s", name, ing.Status.Phase, ing.Status.Message)
 	}
 }
 
@@ -331,6 +325,12 @@ func TestThroughKubeAggregator(t *testing.T) {
 		table := k.ok("get", errs[0], "-n", ns)
 		if !strings.Contains(table, "RECORD") || !strings.Contains(table, "CODE") {
 			t.Errorf("kubectl get %s:\n%s", errs[0], table)
+		}
+		// The errors of an ingestion the namespace does not hold are a 404,
+		// as GET /api/v1/ingestions/{id}/errors answers, never an empty list.
+		if r := k.run(nil, "get", "ingestionerrors", "-n", ns, "--field-selector", "ingestion="+ing.Name+"x"); r.err == nil ||
+			!strings.Contains(r.stderr, `ingestions.posture.dev "`+ing.Name+`x" not found`) {
+			t.Errorf("ingestion errors of an unknown ingestion: %v\n%s%s", r.err, r.stdout, r.stderr)
 		}
 
 		// A declared Ingestion's name may hold dots; the names of its
@@ -553,7 +553,7 @@ func TestThroughKubeAggregator(t *testing.T) {
 			if r.err == nil {
 				t.Fatalf("an unsubscribed tenant uploaded: %s", r.stdout)
 			}
-			if !strings.Contains(r.stderr, "PaymentRequired") || !strings.Contains(r.stderr, "needs an active subscription") {
+			if !strings.Contains(r.stderr, "PaymentRequired") || !strings.Contains(r.stderr, "has no active subscription") {
 				return fmt.Errorf("%s", r.stderr)
 			}
 			return nil
@@ -569,13 +569,10 @@ func TestThroughKubeAggregator(t *testing.T) {
 // just created.
 func eventually(t *testing.T, f func() error) {
 	t.Helper()
-	var err error
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if err = f(); err == nil {
-			return
-		}
-	}
-	t.Fatal(err)
+	testenv.Eventually(t, 15*time.Second, "the manager's cache to catch up", func() (bool, string) {
+		err := f()
+		return err == nil, fmt.Sprint(err)
+	})
 }
 
 func countFindings(t *testing.T, st store.Store, tenant string, q store.FindingQuery) int {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/posture-dev/posture/internal/apitest"
+	"github.com/posture-dev/posture/internal/testenv"
 	"github.com/posture-dev/posture/webhook/aggregated"
 )
 
@@ -50,17 +52,16 @@ func TestSelfSignedCertificateVerifiesWithCABundle(t *testing.T) {
 	} {
 		t.Run(tc.serverName, func(t *testing.T) {
 			var err error
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			// Until the server listens, a dial fails before any handshake.
+			testenv.Eventually(t, 10*time.Second, "the server to answer a handshake", func() (bool, string) {
 				var conn *tls.Conn
 				conn, err = tls.Dial("tcp", ln.Addr().String(), &tls.Config{RootCAs: pool, ServerName: tc.serverName})
 				if err == nil {
 					conn.Close()
 				}
 				var opErr *net.OpError
-				if !asOpError(err, &opErr) || time.Now().After(deadline) {
-					break
-				}
-			}
+				return !asOpError(err, &opErr), fmt.Sprint(err)
+			})
 			if (err == nil) != tc.ok {
 				t.Errorf("TLS handshake as %s: %v, want success %v", tc.serverName, err, tc.ok)
 			}

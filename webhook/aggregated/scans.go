@@ -2,6 +2,7 @@ package aggregated
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -11,10 +12,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	datav1 "github.com/posture-dev/posture/api/data/v1alpha1"
+	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/internal/findings"
+	"github.com/posture-dev/posture/internal/ingestions"
 	"github.com/posture-dev/posture/internal/store"
 )
 
@@ -32,29 +36,19 @@ func (*scanStorage) New() runtime.Object     { return &datav1.Scan{} }
 func (*scanStorage) NewList() runtime.Object { return &datav1.ScanList{} }
 func (*scanStorage) GetSingularName() string { return "scan" }
 
-// scanPageSize is what a get reads per page while looking for one scan: a
-// tenant has a handful of scans per provider and ingestion.
-const scanPageSize = 500
-
 func (st *scanStorage) Get(ctx context.Context, name string, _ *metav1.GetOptions) (runtime.Object, error) {
 	tenant, err := st.s.tenants.tenantOf(ctx, "scans")
 	if err != nil {
 		return nil, err
 	}
-	for page := 1; ; page++ {
-		rows, count, err := st.s.opts.Store.ListScans(ctx, tenant.Name, store.ScanQuery{Page: store.Page{Number: page, Size: scanPageSize}})
-		if err != nil {
-			return nil, apierrors.NewInternalError(err)
-		}
-		for i := range rows {
-			if rows[i].ID == name {
-				return toScan(&rows[i], tenant.NamespaceName()), nil
-			}
-		}
-		if page*scanPageSize >= count || len(rows) == 0 {
-			return nil, apierrors.NewNotFound(resource("scans"), name)
-		}
+	sc, err := findings.Scan(ctx, st.s.opts.Store, tenant.Name, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, apierrors.NewNotFound(resource("scans"), name)
 	}
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return toScan(&sc, tenant.NamespaceName()), nil
 }
 
 func (st *scanStorage) List(ctx context.Context, opts *metainternalversion.ListOptions) (runtime.Object, error) {
@@ -151,20 +145,14 @@ func (st *errorStorage) Get(ctx context.Context, name string, _ *metav1.GetOptio
 	if dot <= 0 || perr != nil {
 		return nil, apierrors.NewNotFound(resource("ingestionerrors"), name)
 	}
-	for page := 1; ; page++ {
-		rows, count, err := st.s.opts.Store.ListIngestionErrors(ctx, tenant.Name, ing, store.Page{Number: page, Size: scanPageSize})
-		if err != nil {
-			return nil, apierrors.NewInternalError(err)
-		}
-		for i := range rows {
-			if rows[i].ID == id {
-				return toError(&rows[i], ing, tenant.NamespaceName()), nil
-			}
-		}
-		if page*scanPageSize >= count || len(rows) == 0 {
-			return nil, apierrors.NewNotFound(resource("ingestionerrors"), name)
-		}
+	row, err := st.s.ingestions.Error(ctx, tenant.Name, tenant.NamespaceName(), ing, id)
+	if errors.Is(err, ingestions.ErrNotFound) {
+		return nil, apierrors.NewNotFound(resource("ingestionerrors"), name)
 	}
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return toError(&row, ing, tenant.NamespaceName()), nil
 }
 
 func (st *errorStorage) List(ctx context.Context, opts *metainternalversion.ListOptions) (runtime.Object, error) {
@@ -194,7 +182,11 @@ func (st *errorStorage) List(ctx context.Context, opts *metainternalversion.List
 		return nil, err
 	}
 	size := listLimit(opts)
-	rows, count, err := st.s.opts.Store.ListIngestionErrors(ctx, tenant.Name, ing, store.Page{Number: page, Size: size})
+	rows, count, err := st.s.ingestions.Errors(ctx, tenant.Name, tenant.NamespaceName(), ing, store.Page{Number: page, Size: size})
+	if errors.Is(err, ingestions.ErrNotFound) {
+		// As the REST API's 404: an empty list would hide a mistyped name.
+		return nil, apierrors.NewNotFound(schema.GroupResource{Group: posturev1.GroupVersion.Group, Resource: "ingestions"}, ing)
+	}
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}

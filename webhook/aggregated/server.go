@@ -41,6 +41,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	datav1 "github.com/posture-dev/posture/api/data/v1alpha1"
+	"github.com/posture-dev/posture/internal/ingestions"
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/uploads"
 )
@@ -95,28 +96,36 @@ type Options struct {
 	RESTConfig *restclient.Config
 	// Client creates Ingestions and reads Tenants (cache-backed, with the
 	// auth.SetupIndexes indexes).
-	Client         client.Client
-	Store          store.Store
+	Client client.Client
+	// Store answers the reads of findings, scans and error rows, and
+	// stores uploaded reports.
+	Store interface {
+		store.FindingReads
+		store.IngestionErrors
+		store.Blobs
+	}
 	MaxUploadBytes int64
 	Log            logr.Logger
 }
 
 // Server is the aggregated API server; a manager.Runnable.
 type Server struct {
-	opts     Options
-	generic  *genericapiserver.GenericAPIServer
-	caBundle []byte
-	tmpDir   string
-	uploads  *uploads.Service
-	tenants  tenancy
+	opts       Options
+	generic    *genericapiserver.GenericAPIServer
+	caBundle   []byte
+	tmpDir     string
+	uploads    *uploads.Service
+	ingestions *ingestions.Reader
+	tenants    tenants
 }
 
 // New builds the server; it listens once Start runs.
 func New(o Options) (*Server, error) {
 	quietClientAborts()
 	s := &Server{opts: o,
-		uploads: &uploads.Service{Client: o.Client, Store: o.Store, Log: o.Log.WithName("uploads"), MaxBytes: o.MaxUploadBytes},
-		tenants: tenancy{reader: o.Client},
+		uploads:    &uploads.Service{Client: o.Client, Store: o.Store, Log: o.Log.WithName("uploads"), MaxBytes: o.MaxUploadBytes},
+		ingestions: &ingestions.Reader{Client: o.Client, Store: o.Store},
+		tenants:    tenants{reader: o.Client},
 	}
 	secure := genericoptions.NewSecureServingOptions().WithLoopback()
 	ln := o.Listener

@@ -12,20 +12,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
-	"github.com/posture-dev/posture/internal/auth"
+	"github.com/posture-dev/posture/internal/tenancy"
 )
 
 // StatusReasonPaymentRequired is the reason of a 402: the tenant has no
 // active subscription. Kubernetes defines no reason for this code.
 const StatusReasonPaymentRequired metav1.StatusReason = "PaymentRequired"
 
-type tenancy struct{ reader client.Reader }
+type tenants struct{ reader client.Reader }
 
 // tenantOf finds the tenant a request's namespace belongs to. RBAC has
 // already allowed the caller into the namespace; what is left is whether
 // the namespace is a tenant's (404 when not) and whether that tenant is
 // subscribed (402 when not), the order the REST API answers in.
-func (t tenancy) tenantOf(ctx context.Context, resource string) (*posturev1.Tenant, error) {
+func (t tenants) tenantOf(ctx context.Context, resource string) (*posturev1.Tenant, error) {
 	ns, _ := apirequest.NamespaceFrom(ctx)
 	if info, ok := apirequest.RequestInfoFrom(ctx); ok && ns == "" {
 		// The generic REST handlers put the namespace in the context; a
@@ -35,25 +35,23 @@ func (t tenancy) tenantOf(ctx context.Context, resource string) (*posturev1.Tena
 	if ns == "" {
 		return nil, apierrors.NewBadRequest(resource + " are namespaced: a tenant namespace is the tenant; name one (kubectl -n NAMESPACE)")
 	}
-	tenant, err := auth.TenantForNamespace(ctx, t.reader, ns)
-	var ae *auth.Error
-	if errors.As(err, &ae) {
-		return nil, apierrors.NewForbidden(schema.GroupResource{Group: "data.posture.dev", Resource: resource}, "", errors.New(ae.Reason))
-	}
-	if err != nil {
-		return nil, apierrors.NewInternalError(err)
-	}
-	if tenant == nil {
+	tenant, err := tenancy.Resolve(ctx, t.reader, ns)
+	refusal, why := tenancy.Refused(err)
+	switch {
+	case refusal == tenancy.OwnerUnclear:
+		return nil, apierrors.NewForbidden(schema.GroupResource{Group: "data.posture.dev", Resource: resource}, "", errors.New(why))
+	case refusal == tenancy.NoOwner:
 		return nil, &apierrors.StatusError{ErrStatus: metav1.Status{
 			Status: metav1.StatusFailure, Code: http.StatusNotFound, Reason: metav1.StatusReasonNotFound,
 			Message: "namespace " + ns + " belongs to no Tenant; Posture serves " + resource + " only in tenant namespaces",
 		}}
-	}
-	if !tenant.Spec.Subscription.Active {
+	case refusal == tenancy.NotSubscribed:
 		return nil, &apierrors.StatusError{ErrStatus: metav1.Status{
 			Status: metav1.StatusFailure, Code: http.StatusPaymentRequired, Reason: StatusReasonPaymentRequired,
-			Message: "the API needs an active subscription; tenant " + tenant.Name + " has none",
+			Message: why,
 		}}
+	case err != nil:
+		return nil, apierrors.NewInternalError(err)
 	}
 	return tenant, nil
 }

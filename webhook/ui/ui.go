@@ -24,6 +24,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/posture-dev/posture/internal/restapi"
 )
 
 //go:embed static
@@ -41,6 +43,10 @@ const (
 	RenewBefore = 5 * time.Minute
 	// SessionPath is where the UI signs in (POST) and out (DELETE).
 	SessionPath = "/ui/session"
+	// ConfigPath serves the API's rules the pages follow (which statuses
+	// are terminal, how deep numbered pages go), read from the contract the
+	// server holds, so that the script keeps no copy of its own.
+	ConfigPath = "/ui/config"
 
 	// CSP allows nothing but this origin's own scripts, styles and images:
 	// no inline script, no framing, nothing from the internet.
@@ -86,6 +92,7 @@ func Wrap(api http.Handler, now func() time.Time) http.Handler {
 	mux.Handle("/api/", http.HandlerFunc(u.serveAPI))
 	mux.Handle("/healthz", api)
 	mux.HandleFunc(SessionPath, u.serveSession)
+	mux.Handle(ConfigPath, pageHeaders(http.HandlerFunc(serveConfig)))
 	mux.Handle("/assets/", pageHeaders(files))
 	// The application has one page; its views live in the URL fragment.
 	page := pageHeaders(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -99,6 +106,24 @@ func Wrap(api http.Handler, now func() time.Time) http.Handler {
 	// its metrics as unmatched), still with the page headers.
 	mux.Handle("/", pageHeaders(api))
 	return mux
+}
+
+// config is what ConfigPath answers.
+var config = map[string]any{
+	"terminal_statuses": restapi.TerminalStatuses,
+	"max_page_offset":   restapi.MaxPageOffset,
+	"max_page_size":     restapi.MaxPageSize,
+	"report_suffix":     restapi.ReportSuffix,
+}
+
+func serveConfig(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "method "+r.Method+" is not allowed on "+ConfigPath)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(config)
 }
 
 func pageHeaders(next http.Handler) http.Handler {

@@ -1,4 +1,4 @@
-package controllers_test
+package servingcert_test
 
 import (
 	"context"
@@ -17,13 +17,33 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/posture-dev/posture/controllers"
 	"github.com/posture-dev/posture/internal/servingcert"
 	"github.com/posture-dev/posture/internal/testenv"
 )
+
+var (
+	restConfig *rest.Config
+	k8s        client.Client
+)
+
+// The rotator writes a Secret and an APIService: it is tested against a
+// real kube-apiserver.
+func TestMain(m *testing.M) {
+	testenv.Main(m, func(cfg *rest.Config) (err error) {
+		restConfig = cfg
+		k8s, err = client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+		return err
+	})
+}
+
+func newNamespace(t *testing.T, prefix string) string {
+	t.Helper()
+	return testenv.NewNamespace(t, k8s, prefix)
+}
 
 // clock is a settable time source, so renewals are tested by moving time
 // rather than by waiting for it.
@@ -70,10 +90,10 @@ func caBundle(t *testing.T, name string) []byte {
 	return b
 }
 
-func newRotator(t *testing.T, now *clock) (*controllers.ServingCertRotator, string) {
+func newRotator(t *testing.T, now *clock) (*servingcert.Rotator, string) {
 	t.Helper()
 	ns := newNamespace(t, "certs")
-	return &controllers.ServingCertRotator{
+	return &servingcert.Rotator{
 		Client:      k8s,
 		Namespace:   ns,
 		SecretName:  "posture-aggregated-api-tls",
@@ -88,7 +108,7 @@ func newRotator(t *testing.T, now *clock) (*controllers.ServingCertRotator, stri
 	}, ns
 }
 
-func readBundle(t *testing.T, r *controllers.ServingCertRotator) (corev1.Secret, servingcert.Bundle) {
+func readBundle(t *testing.T, r *servingcert.Rotator) (corev1.Secret, servingcert.Bundle) {
 	t.Helper()
 	var sec corev1.Secret
 	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: r.Namespace, Name: r.SecretName}, &sec); err != nil {
@@ -127,7 +147,7 @@ func verifies(t *testing.T, b servingcert.Bundle, pool []byte, name string, at t
 	return err
 }
 
-func TestServingCertRotatorIssuesAndPatchesCABundle(t *testing.T) {
+func TestRotatorIssuesAndPatchesCABundle(t *testing.T) {
 	ctx := context.Background()
 	now := &clock{t: time.Now()}
 	r, ns := newRotator(t, now)
@@ -177,11 +197,11 @@ func TestServingCertRotatorIssuesAndPatchesCABundle(t *testing.T) {
 	}
 }
 
-// TestServingCertRotatorLosesTheRaceToIssue has another replica's server
+// TestRotatorLosesTheRaceToIssue has another replica's server
 // issue the Secret (CreateIfMissing) between the rotator's read, which found
 // none, and its create: the rotator then checks the Secret that won, and
 // its CA goes into the APIService, rather than failing the check.
-func TestServingCertRotatorLosesTheRaceToIssue(t *testing.T) {
+func TestRotatorLosesTheRaceToIssue(t *testing.T) {
 	ctx := context.Background()
 	now := &clock{t: time.Now()}
 	r, _ := newRotator(t, now)
@@ -215,7 +235,7 @@ func TestServingCertRotatorLosesTheRaceToIssue(t *testing.T) {
 	}
 }
 
-func TestServingCertRotatorRenews(t *testing.T) {
+func TestRotatorRenews(t *testing.T) {
 	ctx := context.Background()
 	start := time.Now()
 	now := &clock{t: start}
@@ -280,7 +300,7 @@ func TestServingCertRotatorRenews(t *testing.T) {
 	}
 }
 
-func TestServingCertRotatorReissuesForNewNames(t *testing.T) {
+func TestRotatorReissuesForNewNames(t *testing.T) {
 	ctx := context.Background()
 	now := &clock{t: time.Now()}
 	r, _ := newRotator(t, now)
@@ -301,7 +321,7 @@ func TestServingCertRotatorReissuesForNewNames(t *testing.T) {
 	}
 }
 
-func TestServingCertRotatorRefusesForeignSecret(t *testing.T) {
+func TestRotatorRefusesForeignSecret(t *testing.T) {
 	ctx := context.Background()
 	now := &clock{t: time.Now()}
 	r, ns := newRotator(t, now)

@@ -1,4 +1,4 @@
-package controllers
+package sources
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // once.
 const DefaultURLFetchesPerTenant = 2
 
-// urlFetches reads url sources in the background, so that a reconcile never
+// Fetches reads url sources in the background, so that a reconcile never
 // waits on the network. A fetch used to run inside the reconcile, for up to
 // the URL timeout: five slow URLs of one tenant held all four workers of the
 // Ingestion controller, and every other tenant's upload waited behind them.
@@ -27,7 +27,7 @@ const DefaultURLFetchesPerTenant = 2
 // its end wakes the Ingestion's next reconcile, which takes the result. It
 // runs on the leader with the manager's lifetime: a manager that stops ends
 // its fetches, and the next leader's reconcile starts them again.
-type urlFetches struct {
+type Fetches struct {
 	perTenant int
 	// wake carries the Ingestion whose fetch ended to its controller.
 	wake chan event.TypedGenericEvent[*posturev1.Ingestion]
@@ -42,21 +42,29 @@ type urlFetches struct {
 	wg      sync.WaitGroup
 }
 
-// urlFetch is one fetch in flight, or its result until a reconcile takes it.
-type urlFetch struct {
-	cancel  context.CancelFunc
-	done    bool
-	tenant  string
-	blob    store.Blob
-	records int
-	err     error
+// Result is what an ended fetch stored: the report's blob and its record
+// count, or why there is none.
+type Result struct {
+	Blob    store.Blob
+	Records int
+	Err     error
 }
 
-func newURLFetches(perTenant int, drop func(tenant, blobID string)) *urlFetches {
+// urlFetch is one fetch in flight, or its result until a reconcile takes it.
+type urlFetch struct {
+	Result
+	cancel context.CancelFunc
+	done   bool
+	tenant string
+}
+
+// NewFetches reads at most perTenant URLs of a tenant at once; drop deletes
+// a report stored for an Ingestion deleted meanwhile.
+func NewFetches(perTenant int, drop func(tenant, blobID string)) *Fetches {
 	if perTenant <= 0 {
 		perTenant = DefaultURLFetchesPerTenant
 	}
-	return &urlFetches{
+	return &Fetches{
 		perTenant: perTenant,
 		drop:      drop,
 		wake:      make(chan event.TypedGenericEvent[*posturev1.Ingestion], 64),
@@ -66,7 +74,7 @@ func newURLFetches(perTenant int, drop func(tenant, blobID string)) *urlFetches 
 }
 
 // Start implements manager.Runnable: fetches run with its context.
-func (f *urlFetches) Start(ctx context.Context) error {
+func (f *Fetches) Start(ctx context.Context) error {
 	f.mu.Lock()
 	f.ctx = ctx
 	f.mu.Unlock()
@@ -82,13 +90,17 @@ func (f *urlFetches) Start(ctx context.Context) error {
 	return nil
 }
 
+// Wake carries the Ingestion whose fetch ended to its controller, which
+// watches it as a source of requests.
+func (f *Fetches) Wake() <-chan event.TypedGenericEvent[*posturev1.Ingestion] { return f.wake }
+
 // NeedLeaderElection implements manager.LeaderElectionRunnable: fetches
 // serve the reconciles, which run on the leader.
-func (f *urlFetches) NeedLeaderElection() bool { return true }
+func (f *Fetches) NeedLeaderElection() bool { return true }
 
-// take returns the ended fetch of ing and forgets it, or says whether one is
+// Take returns the ended fetch of ing and forgets it, or says whether one is
 // still in flight.
-func (f *urlFetches) take(ing *posturev1.Ingestion) (result *urlFetch, running bool) {
+func (f *Fetches) Take(ing *posturev1.Ingestion) (result *Result, running bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	uf, ok := f.byUID[ing.UID]
@@ -99,15 +111,15 @@ func (f *urlFetches) take(ing *posturev1.Ingestion) (result *urlFetch, running b
 		return nil, true
 	}
 	delete(f.byUID, ing.UID)
-	return uf, false
+	return &uf.Result, false
 }
 
-// begin starts the fetch of ing: read runs once a slot of tenant is free,
+// Begin starts the fetch of ing: read runs once a slot of tenant is free,
 // unless slotBy passes first (read bounds itself once it runs: the URL
 // timeout covers the request and its body). It reports false when fetches
 // cannot start yet (the manager has not started them); the reconcile then
 // comes back.
-func (f *urlFetches) begin(ing *posturev1.Ingestion, tenant string, slotBy time.Time,
+func (f *Fetches) Begin(ing *posturev1.Ingestion, tenant string, slotBy time.Time,
 	read func(ctx context.Context) (store.Blob, int, error)) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -133,7 +145,7 @@ func (f *urlFetches) begin(ing *posturev1.Ingestion, tenant string, slotBy time.
 		defer cancel()
 		blob, records, err := f.run(ctx, slot, slotBy, read)
 		f.mu.Lock()
-		uf.done, uf.blob, uf.records, uf.err = true, blob, records, err
+		uf.done, uf.Result = true, Result{Blob: blob, Records: records, Err: err}
 		forgotten := f.byUID[uid] != uf
 		f.mu.Unlock()
 		if forgotten {
@@ -150,7 +162,7 @@ func (f *urlFetches) begin(ing *posturev1.Ingestion, tenant string, slotBy time.
 	return true
 }
 
-func (f *urlFetches) run(ctx context.Context, slot chan struct{}, slotBy time.Time,
+func (f *Fetches) run(ctx context.Context, slot chan struct{}, slotBy time.Time,
 	read func(ctx context.Context) (store.Blob, int, error)) (store.Blob, int, error) {
 	wait, cancelWait := context.WithDeadline(ctx, slotBy)
 	select {
@@ -167,9 +179,9 @@ func (f *urlFetches) run(ctx context.Context, slot chan struct{}, slotBy time.Ti
 	return read(ctx)
 }
 
-// forget cancels the fetch of a deleted Ingestion and returns the blob a
+// Forget cancels the fetch of a deleted Ingestion and returns the blob a
 // fetch that had ended stored for it, which nothing will use now.
-func (f *urlFetches) forget(uid types.UID) (tenant, blobID string) {
+func (f *Fetches) Forget(uid types.UID) (tenant, blobID string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	uf, ok := f.byUID[uid]
@@ -181,5 +193,5 @@ func (f *urlFetches) forget(uid types.UID) (tenant, blobID string) {
 		uf.cancel()
 		return "", ""
 	}
-	return uf.tenant, uf.blob.ID
+	return uf.tenant, uf.Blob.ID
 }

@@ -1,7 +1,7 @@
 // Package ocsf reads and validates OCSF Detection Finding reports: a JSON
 // array of records with class_uid 2004.
 //
-// Whole-file syntax is checked by a hand-written incremental scanner rather
+// Whole-file syntax is checked by a hand-written incremental tokenizer rather
 // than a general JSON decoder so that memory stays independent of the file
 // size (Count and CountingReader hold no part of the file; Reader holds one
 // record), every error carries an exact byte offset, and all entry points
@@ -26,7 +26,7 @@ const MaxRecordSize = 16 << 20
 
 // MaxDepth is the deepest accepted nesting of arrays and objects, the
 // top-level array included. Real findings nest a dozen levels; the bound
-// keeps the scanner's stack small and stays well under the 10000-level limit
+// keeps the tokenizer's stack small and stays well under the 10000-level limit
 // of the JSON decoder the Validator uses.
 const MaxDepth = 1000
 
@@ -105,10 +105,10 @@ var plain = func() (t [256]bool) {
 	return t
 }()
 
-// scanner is an incremental JSON syntax checker specialised to "one top-level
+// tokenizer is an incremental JSON syntax checker specialised to "one top-level
 // array". It is fed arbitrary chunks and stops at record boundaries so that a
 // caller can cut records out of its own buffer without re-scanning.
-type scanner struct {
+type tokenizer struct {
 	pos   int64 // absolute offset of the next byte
 	st    state
 	stack []byte // open containers: '[' or '{'
@@ -135,14 +135,14 @@ type scanner struct {
 	err *FileError
 }
 
-func newScanner() *scanner {
-	return &scanner{maxRecord: MaxRecordSize, stack: make([]byte, 0, 32)}
+func newTokenizer() *tokenizer {
+	return &tokenizer{maxRecord: MaxRecordSize, stack: make([]byte, 0, 32)}
 }
 
-// scan consumes bytes of buf until it is exhausted or something happened: a
+// step consumes bytes of buf until it is exhausted or something happened: a
 // record began or ended, or an error. It returns the number of bytes
 // consumed.
-func (s *scanner) scan(buf []byte) (int, event) {
+func (s *tokenizer) step(buf []byte) (int, event) {
 	if s.err != nil {
 		return 0, evErr
 	}
@@ -446,7 +446,7 @@ loop:
 
 func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
 
-func (s *scanner) beginValue(c byte, off int64) event {
+func (s *tokenizer) beginValue(c byte, off int64) event {
 	ev := evNone
 	if len(s.stack) == 1 {
 		s.count++
@@ -494,7 +494,7 @@ func (s *scanner) beginValue(c byte, off int64) event {
 }
 
 // valueDone is called when a value ends; end is the offset just past it.
-func (s *scanner) valueDone(end int64) event {
+func (s *tokenizer) valueDone(end int64) event {
 	s.st = stAfter
 	if len(s.stack) != 1 || !s.inElem {
 		return evNone
@@ -508,7 +508,7 @@ func (s *scanner) valueDone(end int64) event {
 	return evEnd
 }
 
-func (s *scanner) close(off int64) event {
+func (s *tokenizer) close(off int64) event {
 	s.stack = s.stack[:len(s.stack)-1]
 	if len(s.stack) == 0 {
 		s.st = stEnd
@@ -519,7 +519,7 @@ func (s *scanner) close(off int64) event {
 
 // escapeDone validates a completed \uXXXX escape. Surrogates must pair up
 // because the Validator's decoder, and PostgreSQL jsonb, reject lone ones.
-func (s *scanner) escapeDone() bool {
+func (s *tokenizer) escapeDone() bool {
 	v := s.hexV
 	switch {
 	case s.wantLow:
@@ -544,7 +544,7 @@ func (s *scanner) escapeDone() bool {
 // utf8Start checks the lead byte of a multi-byte sequence. The ranges are
 // those of utf8.Valid, so overlong forms and encoded surrogates are refused
 // exactly as the Validator's decoder would refuse them.
-func (s *scanner) utf8Start(c byte, off int64) bool {
+func (s *tokenizer) utf8Start(c byte, off int64) bool {
 	s.u8start = off
 	s.u8lo, s.u8hi = 0x80, 0xBF
 	switch {
@@ -571,7 +571,7 @@ func (s *scanner) utf8Start(c byte, off int64) bool {
 }
 
 // fail is a problem whose message quotes nothing of the file.
-func (s *scanner) fail(off int64, format string, args ...any) {
+func (s *tokenizer) fail(off int64, format string, args ...any) {
 	reason := fmt.Sprintf("malformed JSON at byte %d: %s", off, fmt.Sprintf(format, args...))
 	s.err = &FileError{Offset: off, Reason: reason + s.where()}
 }
@@ -579,7 +579,7 @@ func (s *scanner) fail(off int64, format string, args ...any) {
 // badChar is an unexpected byte c at off, where says in what. The message
 // quotes c; its redacted form does not, nor where when redactedWhere is
 // set (a literal's name tells its first letter).
-func (s *scanner) badChar(off int64, c byte, where, redactedWhere string) {
+func (s *tokenizer) badChar(off int64, c byte, where, redactedWhere string) {
 	if redactedWhere == "" {
 		redactedWhere = where
 	}
@@ -592,14 +592,14 @@ func (s *scanner) badChar(off int64, c byte, where, redactedWhere string) {
 
 // where names the record being read, which is what a user searching a large
 // report for the problem actually needs.
-func (s *scanner) where() string {
+func (s *tokenizer) where() string {
 	if !s.inElem {
 		return ""
 	}
 	return fmt.Sprintf(" (in record %d, which starts at byte %d)", s.count-1, s.elemStart)
 }
 
-func (s *scanner) tooLarge() {
+func (s *tokenizer) tooLarge() {
 	s.err = &FileError{Offset: s.elemStart, Reason: fmt.Sprintf(
 		"record %d at byte %d is larger than the %d MiB limit", s.count-1, s.elemStart, s.maxRecord>>20)}
 	if s.maxRecord < 1<<20 {
@@ -607,7 +607,7 @@ func (s *scanner) tooLarge() {
 	}
 }
 
-func (s *scanner) notArray(c byte, off int64) {
+func (s *tokenizer) notArray(c byte, off int64) {
 	var found string
 	switch {
 	case c == '{':
@@ -628,7 +628,7 @@ func (s *scanner) notArray(c byte, off int64) {
 }
 
 // finish is called at end of input and gives the number of records.
-func (s *scanner) finish() (int, *FileError) {
+func (s *tokenizer) finish() (int, *FileError) {
 	if s.err != nil {
 		return 0, s.err
 	}
@@ -644,10 +644,10 @@ func (s *scanner) finish() (int, *FileError) {
 	return 0, s.err
 }
 
-// feed scans a whole chunk, ignoring record boundaries.
-func (s *scanner) feed(buf []byte) *FileError {
+// feed tokenizes a whole chunk, ignoring record boundaries.
+func (s *tokenizer) feed(buf []byte) *FileError {
 	for len(buf) > 0 {
-		n, ev := s.scan(buf)
+		n, ev := s.step(buf)
 		if ev == evErr {
 			return s.err
 		}

@@ -1,4 +1,4 @@
-package controllers
+package uploads
 
 import (
 	"context"
@@ -9,11 +9,11 @@ import (
 	"github.com/posture-dev/posture/internal/store"
 )
 
-// UploadSweeper deletes, while the manager runs, the partial reports that
+// Sweeper deletes, while the manager runs, the partial reports that
 // uploads cut off by a killed process left in the store (an upload that
 // fails in a live process cleans up after itself). It runs on the leader
 // alone: the store is shared, and one sweep suffices.
-type UploadSweeper struct {
+type Sweeper struct {
 	Store store.Janitor
 	// StalledAfter is how long an upload may write nothing before it counts
 	// as dead. Uploads in progress record activity every minute, so anything
@@ -26,7 +26,7 @@ type UploadSweeper struct {
 }
 
 // Start implements manager.Runnable: one sweep at once, then one per Interval.
-func (s *UploadSweeper) Start(ctx context.Context) error {
+func (s *Sweeper) Start(ctx context.Context) error {
 	t := time.NewTicker(s.Interval)
 	defer t.Stop()
 	for {
@@ -39,7 +39,7 @@ func (s *UploadSweeper) Start(ctx context.Context) error {
 	}
 }
 
-func (s *UploadSweeper) sweep(ctx context.Context) {
+func (s *Sweeper) sweep(ctx context.Context) {
 	now := time.Now
 	if s.Now != nil {
 		now = s.Now

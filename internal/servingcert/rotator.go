@@ -1,4 +1,4 @@
-package controllers
+package servingcert
 
 import (
 	"bytes"
@@ -15,8 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/posture-dev/posture/internal/servingcert"
 )
 
 // The manager keeps the aggregated API's serving certificate in a Secret of
@@ -30,20 +28,20 @@ const DefaultAPIServiceName = "v1alpha1.data.posture.dev"
 
 var apiServiceGVK = schema.GroupVersionKind{Group: "apiregistration.k8s.io", Version: "v1", Kind: "APIService"}
 
-// ServingCertRotator keeps the aggregated API's serving certificate valid
+// Rotator keeps the aggregated API's serving certificate valid
 // without cert-manager: it issues a self-signed CA and a serving certificate
 // into a Secret, renews either two thirds into its life, and keeps the
 // APIService's caBundle equal to the Secret's ca.crt. The aggregated server
-// of every replica rereads the Secret (servingcert.SecretSource). It runs on
+// of every replica rereads the Secret (SecretSource). It runs on
 // the elected leader only, so replicas never race to renew.
-type ServingCertRotator struct {
+type Rotator struct {
 	// Client reads and writes the Secret and the APIService directly:
 	// Secrets and unstructured objects are never cached.
 	Client      client.Client
 	Namespace   string
 	SecretName  string
 	APIServices []string
-	Policy      servingcert.Policy
+	Policy      Policy
 	// Interval bounds the wait between two checks, so a caBundle reset by
 	// someone else (a helm upgrade, a kubectl apply) is put back within it;
 	// default 5 minutes.
@@ -54,11 +52,11 @@ type ServingCertRotator struct {
 }
 
 // NeedLeaderElection: one replica renews; all of them serve.
-func (r *ServingCertRotator) NeedLeaderElection() bool { return true }
+func (r *Rotator) NeedLeaderElection() bool { return true }
 
 // Start checks at once, then before each renewal falls due and at least
 // every Interval, until ctx ends.
-func (r *ServingCertRotator) Start(ctx context.Context) error {
+func (r *Rotator) Start(ctx context.Context) error {
 	interval := r.Interval
 	if interval <= 0 {
 		interval = 5 * time.Minute
@@ -80,7 +78,7 @@ func (r *ServingCertRotator) Start(ctx context.Context) error {
 	}
 }
 
-func (r *ServingCertRotator) now() time.Time {
+func (r *Rotator) now() time.Time {
 	if r.Now != nil {
 		return r.Now()
 	}
@@ -89,7 +87,7 @@ func (r *ServingCertRotator) now() time.Time {
 
 // Reconcile renews what is due and puts the CA into every APIService. It
 // returns when the bundle is next due.
-func (r *ServingCertRotator) Reconcile(ctx context.Context) (time.Time, error) {
+func (r *Rotator) Reconcile(ctx context.Context) (time.Time, error) {
 	next, err := r.reconcile(ctx)
 	if apierrors.IsAlreadyExists(err) {
 		// Another replica's server, bootstrapping (CreateIfMissing), issued
@@ -99,7 +97,7 @@ func (r *ServingCertRotator) Reconcile(ctx context.Context) (time.Time, error) {
 	return next, err
 }
 
-func (r *ServingCertRotator) reconcile(ctx context.Context) (time.Time, error) {
+func (r *Rotator) reconcile(ctx context.Context) (time.Time, error) {
 	key := types.NamespacedName{Namespace: r.Namespace, Name: r.SecretName}
 	var sec corev1.Secret
 	exists := true
@@ -108,7 +106,7 @@ func (r *ServingCertRotator) reconcile(ctx context.Context) (time.Time, error) {
 	} else if err != nil {
 		return time.Time{}, fmt.Errorf("read Secret %s: %w", key, err)
 	}
-	plan, err := servingcert.Ensure(servingcert.FromData(sec.Data), r.Policy, r.now())
+	plan, err := Ensure(FromData(sec.Data), r.Policy, r.now())
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -147,8 +145,8 @@ func (r *ServingCertRotator) reconcile(ctx context.Context) (time.Time, error) {
 // CreateIfMissing issues the Secret when it does not exist and leaves it
 // alone when it does: a replica whose server starts before the leader's
 // first check calls it, and losing the race to another replica is fine.
-func (r *ServingCertRotator) CreateIfMissing(ctx context.Context) error {
-	plan, err := servingcert.Ensure(servingcert.Bundle{}, r.Policy, r.now())
+func (r *Rotator) CreateIfMissing(ctx context.Context) error {
+	plan, err := Ensure(Bundle{}, r.Policy, r.now())
 	if err != nil {
 		return err
 	}
@@ -164,7 +162,7 @@ func (r *ServingCertRotator) CreateIfMissing(ctx context.Context) error {
 	return nil
 }
 
-func (r *ServingCertRotator) patchCABundle(ctx context.Context, name string, ca []byte) error {
+func (r *Rotator) patchCABundle(ctx context.Context, name string, ca []byte) error {
 	svc := &unstructured.Unstructured{}
 	svc.SetGroupVersionKind(apiServiceGVK)
 	if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, svc); err != nil {

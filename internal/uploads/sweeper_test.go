@@ -1,15 +1,17 @@
-package controllers_test
+package uploads_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 
-	"github.com/posture-dev/posture/controllers"
 	"github.com/posture-dev/posture/internal/store"
+	"github.com/posture-dev/posture/internal/testenv"
+	"github.com/posture-dev/posture/internal/uploads"
 )
 
 // stalledUpload is a client that sends two chunks and then nothing: it
@@ -34,7 +36,7 @@ func (s *stalledUpload) Read(p []byte) (int, error) {
 
 // The sweeper runs while the manager does: an upload that stopped writing is
 // deleted within an interval, and fails instead of completing if it resumes.
-func TestUploadSweeperDeletesStalledUploads(t *testing.T) {
+func TestSweeperDeletesStalledUploads(t *testing.T) {
 	st := newStore(t)
 	ctx := context.Background()
 	up := &stalledUpload{left: 2 << 20, stalled: make(chan struct{}), release: make(chan struct{})}
@@ -53,27 +55,20 @@ func TestUploadSweeperDeletesStalledUploads(t *testing.T) {
 
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	sweeper := &controllers.UploadSweeper{
+	sweeper := &uploads.Sweeper{
 		Store: st.(store.Janitor), StalledAfter: time.Minute, Interval: 20 * time.Millisecond, Log: logr.Discard(),
 		// A clock two minutes ahead: the upload has been idle for longer
 		// than StalledAfter.
 		Now: func() time.Time { return time.Now().Add(2 * time.Minute) },
 	}
 	go func() { done <- sweeper.Start(runCtx) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.Eventually(t, 10*time.Second, "the sweeper to delete the stalled upload", func() (bool, string) {
 		n, _, err := counter.CountBlobs(ctx, "sweep")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the sweeper never deleted the stalled upload")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return n == 0, fmt.Sprintf("%d uploads stored", n)
+	})
 	stop()
 	if err := <-done; err != nil {
 		t.Fatalf("sweeper stopped with %v", err)

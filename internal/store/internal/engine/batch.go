@@ -1,0 +1,117 @@
+package engine
+
+import (
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/posture-dev/posture/internal/store"
+)
+
+// Batch is a store.Batch checked and normalised for writing.
+type Batch struct {
+	Findings []store.Finding
+	Scans    []store.Scan
+	Errors   []store.IngestionError
+}
+
+// PrepareBatch validates b, derives ids, normalises the indexed columns and
+// drops duplicates (the last occurrence wins), because an upsert statement
+// may not touch the same row twice.
+func PrepareBatch(tenant, ingestionID string, b store.Batch, now time.Time) (Batch, error) {
+	out := Batch{Errors: b.Errors}
+	if len(b.Findings) > 0 {
+		seen := make(map[string]int, len(b.Findings))
+		out.Findings = make([]store.Finding, 0, len(b.Findings))
+		for i, f := range b.Findings {
+			if f.UID == "" || f.ScanID == "" {
+				return Batch{}, Invalid("finding %d: uid and scan id are required", i)
+			}
+			f.ID = store.FindingID(tenant, f.ScanID, f.UID)
+			f.IngestionID = ingestionID
+			f.Severity = strings.ToLower(f.Severity)
+			f.StatusCode = strings.ToUpper(f.StatusCode)
+			f.ProviderType = strings.ToLower(f.ProviderType)
+			f.Time = Time(f.Time)
+			if f.Raw == nil {
+				f.Raw = []byte{}
+			}
+			f.InsertedAt, f.UpdatedAt = now, now
+			if j, ok := seen[f.ID]; ok {
+				out.Findings[j] = f
+				continue
+			}
+			seen[f.ID] = len(out.Findings)
+			out.Findings = append(out.Findings, f)
+		}
+		// A fixed row order makes concurrent batches that overlap lock rows in
+		// the same order, so they wait for each other instead of deadlocking.
+		// The order is the id's (a function of the natural key), which is also
+		// the primary key's: inserts walk it in one direction. A permutation
+		// is sorted rather than the findings, which are large to swap.
+		order := make([]int, len(out.Findings))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortFunc(order, func(i, j int) int { return strings.Compare(out.Findings[i].ID, out.Findings[j].ID) })
+		sorted := make([]store.Finding, len(order))
+		for i, j := range order {
+			sorted[i] = out.Findings[j]
+		}
+		out.Findings = sorted
+	}
+	if len(b.Scans) > 0 {
+		seen := make(map[string]int, len(b.Scans))
+		for i, s := range b.Scans {
+			if s.ID == "" {
+				return Batch{}, Invalid("scan %d: id is required", i)
+			}
+			s.IngestionID = ingestionID
+			s.ProviderType = strings.ToLower(s.ProviderType)
+			s.FindingCount = 0
+			s.InsertedAt, s.UpdatedAt = now, now
+			if j, ok := seen[s.ID]; ok {
+				out.Scans[j] = s
+				continue
+			}
+			seen[s.ID] = len(out.Scans)
+			out.Scans = append(out.Scans, s)
+		}
+		sort.Slice(out.Scans, func(i, j int) bool { return out.Scans[i].ID < out.Scans[j].ID })
+	}
+	for i, e := range out.Errors {
+		if e.Code == "" {
+			return Batch{}, Invalid("error %d: code is required", i)
+		}
+	}
+	return out, nil
+}
+
+// ValidOutcome rejects outcomes that would leave a finished run looking
+// unfinished.
+func ValidOutcome(o store.Outcome) error {
+	if o.Status != store.RunSucceeded && o.Status != store.RunFailed {
+		return Invalid("run outcome status %q: want %q or %q", o.Status, store.RunSucceeded, store.RunFailed)
+	}
+	return nil
+}
+
+// MarkLatestScans renders what FinishRun runs when a run succeeds: each
+// provider's latest scan becomes the one the ingestion wrote (of several,
+// the most recently inserted, then the greatest id). Parameters: tenant,
+// ingestion id, completion time. A statement may not upsert one row twice,
+// so each provider's pick is made before the upsert.
+func MarkLatestScans(d Dialect) string {
+	p := d.Param
+	return `
+INSERT INTO latest_scans (tenant, provider_type, provider_uid, scan_id, ingestion_id, completed_at)
+SELECT s.tenant, s.provider_type, s.provider_uid, s.id, s.ingestion_id, ` + p(3) + ` FROM scans s
+WHERE s.tenant = ` + p(1) + ` AND s.ingestion_id = ` + p(2) + ` AND NOT EXISTS (
+    SELECT 1 FROM scans t
+    WHERE t.tenant = s.tenant AND t.ingestion_id = s.ingestion_id
+        AND t.provider_type = s.provider_type AND t.provider_uid = s.provider_uid
+        AND (t.inserted_at > s.inserted_at OR (t.inserted_at = s.inserted_at AND t.id > s.id)))
+ON CONFLICT (tenant, provider_type, provider_uid) DO UPDATE SET
+    scan_id = excluded.scan_id, ingestion_id = excluded.ingestion_id, completed_at = excluded.completed_at`
+}

@@ -1,0 +1,60 @@
+package engine
+
+import (
+	"strings"
+
+	"github.com/posture-dev/posture/internal/store"
+)
+
+// FindingColumns is the column list every finding SELECT uses, in the order
+// the engines scan them.
+const FindingColumns = "id, uid, scan_id, ingestion_id, check_id, title, severity, severity_id, status_code, status, region, provider_type, provider_uid, resource_uid, event_time, raw, inserted_at, updated_at"
+
+// FindingWhere renders the WHERE condition of q for tenant.
+func FindingWhere(a *Args, tenant string, q store.FindingQuery) string {
+	conds := []string{"tenant = " + a.Add(tenant)}
+	if len(q.Severity) > 0 {
+		conds = append(conds, a.in("severity", q.Severity, strings.ToLower))
+	}
+	if len(q.StatusCode) > 0 {
+		conds = append(conds, a.in("status_code", q.StatusCode, strings.ToUpper))
+	}
+	if len(q.ProviderType) > 0 {
+		conds = append(conds, a.in("provider_type", q.ProviderType, strings.ToLower))
+	}
+	for _, eq := range []struct{ col, val string }{
+		{"provider_uid", q.ProviderUID},
+		{"check_id", q.CheckID},
+		{"region", q.Region},
+		{"scan_id", q.ScanID},
+		{"ingestion_id", q.IngestionID},
+	} {
+		if eq.val != "" {
+			conds = append(conds, eq.col+" = "+a.Add(eq.val))
+		}
+	}
+	if q.Latest {
+		// The latest scans are few (one per provider), and the natural key
+		// (tenant, scan_id, uid) finds each one's findings.
+		conds = append(conds, "scan_id IN (SELECT scan_id FROM latest_scans WHERE tenant = "+a.Add(tenant)+")")
+	}
+	if q.Search != "" {
+		conds = append(conds, searchConds(a, q)...)
+	}
+	return strings.Join(conds, " AND ")
+}
+
+// ScanWhere renders the WHERE condition of q for tenant over scans aliased s.
+func ScanWhere(a *Args, tenant string, q store.ScanQuery) string {
+	conds := []string{"s.tenant = " + a.Add(tenant)}
+	if q.ProviderType != "" {
+		conds = append(conds, "s.provider_type = "+a.Add(strings.ToLower(q.ProviderType)))
+	}
+	if q.ProviderUID != "" {
+		conds = append(conds, "s.provider_uid = "+a.Add(q.ProviderUID))
+	}
+	if q.IngestionID != "" {
+		conds = append(conds, "s.ingestion_id = "+a.Add(q.IngestionID))
+	}
+	return strings.Join(conds, " AND ")
+}
