@@ -10,6 +10,14 @@ import (
 // caches settle asynchronously, so tests wait for a state, never for a time.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() (ok bool, state string)) {
 	t.Helper()
+	EventuallyEvery(t, timeout, 50*time.Millisecond, what, cond)
+}
+
+// EventuallyEvery is Eventually asking every period: for a condition that
+// is costly to ask (a kubectl run, a request through a cluster) or that
+// changes only every few seconds.
+func EventuallyEvery(t testing.TB, timeout, period time.Duration, what string, cond func() (ok bool, state string)) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
 		ok, state := cond()
@@ -19,6 +27,6 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() (o
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s; last state: %s", what, state)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(period)
 	}
 }

@@ -172,23 +172,21 @@ func watchWorkerPods(t testing.TB) *workerPods {
 
 func (w *workerPods) waitFor(t testing.TB, ingestion string, phase corev1.PodPhase, timeout time.Duration) corev1.Pod {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	var found corev1.Pod
+	testenv.EventuallyEvery(t, timeout, 100*time.Millisecond, fmt.Sprintf("a worker pod of ingestion %s in phase %s", ingestion, phase), func() (bool, string) {
 		w.mu.Lock()
+		defer w.mu.Unlock()
 		var phases []string
 		for _, p := range w.seen[ingestion] {
 			if p.Status.Phase == phase {
-				w.mu.Unlock()
-				return p
+				found = p
+				return true, ""
 			}
 			phases = append(phases, p.Name+":"+string(p.Status.Phase))
 		}
-		w.mu.Unlock()
-		if time.Now().After(deadline) {
-			t.Fatalf("no worker pod of ingestion %s reached %s (seen: %v)", ingestion, phase, phases)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("seen: %v", phases)
+	})
+	return found
 }
 
 // TestAggregatedUploadReachesManagerPod uploads with kubectl create --raw:
@@ -226,17 +224,12 @@ func TestMCPServerServesFromItsPod(t *testing.T) {
 	if err := cl.Create(ctx, m); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
+	// The operator creates the Deployment: until it has, there is nothing
+	// to roll out.
+	testenv.EventuallyEvery(t, time.Minute, time.Second, "the MCPServer's Deployment to roll out", func() (bool, string) {
 		err := cluster.WaitRollout(ctx, api.namespace, "e2e", 2*time.Minute)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Second)
-	}
+		return err == nil, fmt.Sprint(err)
+	})
 	var svc corev1.Service
 	if err := cl.Get(ctx, client.ObjectKey{Namespace: api.namespace, Name: "e2e"}, &svc); err != nil {
 		t.Fatal(err)
@@ -274,18 +267,14 @@ func TestMCPServerServesFromItsPod(t *testing.T) {
 // reachable waits until a TCP connection to addr succeeds.
 func reachable(t testing.TB, addr string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	testenv.EventuallyEvery(t, timeout, 200*time.Millisecond, addr+" to accept a connection", func() (bool, string) {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return
+		if err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s unreachable after %s: %v", addr, timeout, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		c.Close()
+		return true, ""
+	})
 }
 
 // inspector runs the real MCP Inspector (test/node_modules, pinned) in CLI
@@ -356,17 +345,14 @@ func TestLeaderPodDiesMidIngestion(t *testing.T) {
 		t.Fatal("no manager holds the leader-election Lease")
 	}
 	kubectl(t, nil, "delete", "pod", "-n", systemNS, old, "--wait=false")
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		if now := leader(t); now != "" && now != old {
+	testenv.EventuallyEvery(t, 90*time.Second, 500*time.Millisecond, "another replica to take the lease over from "+old, func() (bool, string) {
+		now := leader(t)
+		if now != "" && now != old {
 			t.Logf("leader %s deleted; %s took over", old, now)
-			break
+			return true, ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no other replica took the lease over from %s within 90s", old)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return false, "the lease holder is " + now
+	})
 	ing := api.wait(t, id, 5*time.Minute)
 	if s := ing.Data.Attributes.Summary; ing.Data.Attributes.Status != "completed" || s.Total != 100_000 || s.Processed != 100_000 || s.Invalid != 0 {
 		t.Fatalf("ingestion %s after the leader died: %s %+v, want completed with 100000 processed", id, ing.Data.Attributes.Status, s)
@@ -444,19 +430,15 @@ func TestScannerCronJobPushesWithItsServiceAccount(t *testing.T) {
 	}
 	kubectl(t, nil, "create", "job", "-n", systemNS, "--from=cronjob/posture-scanner", "scan-now")
 	var job batchv1.Job
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
+	testenv.EventuallyEvery(t, 3*time.Minute, 500*time.Millisecond, "the scanner Job to succeed", func() (bool, string) {
 		if err := kube(t).Get(ctx, client.ObjectKey{Namespace: systemNS, Name: "scan-now"}, &job); err != nil {
 			t.Fatal(err)
 		}
-		if job.Status.Succeeded > 0 {
-			break
+		if job.Status.Failed > 0 {
+			t.Fatalf("scanner Job failed: %+v\n%s", job.Status, kubectl(t, nil, "logs", "-n", systemNS, "job/scan-now"))
 		}
-		if job.Status.Failed > 0 || time.Now().After(deadline) {
-			t.Fatalf("scanner Job: %+v\n%s", job.Status, kubectl(t, nil, "logs", "-n", systemNS, "job/scan-now"))
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return job.Status.Succeeded > 0, fmt.Sprintf("%+v", job.Status)
+	})
 	pod := job.Spec.Template.Spec
 	if len(pod.Volumes) != 1 || pod.Volumes[0].Secret != nil || len(pod.Containers[0].Env) != 0 || len(pod.Containers[0].EnvFrom) != 0 {
 		t.Errorf("the scanner's pod carries more than a scratch volume: volumes %+v, env %+v", pod.Volumes, pod.Containers[0].Env)
@@ -499,8 +481,7 @@ func TestHelmUninstallLeavesNoPods(t *testing.T) {
 		}
 	}
 	uninstall(t)
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	testenv.EventuallyEvery(t, 2*time.Minute, time.Second, "helm uninstall to leave no pods and no Jobs", func() (bool, string) {
 		var pods corev1.PodList
 		var jobs batchv1.JobList
 		if err := cl.List(ctx, &pods, client.InNamespace(systemNS)); err != nil {
@@ -523,14 +504,8 @@ func TestHelmUninstallLeavesNoPods(t *testing.T) {
 		for _, p := range mcpPods.Items {
 			left = append(left, "pod "+api.namespace+"/"+p.Name)
 		}
-		if len(left) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("2 minutes after helm uninstall, still there: %s", strings.Join(left, ", "))
-		}
-		time.Sleep(time.Second)
-	}
+		return len(left) == 0, "still there: " + strings.Join(left, ", ")
+	})
 	if out := kubectl(t, nil, "get", "crd", "ingestions.posture.dev", "-o", "name"); !strings.Contains(out, "ingestions.posture.dev") {
 		t.Fatalf("helm uninstall removed the CRDs (crds.keep is on by default): %s", out)
 	}

@@ -359,33 +359,23 @@ func (i ingestion) ended() bool {
 // wait polls an ingestion until it ends.
 func (a apiClient) wait(t testing.TB, id string, timeout time.Duration) ingestion {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ing := a.get(t, id)
-		if ing.ended() {
-			return ing
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ingestion %s still %s after %s", id, ing.Data.Attributes.Status, timeout)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	var ing ingestion
+	testenv.EventuallyEvery(t, timeout, 250*time.Millisecond, "ingestion "+id+" to end", func() (bool, string) {
+		ing = a.get(t, id)
+		return ing.ended(), ing.Data.Attributes.Status
+	})
+	return ing
 }
 
 // waitStatus polls until the ingestion reaches status (or ends).
 func (a apiClient) waitStatus(t testing.TB, id, status string, timeout time.Duration) ingestion {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ing := a.get(t, id)
-		if ing.Data.Attributes.Status == status || ing.ended() {
-			return ing
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ingestion %s still %s after %s, want %s", id, ing.Data.Attributes.Status, timeout, status)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	var ing ingestion
+	testenv.EventuallyEvery(t, timeout, 100*time.Millisecond, "ingestion "+id+" to be "+status, func() (bool, string) {
+		ing = a.get(t, id)
+		return ing.Data.Attributes.Status == status || ing.ended(), ing.Data.Attributes.Status
+	})
+	return ing
 }
 
 func fixture(name string) string { return testenv.Fixture(name) }
