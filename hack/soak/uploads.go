@@ -450,6 +450,12 @@ func (w *world) getIngestion(ctx context.Context, t *tenant, id, op string) (res
 	start := time.Now()
 	resp, err := w.api.Do(ctx, restapi.Call{Method: http.MethodGet, Path: restapi.PathIngestions + "/" + url.PathEscape(id),
 		Authorization: "Api-Key " + t.admin.APIKey})
+	if ctx.Err() != nil {
+		// The load (or the follower's wait) ended under it: nobody's answer
+		// to judge; a follower that ran out of time is reported by the
+		// checks, as an ingestion that never ended.
+		return restapi.Ingestion{}, false
+	}
 	c := call{op: op, start: start, took: time.Since(start), want: []int{200}, what: id}
 	fillCall(&c, resp, err)
 	if !w.rec.record(c) {
