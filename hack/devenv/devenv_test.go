@@ -562,10 +562,12 @@ type (
 
 // waitIngestion polls the ingestion until done says so. The API may be
 // away meanwhile (the manager is restarting), so failed requests are retried.
+// It asks five times a second: the key's rate limit (10 a second) must leave
+// room for the test's next requests.
 func (a devAPI) waitIngestion(t *testing.T, id string, timeout time.Duration, done func(ingestionAttrs) bool) ingestionAttrs {
 	t.Helper()
 	var attrs ingestionAttrs
-	testenv.Eventually(t, timeout, "ingestion "+id, func() (bool, string) {
+	testenv.EventuallyEvery(t, timeout, 200*time.Millisecond, "ingestion "+id, func() (bool, string) {
 		var doc struct {
 			Data struct {
 				Attributes ingestionAttrs `json:"attributes"`
