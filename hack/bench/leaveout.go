@@ -60,13 +60,13 @@ func readStructures() []readStructure {
 			postgres: []string{"DROP INDEX findings_search"},
 			leave:    []string{store.StructureSearch}},
 		{name: "finding summary by tenant", serves: "counts, a listing's count",
-			postgres: dropTriggers("findings", "finding_counts_insert", "finding_counts_update", "finding_counts_delete"),
+			postgres: dropTriggers("findings", "finding_counts_update", "finding_counts_delete"),
 			leave:    []string{store.StructureSummary}},
 		{name: "finding summary by scan", serves: "counts of a scan and of the latest view",
-			postgres: dropTriggers("findings", "scan_finding_counts_insert", "scan_finding_counts_update", "scan_finding_counts_delete"),
+			postgres: dropTriggers("findings", "scan_finding_counts_update", "scan_finding_counts_delete"),
 			leave:    []string{store.StructureScanSummary}},
 		{name: "latest scans' spans", serves: "pages of the latest view by check, severity, time",
-			postgres: dropTriggers("findings", "scan_bounds_insert", "scan_bounds_update"),
+			postgres: dropTriggers("findings", "scan_bounds_update"),
 			leave:    []string{store.StructureSpans}},
 		{name: "index findings_scan", serves: "filter[scan], the latest view",
 			// SQLite reads a scan through the natural key, which the upsert needs.
@@ -108,7 +108,7 @@ func (s readStructure) statements(engine string) []string {
 
 // leaverEngines are the engines whose stores maintain some structures in
 // WriteBatch's own statements (store.StructureLeaver).
-var leaverEngines = map[string]bool{"sqlite": true}
+var leaverEngines = map[string]bool{"postgres": true, "sqlite": true}
 
 func (s readStructure) applies(engine string) bool {
 	return len(s.statements(engine)) > 0 || (leaverEngines[engine] && len(s.leave) > 0)

@@ -97,7 +97,10 @@ ON CONFLICT (id) DO UPDATE SET
     event_time = excluded.event_time, updated_at = excluded.updated_at,
     -- Keeping the stored value when equal spares re-ingestion a new TOAST
     -- copy of every record (and the dead one it leaves).
-    raw = CASE WHEN findings.raw = excluded.raw THEN findings.raw ELSE excluded.raw END`
+    raw = CASE WHEN findings.raw = excluded.raw THEN findings.raw ELSE excluded.raw END
+-- A row the upsert inserted has no xmax; one it rewrote has the upsert's
+-- own. The inserted ones are counted into the summaries (addNew).
+RETURNING id, xmax = 0`
 
 // Scans come a few per batch; arrays keep them to one round trip.
 const upsertScans = `
@@ -141,7 +144,7 @@ func (s *Store) WriteBatch(ctx context.Context, tenant, ingestionID string, atte
 	upsert := false
 	for deadlocks := 0; ; {
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			return writeBatch(ctx, tx, tenant, ingestionID, attempt, now, b, ids, upsert)
+			return writeBatch(ctx, tx, tenant, ingestionID, attempt, now, b, ids, upsert, s.leftOut)
 		})
 		if errors.Is(err, errCopyMetStoredRow) && !upsert {
 			// The transaction wrote nothing before the COPY that failed; do
@@ -165,7 +168,7 @@ func (s *Store) WriteBatch(ctx context.Context, tenant, ingestionID string, atte
 // writeBatch is one attempt at a batch's transaction. Each round trip in it
 // is one the worker's pipeline waits for, so the run's check and the
 // findings' existence probe share one.
-func writeBatch(ctx context.Context, tx pgx.Tx, tenant, ingestionID string, attempt int, now time.Time, b engine.Batch, ids [][16]byte, upsert bool) error {
+func writeBatch(ctx context.Context, tx pgx.Tx, tenant, ingestionID string, attempt int, now time.Time, b engine.Batch, ids [][16]byte, upsert bool, leftOut map[string]bool) error {
 	// FOR KEY SHARE lets batches of one attempt run side by side, and lets
 	// UpdateRun record progress while they do (a plain UPDATE of non-key
 	// columns does not conflict with it), while StartRun of a newer attempt
@@ -195,7 +198,7 @@ FROM runs WHERE tenant = $1 AND ingestion_id = $2 FOR KEY SHARE`,
 		return store.ErrStaleAttempt
 	}
 	if len(b.Findings) > 0 {
-		if err := writeFindings(ctx, tx, tenant, ingestionID, now, b.Findings, ids, upsert || exists); err != nil {
+		if err := writeFindings(ctx, tx, tenant, ingestionID, now, b.Findings, ids, upsert || exists, leftOut); err != nil {
 			return err
 		}
 	}
@@ -269,9 +272,13 @@ var errCopyMetStoredRow = errors.New("postgres: copy findings met a stored row")
 // round trips.) Probing one id by equality keeps the probe an index lookup
 // whatever the planner believes about a table that is just being filled;
 // probing every id cost an index lookup per row.
-func writeFindings(ctx context.Context, tx pgx.Tx, tenant, ingestionID string, now time.Time, fs []store.Finding, ids [][16]byte, upsert bool) error {
+func writeFindings(ctx context.Context, tx pgx.Tx, tenant, ingestionID string, now time.Time, fs []store.Finding, ids [][16]byte, upsert bool, leftOut map[string]bool) error {
 	if upsert {
-		return upsertFindings(ctx, tx, tenant, ingestionID, now, fs, ids)
+		added, err := upsertFindings(ctx, tx, tenant, ingestionID, now, fs, ids)
+		if err != nil {
+			return err
+		}
+		return addNew(ctx, tx, tenant, added, leftOut)
 	}
 	_, err := tx.Conn().PgConn().CopyFrom(ctx, newBinaryCopy(len(fs), func(w *binaryRow, i int) {
 		encodeFinding(w, ids[i], &fs[i], 4)
@@ -282,25 +289,45 @@ func writeFindings(ctx context.Context, tx pgx.Tx, tenant, ingestionID string, n
 	}), copyFindings)
 	switch {
 	case err == nil:
-		return nil
+		return addNew(ctx, tx, tenant, fs, leftOut)
 	case isUniqueViolation(err):
 		return fmt.Errorf("%w: %v", errCopyMetStoredRow, err)
 	}
 	return fmt.Errorf("postgres: copy findings: %w", err)
 }
 
-// upsertFindings stages the batch by COPY and upserts it from there.
-func upsertFindings(ctx context.Context, tx pgx.Tx, tenant, ingestionID string, now time.Time, fs []store.Finding, ids [][16]byte) error {
+// upsertFindings stages the batch by COPY and upserts it from there. It
+// returns the findings it inserted (rather than rewrote).
+func upsertFindings(ctx context.Context, tx pgx.Tx, tenant, ingestionID string, now time.Time, fs []store.Finding, ids [][16]byte) ([]store.Finding, error) {
 	_, err := tx.Conn().PgConn().CopyFrom(ctx, newBinaryCopy(len(fs), func(w *binaryRow, i int) {
 		encodeFinding(w, ids[i], &fs[i], 0)
 	}), copyStaging)
 	if err != nil {
-		return fmt.Errorf("postgres: stage findings: %w", err)
+		return nil, fmt.Errorf("postgres: stage findings: %w", err)
 	}
-	if _, err := tx.Exec(ctx, upsertFromStaging, tenant, ingestionID, now); err != nil {
-		return fmt.Errorf("postgres: upsert findings: %w", err)
+	rows, err := tx.Query(ctx, upsertFromStaging, tenant, ingestionID, now)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: upsert findings: %w", err)
 	}
-	return nil
+	inserted := map[[16]byte]bool{}
+	var id [16]byte
+	var isNew bool
+	_, err = pgx.ForEachRow(rows, []any{&id, &isNew}, func() error {
+		if isNew {
+			inserted[id] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: upsert findings: %w", err)
+	}
+	var added []store.Finding
+	for i := range fs {
+		if inserted[ids[i]] {
+			added = append(added, fs[i])
+		}
+	}
+	return added, nil
 }
 
 func isUniqueViolation(err error) bool {

@@ -155,7 +155,7 @@ func holdFinding(ctx context.Context, t *testing.T, s *Store, ingestionID string
 	}
 	ids, err := findingIDs([]store.Finding{f})
 	if err == nil {
-		err = writeFindings(ctx, tx, "t", ingestionID, time.Now(), []store.Finding{f}, ids, false)
+		err = writeFindings(ctx, tx, "t", ingestionID, time.Now(), []store.Finding{f}, ids, false, nil)
 	}
 	if err != nil {
 		tx.Rollback(ctx)

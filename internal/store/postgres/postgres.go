@@ -30,6 +30,9 @@ type Store struct {
 	lz4  bool // the server can compress with lz4
 	// discards removes failed uploads off their request.
 	discards *engine.Discards
+	// leftOut are the read structures WriteBatch does not maintain
+	// (LeaveOut, for the bench alone).
+	leftOut map[string]bool
 }
 
 var (
@@ -37,6 +40,7 @@ var (
 	_ store.Janitor            = (*Store)(nil)
 	_ store.Sessions           = (*Store)(nil)
 	_ store.SearchIndexFlusher = (*Store)(nil)
+	_ store.StructureLeaver    = (*Store)(nil)
 )
 
 // Open connects to dsn (URL or keyword/value form, as pgx accepts), applies
@@ -152,4 +156,12 @@ func isDeadlock(err error) bool {
 func isInvalidText(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "22P02"
+}
+
+// LeaveOut implements store.StructureLeaver.
+func (s *Store) LeaveOut(structures ...string) {
+	s.leftOut = map[string]bool{}
+	for _, st := range structures {
+		s.leftOut[st] = true
+	}
 }
