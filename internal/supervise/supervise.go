@@ -112,30 +112,36 @@ func (g *Group) PIDFile(name string) string { return filepath.Join(g.dir, name+"
 // PID is the pid of the program's current run, 0 if there is no such
 // program.
 func (g *Group) PID(name string) int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, p := range g.procs {
-		if p.Name == name {
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			return p.cmd.Process.Pid
-		}
+	p := g.find(name)
+	if p == nil {
+		return 0
 	}
-	return 0
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd.Process.Pid
 }
 
 // Restarts is how often the program has been restarted.
 func (g *Group) Restarts(name string) int {
+	p := g.find(name)
+	if p == nil {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.restarts
+}
+
+// find is the program of that name, nil if the group has none.
+func (g *Group) find(name string) *process {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, p := range g.procs {
 		if p.Name == name {
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			return p.restarts
+			return p
 		}
 	}
-	return 0
+	return nil
 }
 
 // Start runs a program and keeps it running until StopAll or ctx ends.
