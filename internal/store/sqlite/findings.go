@@ -562,5 +562,11 @@ func (s *Store) FindingCounts(ctx context.Context, tenant string, q store.Findin
 	return out, nil
 }
 
-// PreferredBatchSize is the ingestion worker's batch size on SQLite.
-func (s *Store) PreferredBatchSize() int { return 5000 }
+// PreferredBatchSize is the ingestion worker's batch size on SQLite. A
+// batch's findings share one inserted_at, and ties in the API's default
+// order go by uid, which begins with the check id: a larger batch is a
+// longer run of one check's findings, and a common search's walk in that
+// order (decision 0016) reads further before it fills a page. At 5,000 a
+// batch the common searches at 1M findings were about twice as slow as at
+// 2,000, past the 3x bound, for 13 % more records/s on load (decision 0021).
+func (s *Store) PreferredBatchSize() int { return 2000 }
