@@ -18,6 +18,7 @@ import (
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/store/pgtest"
 	"github.com/posture-dev/posture/internal/store/storetest"
+	"github.com/posture-dev/posture/internal/testenv"
 )
 
 // openFresh opens the store on a new, empty database, closed when the test
@@ -249,21 +250,14 @@ func TestRunWritesAgainstABatchInFlight(t *testing.T) {
 // waiting.
 func waitForBlockedBackends(t *testing.T, s *Store, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.EventuallyEvery(t, 10*time.Second, 10*time.Millisecond, fmt.Sprintf("%d backends blocked on a lock", n), func() (bool, string) {
 		var waiting int
 		if err := s.pool.QueryRow(context.Background(),
 			`SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE NOT l.granted AND a.datname = current_database()`).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
-		if waiting >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d backends blocked after 10s, want %d", waiting, n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return waiting >= n, fmt.Sprintf("%d blocked", waiting)
+	})
 }
 
 // The blob reader fetches the next chunk while the current one is read, and
@@ -318,13 +312,10 @@ func TestBlobReaderPrefetches(t *testing.T) {
 		}
 		// A connection whose query was cancelled is destroyed in the
 		// background, so give the pool a moment to count it out.
-		deadline := time.Now().Add(5 * time.Second)
-		for s.pool.Stat().AcquiredConns() != 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d connections still acquired 5s after Close", s.pool.Stat().AcquiredConns())
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		testenv.EventuallyEvery(t, 5*time.Second, 10*time.Millisecond, "no connection acquired after Close", func() (bool, string) {
+			n := s.pool.Stat().AcquiredConns()
+			return n == 0, fmt.Sprintf("%d connections still acquired", n)
+		})
 		if _, err := r.Read(make([]byte, 1)); err == nil {
 			t.Error("Read after Close succeeded")
 		}
