@@ -22,6 +22,11 @@ var ErrNotFound = errors.New("not found")
 // superseded by a newer StartRun: the old worker must stop without writing.
 var ErrStaleAttempt = errors.New("stale run attempt")
 
+// ErrScanAccount is returned by WriteBatch when a scan it writes is
+// stored for another account: another ingestion named the same new scan id
+// for its own account first. Nothing of the batch is written.
+var ErrScanAccount = errors.New("the scan is stored for another account")
+
 // ErrInvalidArgument wraps errors caused by the caller's input rather than the
 // database (unknown sort key or count column, a finding without uid, ...), so
 // the API can answer 400 instead of 500.
@@ -94,10 +99,11 @@ type Runs interface {
 	UpdateRun(ctx context.Context, tenant, ingestionID string, attempt int, p Progress) error
 	// FinishRun records the outcome once; later calls return ErrStaleAttempt.
 	// o.Status must be RunSucceeded or RunFailed (else ErrInvalidArgument).
-	// A successful run makes the scans it wrote the latest of their
-	// providers (FindingQuery.Latest), one per provider (the most recently
-	// inserted, then the greatest id), in the same transaction; a failed one
-	// leaves the latest scans as they were.
+	// A successful run merges the scans it wrote into the current state
+	// (FindingQuery.Latest) in the same transaction: each of their runs (a
+	// scan's findings of one account and check) that is the newest of its
+	// account and check becomes current, with its deltas and the findings
+	// it resolves. A failed one leaves the current state as it was.
 	// A failed run gives back the findings it only rewrote: each is
 	// attributed again to the ingestion that wrote it before (see
 	// Finding.IngestionID), in the same transaction.
@@ -316,6 +322,15 @@ type Finding struct {
 	Raw          []byte
 	InsertedAt   time.Time
 	UpdatedAt    time.Time
+
+	// FirstSeenAt and Delta are set in listings of the current state
+	// (FindingQuery.Latest or Delta) only. FirstSeenAt is the event time
+	// of the uid's first finding for the account; Delta is "new" (never
+	// seen for the account before), "changed" (its status differs from
+	// the run its run replaced), "resolved" (in a listing of the resolved
+	// findings) or empty.
+	FirstSeenAt *time.Time
+	Delta       string
 }
 
 // Scan groups findings produced by one scanner run.
@@ -353,12 +368,17 @@ type FindingQuery struct {
 	// a shorter one reads every finding the other filters leave, which
 	// is why the API refuses it.
 	Search string
-	// Latest keeps only the findings of each provider's latest scan: the
-	// one written by the ingestion that completed successfully last
-	// (see FinishRun).
+	// Latest keeps only the current state: for each account and check,
+	// the findings of the newest run of that check (by its findings' event
+	// time, then upload order; see FinishRun).
 	Latest bool
-	Sort   []string // column names, "-" prefix for descending: time, severity_id, inserted_at, check_id, uid; default -severity_id, uid
-	Page   Page     // Number from 1; Size 0 means 10
+	// Delta keeps the current findings that are "new" or "changed", or
+	// lists the "resolved" ones instead: those failing in the run their
+	// check's current run replaced, and now passing or gone (Latest is
+	// then implied and ignored).
+	Delta string
+	Sort  []string // column names, "-" prefix for descending: time, severity_id, inserted_at, check_id, uid; default -severity_id, uid
+	Page  Page     // Number from 1; Size 0 means 10
 	// After continues a listing after this position (see ListFindings).
 	After *FindingKey
 	// CountLimit, when above 0, bounds the counting that ListFindings and
@@ -377,7 +397,7 @@ type FindingQuery struct {
 // the findings in the same transactions that write them: exact, and read
 // in time proportional to the number of groups rather than of findings.
 func (q FindingQuery) Summarized() bool {
-	return q.ScanID == "" && q.IngestionID == "" && q.Search == "" && !q.Latest
+	return q.ScanID == "" && q.IngestionID == "" && q.Search == "" && !q.Latest && q.Delta == ""
 }
 
 // ScanSummarized reports whether q's counts come from the finding summary
@@ -386,7 +406,7 @@ func (q FindingQuery) Summarized() bool {
 // is, per scan, so counts of a scan or of the current state cost their
 // groups rather than their findings.
 func (q FindingQuery) ScanSummarized() bool {
-	return (q.ScanID != "" || q.Latest) && q.IngestionID == "" && q.Search == ""
+	return (q.ScanID != "" || q.Latest) && q.IngestionID == "" && q.Search == "" && q.Delta == ""
 }
 
 // MinSearchLength is the shortest FindingQuery.Search, in characters

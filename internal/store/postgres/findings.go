@@ -108,8 +108,18 @@ INSERT INTO scans (tenant, id, provider_type, provider_uid, scan_trigger, ingest
 SELECT $1, id, provider_type, provider_uid, scan_trigger, $2, $3, $3
 FROM unnest($4::text[], $5::text[], $6::text[], $7::text[]) AS t(id, provider_type, provider_uid, scan_trigger)
 ON CONFLICT (tenant, id) DO UPDATE SET
-    provider_type = excluded.provider_type, provider_uid = excluded.provider_uid,
-    scan_trigger = excluded.scan_trigger, ingestion_id = excluded.ingestion_id, updated_at = excluded.updated_at`
+    scan_trigger = excluded.scan_trigger, ingestion_id = excluded.ingestion_id, updated_at = excluded.updated_at
+-- A scan covers one account. Two ingestions that name one new scan id for
+-- different accounts both passed the worker's check: the second waits on
+-- the first's row here, and then updates nothing.
+WHERE scans.provider_type = excluded.provider_type AND scans.provider_uid = excluded.provider_uid
+RETURNING id`
+
+// recordScans notes the scans an ingestion wrote: what its merge into the
+// current state reads (engine.CurrentMerge).
+const recordScans = `
+INSERT INTO ingestion_scans (tenant, ingestion_id, scan_id) SELECT $1, $2, unnest($3::text[])
+ON CONFLICT DO NOTHING`
 
 var errorColumns = []string{"tenant", "ingestion_id", "attempt", "record_index", "finding_uid", "code", "detail", "pointer", "value"}
 
@@ -208,8 +218,30 @@ FROM runs WHERE tenant = $1 AND ingestion_id = $2 FOR KEY SHARE`,
 		for i, sc := range b.Scans {
 			scanIDs[i], types[i], uids[i], triggers[i] = sc.ID, sc.ProviderType, sc.ProviderUID, sc.Trigger
 		}
-		if _, err := tx.Exec(ctx, upsertScans, tenant, ingestionID, now, scanIDs, types, uids, triggers); err != nil {
+		rows, err := tx.Query(ctx, upsertScans, tenant, ingestionID, now, scanIDs, types, uids, triggers)
+		if err != nil {
 			return fmt.Errorf("postgres: write scans: %w", err)
+		}
+		written := map[string]bool{}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return fmt.Errorf("postgres: write scans: %w", err)
+			}
+			written[id] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("postgres: write scans: %w", err)
+		}
+		for _, sc := range b.Scans {
+			if !written[sc.ID] {
+				return fmt.Errorf("postgres: write scan %q of account %s/%s: %w", sc.ID, sc.ProviderType, sc.ProviderUID, store.ErrScanAccount)
+			}
+		}
+		if _, err := tx.Exec(ctx, recordScans, tenant, ingestionID, scanIDs); err != nil {
+			return fmt.Errorf("postgres: record the ingestion's scans: %w", err)
 		}
 	}
 	if len(b.Errors) > 0 {
@@ -382,7 +414,49 @@ func (s *Store) ListFindings(ctx context.Context, tenant string, q store.Finding
 			return nil, 0, fmt.Errorf("postgres: count findings: %w", err)
 		}
 	}
+	if err := s.annotate(ctx, tenant, q, out); err != nil {
+		return nil, 0, err
+	}
 	return out, total, nil
+}
+
+// annotate adds to a listing of the current state when each finding was
+// first seen and its delta (engine.Annotations).
+func (s *Store) annotate(ctx context.Context, tenant string, q store.FindingQuery, out []store.Finding) error {
+	if !engine.Annotated(q) || len(out) == 0 {
+		return nil
+	}
+	args := []any{tenant}
+	at := make(map[string]*store.Finding, len(out))
+	for i := range out {
+		id, err := uuid.Parse(out[i].ID)
+		if err != nil {
+			return fmt.Errorf("postgres: annotate findings: %w", err)
+		}
+		args = append(args, id)
+		at[id.String()] = &out[i]
+	}
+	rows, err := s.pool.Query(ctx, engine.Annotations(engine.Postgres, len(out)), args...)
+	if err != nil {
+		return fmt.Errorf("postgres: annotate findings: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id uuid.UUID
+		var first *time.Time
+		var delta string
+		if err := rows.Scan(&id, &first, &delta); err != nil {
+			return fmt.Errorf("postgres: annotate findings: %w", err)
+		}
+		if f := at[id.String()]; f != nil {
+			if first != nil {
+				t := first.UTC()
+				f.FirstSeenAt = &t
+			}
+			f.Delta = engine.AnnotatedDelta(q, delta)
+		}
+	}
+	return rows.Err()
 }
 
 // GetFinding implements store.Store.

@@ -20,6 +20,9 @@ func (s *Store) DeleteRun(ctx context.Context, tenant, ingestionID string) error
 		if _, err := tx.Exec(ctx, `DELETE FROM ingestion_errors WHERE tenant = $1 AND ingestion_id = $2`, tenant, ingestionID); err != nil {
 			return fmt.Errorf("postgres: delete the error rows of ingestion %s: %w", ingestionID, err)
 		}
+		if _, err := tx.Exec(ctx, `DELETE FROM ingestion_scans WHERE tenant = $1 AND ingestion_id = $2`, tenant, ingestionID); err != nil {
+			return fmt.Errorf("postgres: delete the scans recorded for ingestion %s: %w", ingestionID, err)
+		}
 		return nil
 	})
 }

@@ -89,8 +89,17 @@ WHERE tenant = $6 AND ingestion_id = $7 AND attempt = $8 AND finished_at IS NULL
 		if o.Status == store.RunSucceeded {
 			// The run's lock has waited out every batch in flight: the
 			// scans it wrote are all there.
-			if _, err := tx.Exec(ctx, engine.MarkLatestScans(engine.Postgres), tenant, ingestionID, now); err != nil {
-				return fmt.Errorf("mark the latest scans: %w", err)
+			if _, err := tx.Exec(ctx, engine.MergeLock, tenant); err != nil {
+				return fmt.Errorf("wait for the tenant's other merges into the current state: %w", err)
+			}
+			var merge int64
+			if err := tx.QueryRow(ctx, engine.NextMerge(engine.Postgres), tenant).Scan(&merge); err != nil {
+				return fmt.Errorf("number the merge into the current state: %w", err)
+			}
+			for _, stmt := range engine.CurrentMerge(engine.Postgres) {
+				if _, err := tx.Exec(ctx, stmt, tenant, ingestionID, merge); err != nil {
+					return fmt.Errorf("merge into the current state: %w", err)
+				}
 			}
 			return nil
 		}

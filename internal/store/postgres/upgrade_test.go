@@ -18,9 +18,10 @@ import (
 )
 
 // TestUpgradeIndexesSearchAndLatest opens a database written before the
-// search index and the latest scans existed: the upgrade picks each
-// provider's latest scan from the runs that succeeded, the one that
-// finished last, and searches read the new index.
+// search index and the latest scans existed: the upgrade builds the
+// current state from the findings of runs that did not fail or still run
+// (per account and check, one here: the run of the same event time
+// inserted last), and searches read the new index.
 func TestUpgradeIndexesSearchAndLatest(t *testing.T) {
 	ctx := context.Background()
 	s := upgradedFrom(t, 5, `
@@ -35,8 +36,8 @@ INSERT INTO scans (tenant, id, provider_type, provider_uid, ingestion_id, insert
     ('t', 's-c', 'aws', '111', 'ing-c', '2026-01-03', now()),
     ('t', 's-d', 'aws', '111', 'ing-d', '2026-01-04', now()),
     ('t', 's-g', 'gcp', 'proj', 'ing-a', '2026-01-01', now());
-INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, title, event_time, raw, inserted_at, updated_at)
-SELECT gen_random_uuid(), 't', id, 'uid-' || id, ingestion_id, 'Old title in ' || id, now(), '\x7b7d', now(), now() FROM scans;`)
+INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, title, provider_type, provider_uid, event_time, raw, inserted_at, updated_at)
+SELECT gen_random_uuid(), 't', id, 'uid-' || id, ingestion_id, 'Old title in ' || id, provider_type, provider_uid, '2026-01-01', '\x7b7d', inserted_at, inserted_at FROM scans;`)
 	scans := func(q store.FindingQuery) []string {
 		t.Helper()
 		q.Sort, q.Page = []string{"uid"}, store.Page{Size: 10}
@@ -177,7 +178,10 @@ INSERT INTO scan_finding_counts (tenant, scan_id, status_code, provider_type, pr
     ('gone', 's-1', 'FAIL', 'aws', '1', 'high', 'eu-west-1', 'c', 0), ('t', 's-2', 'FAIL', 'aws', '2', 'high', 'eu-west-1', 'c', 1);
 INSERT INTO scans (tenant, id, provider_type, provider_uid, inserted_at, updated_at) VALUES ('t', 's-2', 'aws', '2', now(), now());
 INSERT INTO latest_scans (tenant, provider_type, provider_uid, scan_id, ingestion_id, completed_at) VALUES
-    ('gone', 'aws', '1', 's-1', 'ing', now()), ('t', 'aws', '2', 's-2', 'ing', now());`)
+    ('gone', 'aws', '1', 's-1', 'ing', now()), ('t', 'aws', '2', 's-2', 'ing', now());
+-- The current state is built from the findings (migration 00021): s-2's.
+INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, check_id, severity, status_code, region, provider_type, provider_uid, event_time, raw, inserted_at, updated_at)
+VALUES (gen_random_uuid(), 't', 's-2', 'u', 'ing', 'c', 'high', 'FAIL', 'eu-west-1', 'aws', '2', now(), '\x7b7d', now(), now());`)
 	storetest.CheckDeletedTenantsResidueRemoved(t, func(table, tenant string) (n int, err error) {
 		err = s.pool.QueryRow(context.Background(), `SELECT count(*) FROM `+table+` WHERE tenant = $1`, tenant).Scan(&n)
 		return n, err

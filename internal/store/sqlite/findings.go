@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/store/internal/engine"
@@ -40,8 +41,12 @@ const upsertScan = `
 INSERT INTO scans (tenant, id, provider_type, provider_uid, scan_trigger, ingestion_id, inserted_at, updated_at)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)
 ON CONFLICT (tenant, id) DO UPDATE SET
-    provider_type = excluded.provider_type, provider_uid = excluded.provider_uid,
-    scan_trigger = excluded.scan_trigger, ingestion_id = excluded.ingestion_id, updated_at = excluded.updated_at`
+    scan_trigger = excluded.scan_trigger, ingestion_id = excluded.ingestion_id, updated_at = excluded.updated_at
+WHERE scans.provider_type = excluded.provider_type AND scans.provider_uid = excluded.provider_uid`
+
+// recordScan notes that an ingestion wrote a scan: what its merge into
+// the current state reads (engine.CurrentMerge).
+const recordScan = `INSERT INTO ingestion_scans (tenant, ingestion_id, scan_id) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING`
 
 const insertError = `
 INSERT INTO ingestion_errors (tenant, ingestion_id, attempt, record_index, finding_uid, code, detail, pointer, value)
@@ -79,9 +84,16 @@ func (s *Store) WriteBatch(ctx context.Context, tenant, ingestionID string, atte
 			}
 		}
 		for _, sc := range b.Scans {
-			if _, err := tx.ExecContext(ctx, upsertScan, tenant, sc.ID, sc.ProviderType, sc.ProviderUID,
-				sc.Trigger, ingestionID, ts); err != nil {
+			res, err := tx.ExecContext(ctx, upsertScan, tenant, sc.ID, sc.ProviderType, sc.ProviderUID,
+				sc.Trigger, ingestionID, ts)
+			if err != nil {
 				return fmt.Errorf("sqlite: write scan %q: %w", sc.ID, err)
+			}
+			if n, err := res.RowsAffected(); err != nil || n == 0 {
+				return fmt.Errorf("sqlite: write scan %q of account %s/%s: %w", sc.ID, sc.ProviderType, sc.ProviderUID, store.ErrScanAccount)
+			}
+			if _, err := tx.ExecContext(ctx, recordScan, tenant, ingestionID, sc.ID); err != nil {
+				return fmt.Errorf("sqlite: record scan %q of the ingestion: %w", sc.ID, err)
 			}
 		}
 		if len(b.Errors) > 0 {
@@ -364,10 +376,54 @@ func (s *Store) ListFindings(ctx context.Context, tenant string, q store.Finding
 	if err != nil {
 		return nil, 0, err
 	}
+	var out []store.Finding
+	var total int
 	if !common {
-		return s.listFindings(ctx, q, count, page)
+		out, total, err = s.listFindings(ctx, q, count, page)
+	} else {
+		out, total, err = s.listByWalk(ctx, tenant, q, walk, count, page)
 	}
-	return s.listByWalk(ctx, tenant, q, walk, count, page)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := s.annotate(ctx, tenant, q, out); err != nil {
+		return nil, 0, err
+	}
+	return out, total, nil
+}
+
+// annotate adds to a listing of the current state when each finding was
+// first seen and its delta (engine.Annotations).
+func (s *Store) annotate(ctx context.Context, tenant string, q store.FindingQuery, out []store.Finding) error {
+	if !engine.Annotated(q) || len(out) == 0 {
+		return nil
+	}
+	args := []any{tenant}
+	at := make(map[string]*store.Finding, len(out))
+	for i := range out {
+		args = append(args, out[i].ID)
+		at[out[i].ID] = &out[i]
+	}
+	rows, err := s.r.QueryContext(ctx, engine.Annotations(engine.SQLite, len(out)), args...)
+	if err != nil {
+		return fmt.Errorf("sqlite: annotate findings: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, delta string
+		var first sql.NullInt64
+		if err := rows.Scan(&id, &first, &delta); err != nil {
+			return fmt.Errorf("sqlite: annotate findings: %w", err)
+		}
+		if f := at[id]; f != nil {
+			if first.Valid {
+				t := time.UnixMicro(first.Int64).UTC()
+				f.FirstSeenAt = &t
+			}
+			f.Delta = engine.AnnotatedDelta(q, delta)
+		}
+	}
+	return rows.Err()
 }
 
 // listByWalk answers a common search by walking (engine.FindingListWalk)

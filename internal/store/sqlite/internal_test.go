@@ -246,7 +246,10 @@ INSERT INTO scan_finding_counts (tenant, scan_id, status_code, provider_type, pr
     ('gone', 's-1', 'FAIL', 'aws', '1', 'high', 'eu-west-1', 'c', 0), ('t', 's-2', 'FAIL', 'aws', '2', 'high', 'eu-west-1', 'c', 1);
 INSERT INTO scans (tenant, id, provider_type, provider_uid, inserted_at, updated_at) VALUES ('t', 's-2', 'aws', '2', 100, 100);
 INSERT INTO latest_scans (tenant, provider_type, provider_uid, scan_id, ingestion_id, completed_at) VALUES
-    ('gone', 'aws', '1', 's-1', 'ing', 100), ('t', 'aws', '2', 's-2', 'ing', 100);`)
+    ('gone', 'aws', '1', 's-1', 'ing', 100), ('t', 'aws', '2', 's-2', 'ing', 100);
+-- The current state is built from the findings (migration 00018): s-2's.
+INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, check_id, severity, status_code, region, provider_type, provider_uid, event_time, raw, inserted_at, updated_at)
+VALUES ('f', 't', 's-2', 'u', 'ing', 'c', 'high', 'FAIL', 'eu-west-1', 'aws', '2', 100, x'7b7d', 100, 100);`)
 	storetest.CheckDeletedTenantsResidueRemoved(t, func(table, tenant string) (n int, err error) {
 		err = s.r.QueryRowContext(context.Background(), `SELECT count(*) FROM `+table+` WHERE tenant = ?1`, tenant).Scan(&n)
 		return n, err

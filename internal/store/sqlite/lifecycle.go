@@ -17,6 +17,9 @@ func (s *Store) DeleteRun(ctx context.Context, tenant, ingestionID string) error
 		if _, err := tx.ExecContext(ctx, `DELETE FROM runs WHERE tenant = ?1 AND ingestion_id = ?2`, tenant, ingestionID); err != nil {
 			return fmt.Errorf("sqlite: delete the run of ingestion %s: %w", ingestionID, err)
 		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM ingestion_scans WHERE tenant = ?1 AND ingestion_id = ?2`, tenant, ingestionID); err != nil {
+			return fmt.Errorf("sqlite: delete the scans recorded for ingestion %s: %w", ingestionID, err)
+		}
 		return nil
 	})
 }

@@ -74,8 +74,15 @@ WHERE tenant = ?6 AND ingestion_id = ?7 AND attempt = ?8 AND finished_at IS NULL
 			return nil
 		}
 		if o.Status == store.RunSucceeded {
-			if _, err := tx.ExecContext(ctx, engine.MarkLatestScans(engine.SQLite), tenant, ingestionID, now); err != nil {
-				return fmt.Errorf("sqlite: finish run: mark the latest scans: %w", err)
+			// One writer: no other merge can run between these.
+			var merge int64
+			if err := tx.QueryRowContext(ctx, engine.NextMerge(engine.SQLite), tenant).Scan(&merge); err != nil {
+				return fmt.Errorf("sqlite: finish run: number the merge into the current state: %w", err)
+			}
+			for _, stmt := range engine.CurrentMerge(engine.SQLite) {
+				if _, err := tx.ExecContext(ctx, stmt, tenant, ingestionID, merge); err != nil {
+					return fmt.Errorf("sqlite: finish run: merge into the current state: %w", err)
+				}
 			}
 			return nil
 		}

@@ -68,8 +68,9 @@ SELECT rowid, 'x', 'stale text', 'x', 'x' FROM findings LIMIT 1`); err != nil {
 
 // TestUpgradeIndexesSearchAndLatest opens a database written before the
 // search index and the latest scans existed: the upgrade indexes the
-// stored findings' text and picks each provider's latest scan from the
-// runs that succeeded, the one that finished last.
+// stored findings' text and builds the current state from the findings of
+// runs that did not fail or still run: per account and check (one here),
+// the run of the same event time inserted last.
 func TestUpgradeIndexesSearchAndLatest(t *testing.T) {
 	ctx := context.Background()
 	s := upgradedFrom(t, 4, `
@@ -84,8 +85,8 @@ INSERT INTO scans (tenant, id, provider_type, provider_uid, ingestion_id, insert
     ('t', 's-c', 'aws', '111', 'ing-c', 3, 3),
     ('t', 's-d', 'aws', '111', 'ing-d', 4, 4),
     ('t', 's-g', 'gcp', 'proj', 'ing-a', 1, 1);
-INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, title, event_time, raw, inserted_at, updated_at)
-SELECT 'id-' || id, 't', id, 'uid-' || id, ingestion_id, 'Old title in ' || id, 0, x'7b7d', 1, 1 FROM scans;`)
+INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, title, provider_type, provider_uid, event_time, raw, inserted_at, updated_at)
+SELECT 'id-' || id, 't', id, 'uid-' || id, ingestion_id, 'Old title in ' || id, provider_type, provider_uid, 0, x'7b7d', inserted_at, inserted_at FROM scans;`)
 	scans := func(q store.FindingQuery) []string {
 		t.Helper()
 		q.Sort, q.Page = []string{"uid"}, store.Page{Size: 10}

@@ -77,8 +77,17 @@ func TestBatchMaintenanceMatchesRowTriggers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err := p.Down(ctx); err != nil || res.Source.Version != 16 {
-		t.Fatalf("undo migration 00016: %v, %v", res, err)
+	// Undo 00016 alone: the migrations after it stay (those they add are
+	// what FinishRun writes).
+	if _, err := p.DownTo(ctx, 15); err != nil {
+		t.Fatalf("undo migration 00016 and those after it: %v", err)
+	}
+	for _, src := range p.ListSources() {
+		if src.Version > 16 {
+			if _, err := p.ApplyVersion(ctx, src.Version, true); err != nil {
+				t.Fatalf("apply migration %d again: %v", src.Version, err)
+			}
+		}
 	}
 	rows.LeaveOut(store.StructureSummary, store.StructureScanSummary, store.StructureSpans)
 

@@ -96,22 +96,3 @@ func ValidOutcome(o store.Outcome) error {
 	}
 	return nil
 }
-
-// MarkLatestScans renders what FinishRun runs when a run succeeds: each
-// provider's latest scan becomes the one the ingestion wrote (of several,
-// the most recently inserted, then the greatest id). Parameters: tenant,
-// ingestion id, completion time. A statement may not upsert one row twice,
-// so each provider's pick is made before the upsert.
-func MarkLatestScans(d Dialect) string {
-	p := d.Param
-	return `
-INSERT INTO latest_scans (tenant, provider_type, provider_uid, scan_id, ingestion_id, completed_at)
-SELECT s.tenant, s.provider_type, s.provider_uid, s.id, s.ingestion_id, ` + p(3) + ` FROM scans s
-WHERE s.tenant = ` + p(1) + ` AND s.ingestion_id = ` + p(2) + ` AND NOT EXISTS (
-    SELECT 1 FROM scans t
-    WHERE t.tenant = s.tenant AND t.ingestion_id = s.ingestion_id
-        AND t.provider_type = s.provider_type AND t.provider_uid = s.provider_uid
-        AND (t.inserted_at > s.inserted_at OR (t.inserted_at = s.inserted_at AND t.id > s.id)))
-ON CONFLICT (tenant, provider_type, provider_uid) DO UPDATE SET
-    scan_id = excluded.scan_id, ingestion_id = excluded.ingestion_id, completed_at = excluded.completed_at`
-}

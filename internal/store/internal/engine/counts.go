@@ -27,6 +27,10 @@ func countedFrom(d Dialect, a *Args, tenant string, q store.FindingQuery) (from,
 		// repeated made the planner join latest_scans twice and read
 		// each scan once per latest scan.
 		q.Latest = false
+		if q.Search != "" {
+			return from, rowTestedWhere(a, tenant, q) + " AND " + currentRun(a, tenant)
+		}
+		return from, FindingWhere(a, tenant, q) + " AND " + currentRun(a, tenant)
 	case q.Search != "" && indexedSearch(q):
 		// SQLite's trigram index hands its candidates over one by one,
 		// and the count stops at its limit: in the natural key's order
@@ -68,11 +72,11 @@ func scanSummaryFrom(d Dialect, a *Args, tenant string, q store.FindingQuery) (f
 	from = ScanSummaryTable
 	if q.Latest && d.LatestFindings != nil {
 		from = d.LatestFindings(a, ScanSummaryTable, tenant, " OFFSET 0")
-		return from, FindingWhere(a, tenant, rest)
+		return from, FindingWhere(a, tenant, rest) + " AND " + currentRun(a, tenant)
 	}
 	where = FindingWhere(a, tenant, rest)
 	if q.Latest {
-		where += " AND scan_id IN (SELECT scan_id FROM latest_scans WHERE tenant = " + a.Add(tenant) + ")"
+		where += " AND scan_id IN (SELECT scan_id FROM latest_scans WHERE tenant = " + a.Add(tenant) + ") AND " + currentRun(a, tenant)
 	}
 	return from, where
 }
@@ -104,6 +108,7 @@ func findingCount(d Dialect, tenant string, q store.FindingQuery) Statement {
 // q.Summarized() or the summary by scan when q.ScanSummarized() (one row
 // per group, whatever the number of findings), else FindingCountsScan.
 func FindingCounts(d Dialect, tenant string, q store.FindingQuery, by []string) (Statement, error) {
+	q = CurrentQuery(q)
 	if err := checkDimensions(by); err != nil {
 		return Statement{}, err
 	}
@@ -144,6 +149,7 @@ func checkDimensions(by []string) error {
 // not the rows. It is what FindingCounts falls back to for filters the
 // summary lacks, and what the summary's conformance test compares with.
 func FindingCountsScan(d Dialect, tenant string, q store.FindingQuery, by []string) (Statement, error) {
+	q = CurrentQuery(q)
 	if err := checkDimensions(by); err != nil {
 		return Statement{}, err
 	}

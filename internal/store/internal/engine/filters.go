@@ -34,9 +34,13 @@ func FindingWhere(a *Args, tenant string, q store.FindingQuery) string {
 		}
 	}
 	if q.Latest {
-		// The latest scans are few (one per provider), and the natural key
-		// (tenant, scan_id, uid) finds each one's findings.
-		conds = append(conds, "scan_id IN (SELECT scan_id FROM latest_scans WHERE tenant = "+a.Add(tenant)+")")
+		// The latest scans are few (those that win a check), and the
+		// natural key (tenant, scan_id, uid) finds each one's findings; of
+		// those, the runs that win their check are current.
+		conds = append(conds, "scan_id IN (SELECT scan_id FROM latest_scans WHERE tenant = "+a.Add(tenant)+")", currentRun(a, tenant))
+	}
+	if q.Delta != "" {
+		conds = append(conds, deltaCond(a, tenant, q.Delta))
 	}
 	if q.Search != "" {
 		conds = append(conds, searchConds(a, q)...)

@@ -51,7 +51,7 @@ const ScanBoundsTable = "scan_bounds"
 // filter whose own index bounds the rows better (a scan, an ingestion)
 // and no search the trigram index answers.
 func latestSpanPage(d Dialect, tenant string, q store.FindingQuery, parts []orderPart, limit, offset int) (Statement, bool) {
-	if !q.Latest || q.ScanID != "" || q.IngestionID != "" || (q.Search != "" && indexedSearch(q)) {
+	if !q.Latest || q.ScanID != "" || q.IngestionID != "" || q.Delta != "" || (q.Search != "" && indexedSearch(q)) {
 		return Statement{}, false
 	}
 	if _, ok := indexKey(parts); !ok {
@@ -83,7 +83,7 @@ func newSpanPage(d Dialect, tenant string, q store.FindingQuery, parts []orderPa
 	p.t = p.a.Add(tenant)
 	rest := q
 	rest.Latest = false
-	p.cond = FindingWhere(p.a, tenant, rest)
+	p.cond = FindingWhere(p.a, tenant, rest) + " AND " + currentRun(p.a, tenant)
 	if q.After != nil {
 		p.cond += " AND (" + p.a.keyset(parts, *q.After) + ")"
 		offset = 0

@@ -14,7 +14,7 @@ import (
 // severity, a region), so the ordered index read until the page is full is
 // the better plan.
 func bounded(q store.FindingQuery) bool {
-	return q.ScanID != "" || q.IngestionID != "" || q.CheckID != "" || q.Latest || (q.Search != "" && indexedSearch(q))
+	return q.ScanID != "" || q.IngestionID != "" || q.CheckID != "" || q.Latest || q.Delta != "" || (q.Search != "" && indexedSearch(q))
 }
 
 // naturalKeyIndex is SQLite's name for the index of findings' UNIQUE
@@ -42,7 +42,7 @@ func latestIndex(d Dialect, q store.FindingQuery) string {
 // ingestion or a check, or a search the trigram index answers, bounds the
 // rows its own index reads, and a provider's latest scan may be old.
 func latestWalk(q store.FindingQuery) bool {
-	return q.Latest && q.ScanID == "" && q.IngestionID == "" && q.CheckID == "" && q.ProviderUID == "" &&
+	return q.Latest && q.ScanID == "" && q.IngestionID == "" && q.CheckID == "" && q.ProviderUID == "" && q.Delta == "" &&
 		len(q.ProviderType) == 0 && !(q.Search != "" && indexedSearch(q))
 }
 
@@ -68,6 +68,7 @@ func ShortPageCount(q store.FindingQuery, rows int) (count int, known bool) {
 // matching findings and the page. Both engines issue exactly these, and the
 // query plan tests explain exactly these.
 func FindingList(d Dialect, tenant string, q store.FindingQuery) (count, page Statement, err error) {
+	q = CurrentQuery(q)
 	parts, err := findingOrder(q.Sort)
 	if err != nil {
 		return Statement{}, Statement{}, err
@@ -138,6 +139,7 @@ func latestPage(d Dialect, tenant string, q store.FindingQuery, parts []orderPar
 	} else {
 		where = FindingWhere(a, tenant, rest)
 	}
+	where += " AND " + currentRun(a, tenant)
 	if q.After != nil {
 		where += " AND (" + a.keyset(parts, *q.After) + ")"
 		offset = 0

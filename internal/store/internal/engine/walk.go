@@ -29,7 +29,7 @@ import (
 // check or severity reads long runs without one match (a walk of 10,000
 // findings in uid order found none of "bucket" at 300,000 findings).
 func Walkable(q store.FindingQuery) bool {
-	if !indexedSearch(q) || q.ScanID != "" || q.IngestionID != "" || q.CheckID != "" {
+	if !indexedSearch(q) || q.ScanID != "" || q.IngestionID != "" || q.CheckID != "" || q.Delta != "" {
 		return false
 	}
 	parts, err := findingOrder(q.Sort)
@@ -60,6 +60,7 @@ const walkedColumns = "rowid AS walked, tenant, id, uid, scan_id, ingestion_id, 
 // (a lower bound either way). Otherwise the walk ran out first and the
 // caller asks FindingList. Only the page's findings are read whole.
 func FindingListWalk(d Dialect, tenant string, q store.FindingQuery, walk int) (count, page Statement, err error) {
+	q = CurrentQuery(q)
 	if d.IndexedBy == nil || !Walkable(q) || q.CountLimit <= 0 {
 		return Statement{}, Statement{}, Invalid("a walk is for a SQLite search over the whole tenant with a bounded count")
 	}
