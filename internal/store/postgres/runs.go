@@ -96,8 +96,8 @@ WHERE tenant = $6 AND ingestion_id = $7 AND attempt = $8 AND finished_at IS NULL
 			if err := tx.QueryRow(ctx, engine.NextMerge(engine.Postgres), tenant).Scan(&merge); err != nil {
 				return fmt.Errorf("number the merge into the current state: %w", err)
 			}
-			for _, stmt := range engine.CurrentMerge(engine.Postgres) {
-				if _, err := tx.Exec(ctx, stmt, tenant, ingestionID, merge); err != nil {
+			for _, st := range engine.CurrentMerge(engine.Postgres, tenant, ingestionID, merge) {
+				if _, err := tx.Exec(ctx, st.SQL, st.Args...); err != nil {
 					return fmt.Errorf("merge into the current state: %w", err)
 				}
 			}

@@ -79,8 +79,8 @@ WHERE tenant = ?6 AND ingestion_id = ?7 AND attempt = ?8 AND finished_at IS NULL
 			if err := tx.QueryRowContext(ctx, engine.NextMerge(engine.SQLite), tenant).Scan(&merge); err != nil {
 				return fmt.Errorf("sqlite: finish run: number the merge into the current state: %w", err)
 			}
-			for _, stmt := range engine.CurrentMerge(engine.SQLite) {
-				if _, err := tx.ExecContext(ctx, stmt, tenant, ingestionID, merge); err != nil {
+			for _, st := range engine.CurrentMerge(engine.SQLite, tenant, ingestionID, merge) {
+				if _, err := tx.ExecContext(ctx, st.SQL, st.Args...); err != nil {
 					return fmt.Errorf("sqlite: finish run: merge into the current state: %w", err)
 				}
 			}

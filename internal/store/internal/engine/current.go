@@ -62,9 +62,8 @@ func ValidDelta(d string) bool {
 }
 
 // CurrentMerge is the statements FinishRun runs, in order and in its
-// transaction, when an ingestion succeeds; each takes the tenant ($1), the
-// ingestion ($2) and the merge's number ($3, from NextMerge), which must
-// exceed every earlier merge's of the tenant. Merges of one tenant must not
+// transaction, when ingestion succeeds; merge is the merge's number (from
+// NextMerge), which must exceed every earlier merge's of the tenant. Merges of one tenant must not
 // run at once (PostgreSQL takes MergeLock first; SQLite has one writer).
 //
 // The runs of the ingestion's scans are counted in check_runs; each of its
@@ -75,65 +74,108 @@ func ValidDelta(d string) bool {
 // Every statement reads the findings of the ingestion's scans, or of the
 // runs they replaced, through the natural key: a merge costs the findings
 // it concerns, not the tenant's history.
-func CurrentMerge(d Dialect) []string {
-	p := d.Param
-	t, ing, n := p(1), p(2), p(3)
-	scans := "(SELECT scan_id FROM ingestion_scans WHERE tenant = " + t + " AND ingestion_id = " + ing + ")"
-	touched := "current_checks WHERE tenant = " + t + " AND touched = " + n
+func CurrentMerge(d Dialect, tenant, ingestion string, merge int64) []Statement {
+	var out []Statement
+	for i := 0; ; i++ {
+		a := NewArgs(d)
+		sql, ok := currentMergeStatement(i, mergeParams{a: a, tenant: tenant, ingestion: ingestion, merge: merge})
+		if !ok {
+			return out
+		}
+		out = append(out, Statement{SQL: sql, Args: a.Vals})
+	}
+}
+
+// mergeParams hands out the placeholders of a merge statement, each bound
+// on its first use: PostgreSQL refuses a parameter a statement never
+// reads, as it cannot tell its type.
+type mergeParams struct {
+	a                 *Args
+	tenant, ingestion string
+	merge             int64
+	t, ing, n         string
+}
+
+func (p *mergeParams) param(got *string, v any) string {
+	if *got == "" {
+		*got = p.a.Add(v)
+	}
+	return *got
+}
+
+// currentMergeStatement renders the i-th statement of CurrentMerge, or
+// false past the last.
+func currentMergeStatement(i int, p mergeParams) (string, bool) {
+	t := p.param(&p.t, p.tenant)
+	ing := func() string { return p.param(&p.ing, p.ingestion) }
+	n := func() string { return p.param(&p.n, p.merge) }
+	scans := func() string {
+		return "(SELECT scan_id FROM ingestion_scans WHERE tenant = " + t + " AND ingestion_id = " + ing() + ")"
+	}
+	touched := func() string { return "current_checks WHERE tenant = " + t + " AND touched = " + n() }
 	sameCheck := func(x, y string) string {
 		return x + ".tenant = " + y + ".tenant AND " + x + ".provider_type = " + y + ".provider_type AND " +
 			x + ".provider_uid = " + y + ".provider_uid AND " + x + ".check_id = " + y + ".check_id"
 	}
-	return []string{
+	switch i {
+	case 0:
 		// The ingestion's runs, with their time as it now stands.
-		`INSERT INTO check_runs (tenant, provider_type, provider_uid, check_id, scan_id, run_time, seq)
-SELECT tenant, provider_type, provider_uid, check_id, scan_id, max(event_time), ` + n + `
-FROM findings WHERE tenant = ` + t + ` AND scan_id IN ` + scans + `
+		return `INSERT INTO check_runs (tenant, provider_type, provider_uid, check_id, scan_id, run_time, seq)
+SELECT tenant, provider_type, provider_uid, check_id, scan_id, max(event_time), ` + n() + `
+FROM findings WHERE tenant = ` + t + ` AND scan_id IN ` + scans() + `
 GROUP BY tenant, provider_type, provider_uid, check_id, scan_id
-ON CONFLICT (tenant, provider_type, provider_uid, check_id, scan_id) DO UPDATE SET run_time = excluded.run_time, seq = excluded.seq`,
+ON CONFLICT (tenant, provider_type, provider_uid, check_id, scan_id) DO UPDATE SET run_time = excluded.run_time, seq = excluded.seq`, true
+	case 1:
 		// Those that are now the newest of their check (time, then upload
 		// order, then scan id) become current; one already current keeps the
 		// run it replaced.
-		`INSERT INTO current_checks (tenant, provider_type, provider_uid, check_id, scan_id, previous_scan_id, touched)
-SELECT r.tenant, r.provider_type, r.provider_uid, r.check_id, r.scan_id, NULL, ` + n + `
-FROM check_runs r WHERE r.tenant = ` + t + ` AND r.scan_id IN ` + scans + ` AND NOT EXISTS (
+		return `INSERT INTO current_checks (tenant, provider_type, provider_uid, check_id, scan_id, previous_scan_id, touched)
+SELECT r.tenant, r.provider_type, r.provider_uid, r.check_id, r.scan_id, NULL, ` + n() + `
+FROM check_runs r WHERE r.tenant = ` + t + ` AND r.scan_id IN ` + scans() + ` AND NOT EXISTS (
     SELECT 1 FROM check_runs o WHERE ` + sameCheck("o", "r") + `
         AND (o.run_time > r.run_time OR (o.run_time = r.run_time AND (o.seq > r.seq OR (o.seq = r.seq AND o.scan_id > r.scan_id)))))
 ON CONFLICT (tenant, provider_type, provider_uid, check_id) DO UPDATE SET
     previous_scan_id = CASE WHEN current_checks.scan_id = excluded.scan_id THEN current_checks.previous_scan_id ELSE current_checks.scan_id END,
-    scan_id = excluded.scan_id, touched = excluded.touched`,
-		`DELETE FROM finding_deltas WHERE tenant = ` + t + ` AND (provider_type, provider_uid, check_id) IN (SELECT provider_type, provider_uid, check_id FROM ` + touched + `)`,
+    scan_id = excluded.scan_id, touched = excluded.touched`, true
+	case 2:
+		return `DELETE FROM finding_deltas WHERE tenant = ` + t + ` AND (provider_type, provider_uid, check_id) IN (SELECT provider_type, provider_uid, check_id FROM ` + touched() + `)`, true
+	case 3:
 		// New: its uid was never seen for the account before (in another
 		// scan, at or before its time). Changed: its status differs from
 		// the same uid's in the run its run replaced.
-		`INSERT INTO finding_deltas (tenant, id, provider_type, provider_uid, check_id, delta)
+		return `INSERT INTO finding_deltas (tenant, id, provider_type, provider_uid, check_id, delta)
 SELECT f.tenant, f.id, f.provider_type, f.provider_uid, f.check_id,
     CASE WHEN NOT EXISTS (
         SELECT 1 FROM findings g WHERE g.tenant = f.tenant AND g.uid = f.uid AND g.provider_type = f.provider_type
             AND g.provider_uid = f.provider_uid AND g.scan_id <> f.scan_id AND g.event_time <= f.event_time)
     THEN '` + DeltaNew + `' ELSE '` + DeltaChanged + `' END
-FROM findings f WHERE f.tenant = ` + t + ` AND f.scan_id IN ` + scans + `
-    AND (f.provider_type, f.provider_uid, f.check_id, f.scan_id) IN (SELECT provider_type, provider_uid, check_id, scan_id FROM ` + touched + `)
+FROM findings f WHERE f.tenant = ` + t + ` AND f.scan_id IN ` + scans() + `
+    AND (f.provider_type, f.provider_uid, f.check_id, f.scan_id) IN (SELECT provider_type, provider_uid, check_id, scan_id FROM ` + touched() + `)
     AND (NOT EXISTS (
         SELECT 1 FROM findings g WHERE g.tenant = f.tenant AND g.uid = f.uid AND g.provider_type = f.provider_type
             AND g.provider_uid = f.provider_uid AND g.scan_id <> f.scan_id AND g.event_time <= f.event_time)
     OR EXISTS (
         SELECT 1 FROM findings p WHERE p.tenant = f.tenant AND p.uid = f.uid AND p.status_code <> f.status_code
-            AND p.scan_id = (SELECT c.previous_scan_id FROM current_checks c WHERE ` + sameCheck("c", "f") + `)))`,
-		`DELETE FROM resolved_findings WHERE tenant = ` + t + ` AND (provider_type, provider_uid, check_id) IN (SELECT provider_type, provider_uid, check_id FROM ` + touched + `)`,
+            AND p.scan_id = (SELECT c.previous_scan_id FROM current_checks c WHERE ` + sameCheck("c", "f") + `)))`, true
+	case 4:
+		return `DELETE FROM resolved_findings WHERE tenant = ` + t + ` AND (provider_type, provider_uid, check_id) IN (SELECT provider_type, provider_uid, check_id FROM ` + touched() + `)`, true
+	case 5:
 		// Resolved: failing in the replaced run, and not failing in the
 		// current one (passing, or gone).
-		`INSERT INTO resolved_findings (tenant, id, provider_type, provider_uid, check_id)
+		return `INSERT INTO resolved_findings (tenant, id, provider_type, provider_uid, check_id)
 SELECT p.tenant, p.id, p.provider_type, p.provider_uid, p.check_id
-FROM findings p WHERE p.tenant = ` + t + ` AND p.scan_id IN (SELECT previous_scan_id FROM ` + touched + `) AND p.status_code = 'FAIL'
-    AND (p.provider_type, p.provider_uid, p.check_id, p.scan_id) IN (SELECT provider_type, provider_uid, check_id, previous_scan_id FROM ` + touched + `)
+FROM findings p WHERE p.tenant = ` + t + ` AND p.scan_id IN (SELECT previous_scan_id FROM ` + touched() + `) AND p.status_code = 'FAIL'
+    AND (p.provider_type, p.provider_uid, p.check_id, p.scan_id) IN (SELECT provider_type, provider_uid, check_id, previous_scan_id FROM ` + touched() + `)
     AND NOT EXISTS (
         SELECT 1 FROM findings n WHERE n.tenant = p.tenant AND n.uid = p.uid AND n.status_code = 'FAIL'
-            AND n.scan_id = (SELECT c.scan_id FROM current_checks c WHERE ` + sameCheck("c", "p") + `))`,
-		`INSERT INTO latest_scans (tenant, scan_id) SELECT DISTINCT tenant, scan_id FROM ` + touched + ` ON CONFLICT (tenant, scan_id) DO NOTHING`,
-		`DELETE FROM latest_scans WHERE tenant = ` + t + ` AND scan_id IN (SELECT previous_scan_id FROM ` + touched + `)
-    AND NOT EXISTS (SELECT 1 FROM current_checks c WHERE c.tenant = latest_scans.tenant AND c.scan_id = latest_scans.scan_id)`,
+            AND n.scan_id = (SELECT c.scan_id FROM current_checks c WHERE ` + sameCheck("c", "p") + `))`, true
+	case 6:
+		return `INSERT INTO latest_scans (tenant, scan_id) SELECT DISTINCT tenant, scan_id FROM ` + touched() + ` ON CONFLICT (tenant, scan_id) DO NOTHING`, true
+	case 7:
+		return `DELETE FROM latest_scans WHERE tenant = ` + t + ` AND scan_id IN (SELECT previous_scan_id FROM ` + touched() + `)
+    AND NOT EXISTS (SELECT 1 FROM current_checks c WHERE c.tenant = latest_scans.tenant AND c.scan_id = latest_scans.scan_id)`, true
 	}
+	return "", false
 }
 
 // NextMerge renders the number of a tenant's next merge ($1: the tenant):
