@@ -18,8 +18,9 @@ func (s *Server) countFindings(w http.ResponseWriter, r *http.Request) error {
 	return s.countFindingsOf(w, r, false)
 }
 
-// countLatestFindings counts the current state: the findings of each
-// provider's latest scan, as GET /findings/latest lists them.
+// countLatestFindings counts the current state (for each account and
+// check, the findings of the newest run of that check), as GET
+// /findings/latest lists them.
 func (s *Server) countLatestFindings(w http.ResponseWriter, r *http.Request) error {
 	return s.countFindingsOf(w, r, true)
 }
@@ -57,7 +58,11 @@ func (s *Server) countFindingsOf(w http.ResponseWriter, r *http.Request, latest 
 		}
 		rest[name] = v
 	}
-	q, aerr := parseListValues(rest, listSpec{resourceType: "finding-counts", filters: findingList.filters})
+	filters := findingList.filters
+	if latest {
+		filters = latestFindingList.filters
+	}
+	q, aerr := parseListValues(rest, listSpec{resourceType: "finding-counts", filters: filters})
 	if aerr != nil {
 		return aerr
 	}

@@ -3,7 +3,9 @@ package webhook
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -28,9 +30,17 @@ func (s *Server) authorizeRead(r *http.Request) (auth.Principal, error) {
 // two orders of magnitude larger than the rest.
 var findingListAttrs = []string{"uid", "check_id", "title", "severity", "severity_id", "status_code", "status",
 	"region", "provider_type", "provider_uid", "resource_uid", "scan_id", "ingestion_id", "time",
-	"inserted_at", "updated_at"}
+	"inserted_at", "updated_at", "first_seen_at", "delta"}
 
 var findingFields = set(append([]string{"record"}, findingListAttrs...)...)
+
+// currentOnly are the attributes only a finding of the current state
+// carries (/findings/latest): when its uid was first seen for its account,
+// and what changed since the run its check's run replaced.
+var currentOnly = set("first_seen_at", "delta")
+
+// deltas are filter[delta]'s values.
+var deltas = set("new", "changed", "resolved")
 
 var findingList = listSpec{
 	resourceType: "findings",
@@ -41,6 +51,14 @@ var findingList = listSpec{
 	fields:      findingFields,
 	cursor:      true,
 }
+
+// latestFindingList is findingList with filter[delta], which only the
+// current state has.
+var latestFindingList = func() listSpec {
+	l := findingList
+	l.filters = set(append(slices.Collect(maps.Keys(findingList.filters)), "delta")...)
+	return l
+}()
 
 // Severities are OCSF's severity labels, what the store keeps (lower-case).
 var severities = set(findings.Severities...)
@@ -57,9 +75,10 @@ func (s *Server) listFindings(w http.ResponseWriter, r *http.Request) error {
 	return s.listFindingsOf(w, r, false)
 }
 
-// listLatestFindings is the current state: the findings list restricted
-// to each provider's latest scan (store.FindingQuery.Latest), with the
-// same parameters and answer.
+// listLatestFindings is the current state: for each account and check,
+// the findings of the newest run of that check (store.FindingQuery.Latest),
+// with the same parameters and answer, plus filter[delta] and each
+// finding's first_seen_at and delta.
 func (s *Server) listLatestFindings(w http.ResponseWriter, r *http.Request) error {
 	return s.listFindingsOf(w, r, true)
 }
@@ -69,7 +88,11 @@ func (s *Server) listFindingsOf(w http.ResponseWriter, r *http.Request, latest b
 	if err != nil {
 		return err
 	}
-	q, aerr := parseList(r, findingList)
+	spec := findingList
+	if latest {
+		spec = latestFindingList
+	}
+	q, aerr := parseList(r, spec)
 	if aerr != nil {
 		return aerr
 	}
@@ -194,6 +217,12 @@ func findingQuery(q listQuery) (store.FindingQuery, *apiError) {
 	if fq.ProviderType, aerr = oneOrMany(q.filters, "provider_type", nil); aerr != nil {
 		return fq, aerr
 	}
+	if d, ok := q.filters["delta"]; ok {
+		if !deltas[d] {
+			return fq, errorf(400, CodeInvalid, "unknown filter[delta] %q; one of %s", d, joinKeys(deltas)).parameter("filter[delta]")
+		}
+		fq.Delta = d
+	}
 	for _, key := range []string{"provider_uid", "check_id", "region", "scan", "ingestion", "search"} {
 		if v, ok := q.filters[key]; ok && v == "" {
 			return fq, errorf(400, CodeInvalid, "filter[%s] must not be empty", key).parameter("filter[" + key + "]")
@@ -291,10 +320,21 @@ func findingResource(r *http.Request, f *store.Finding, fields map[string]bool) 
 		"inserted_at":   f.InsertedAt.UTC().Format(time.RFC3339Nano),
 		"updated_at":    f.UpdatedAt.UTC().Format(time.RFC3339Nano),
 	}
+	if f.FirstSeenAt != nil {
+		all["first_seen_at"] = f.FirstSeenAt.UTC().Format(time.RFC3339Nano)
+	}
+	if f.Delta != "" {
+		all["delta"] = f.Delta
+	}
 	attrs := make(map[string]any, len(fields))
 	for k := range fields {
 		if k == "record" {
 			attrs[k] = rawRecord(f.Raw)
+			continue
+		}
+		if _, ok := all[k]; !ok && currentOnly[k] {
+			// A finding of the history has neither; one of the current
+			// state without a delta has none.
 			continue
 		}
 		attrs[k] = all[k]

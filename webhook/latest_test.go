@@ -12,8 +12,9 @@ import (
 
 // TestLatestFindings uploads reports of one account through the real API
 // and worker and reads GET /findings/latest and /findings/latest/counts
-// after each: they hold the findings of the report that completed last,
-// while GET /findings keeps the whole history. A cursor does not cross
+// after each: for each check, the findings of its newest run (the
+// records' time, then upload order), so a smaller report replaces only
+// the checks it holds, while GET /findings keeps the whole history. A cursor does not cross
 // from one list to the other, and a search shorter than a trigram is
 // refused on every findings read.
 func TestLatestFindings(t *testing.T) {
@@ -46,13 +47,14 @@ func TestLatestFindings(t *testing.T) {
 	}
 
 	for i, step := range []struct {
-		name        string
-		report      []byte
-		latest, all int
+		name               string
+		report             []byte
+		latest, all, scans int
 	}{
-		{"first report", full, 3, 3},
-		{"a smaller report of the same account", fewer, 2, 5},
-		{"the first report again", full, 3, 5},
+		{"first report", full, 3, 3, 1},
+		// The third record's check keeps the first report's run.
+		{"a smaller report of the same account", fewer, 3, 5, 2},
+		{"the first report again", full, 3, 5, 1},
 	} {
 		if _, status, _ := a.ingest(step.name+".ocsf.json", step.report); status != "completed" {
 			t.Fatalf("step %d: ingestion %s", i, status)
@@ -67,8 +69,8 @@ func TestLatestFindings(t *testing.T) {
 		for _, r := range latest.Data {
 			scans[r.Attributes["scan_id"].(string)] = true
 		}
-		if len(scans) != 1 {
-			t.Errorf("after %s: the latest findings come from scans %v, want one", step.name, scans)
+		if len(scans) != step.scans {
+			t.Errorf("after %s: the latest findings come from scans %v, want %d", step.name, scans, step.scans)
 		}
 		if n := total("/api/v1/findings/latest/counts"); n != step.latest {
 			t.Errorf("after %s: latest counts total %d, want %d", step.name, n, step.latest)

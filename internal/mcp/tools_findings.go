@@ -12,7 +12,8 @@ import (
 
 // findingAttrs are the listed attributes of a finding (without the record).
 var findingAttrs = []string{"uid", "check_id", "title", "severity", "severity_id", "status_code", "status", "region",
-	"provider_type", "provider_uid", "resource_uid", "scan_id", "ingestion_id", "time", "inserted_at", "updated_at"}
+	"provider_type", "provider_uid", "resource_uid", "scan_id", "ingestion_id", "time", "inserted_at", "updated_at",
+	"first_seen_at", "delta"}
 
 func lower(vs []string) []string {
 	out := make([]string, len(vs))
@@ -31,7 +32,8 @@ func upper(vs []string) []string {
 }
 
 // findingsPath is the findings list to read: every scan's findings, or
-// (the tools' default) the current state, each account's latest scan's.
+// (the tools' default) the current state: for each account and check, the
+// findings of the newest run of that check.
 // A scan or an ingestion names a point in history, so a tool given one
 // reads history.
 func findingsPath(history bool) string {
@@ -178,7 +180,7 @@ func (c *caller) overview(ctx context.Context, in overviewIn) (any, error) {
 		"failing_by_severity":     failMap,
 		"by_provider":             listed,
 		"filters":                 url.Values(base),
-		"scans":                   map[bool]string{false: "latest of each account", true: "all"}[history],
+		"scans":                   map[bool]string{false: "current state (each account's newest run of each check)", true: "all"}[history],
 		"providers_with_findings": len(providers),
 		"providers_in_tenant":     providersTotal,
 		"providers_listed_limit":  overviewProviderLimit,
@@ -246,7 +248,7 @@ func (c *caller) checkCatalogue(ctx context.Context, in listCheckIDsIn) (any, er
 		"distinct_checks":  len(checks),
 		"findings_matched": total,
 		"complete":         !partial,
-		"scans":            map[bool]string{false: "latest of each account", true: "all"}[history],
+		"scans":            map[bool]string{false: "current state (each account's newest run of each check)", true: "all"}[history],
 		"next":             "search_findings with check_id (and the same history) gives a check's findings, title and resources",
 	}
 	if partial {

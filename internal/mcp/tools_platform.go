@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"strings"
 
@@ -54,7 +55,8 @@ type searchFindingsIn struct {
 	IncludeRecord bool     `json:"include_record,omitempty" jsonschema:"also return each finding's full OCSF record (large)"`
 	paging
 	Cursor  string `json:"cursor,omitempty" jsonschema:"next_cursor of the previous answer, to continue with the same filters and sort; page is then ignored"`
-	History bool   `json:"history,omitempty" jsonschema:"search every scan ever ingested, not only each account's latest scan (the default; a scan or ingestion filter searches every scan too)"`
+	History bool   `json:"history,omitempty" jsonschema:"search every scan ever ingested, not only the current state (the default: for each account and check, the newest run's findings; a scan or ingestion filter searches every scan too)"`
+	Delta   string `json:"delta,omitempty" jsonschema:"current state only: new (uid never seen for the account before) or changed (status differs from the check's previous run); resolved lists instead the findings that failed in the check's previous run and now pass or are gone"`
 }
 
 type getFindingIn struct {
@@ -68,7 +70,7 @@ type overviewIn struct {
 	Scan         string `json:"scan,omitempty" jsonschema:"restrict to one scan id"`
 	Region       string `json:"region,omitempty" jsonschema:"restrict to one region"`
 	CheckID      string `json:"check_id,omitempty" jsonschema:"restrict to one check"`
-	History      bool   `json:"history,omitempty" jsonschema:"count every scan ever ingested, not only each account's latest scan (the default; a scan filter counts every scan too)"`
+	History      bool   `json:"history,omitempty" jsonschema:"count every scan ever ingested, not only the current state (the default: for each account and check, the newest run's findings; a scan filter counts every scan too)"`
 }
 
 type listProvidersIn struct {
@@ -91,7 +93,7 @@ type listCheckIDsIn struct {
 	ProviderType string `json:"provider_type,omitempty" jsonschema:"only checks seen for this provider type"`
 	Scan         string `json:"scan,omitempty" jsonschema:"only checks seen in this scan"`
 	Search       string `json:"search,omitempty" jsonschema:"substring of the check id, title, finding uid or resource uid"`
-	History      bool   `json:"history,omitempty" jsonschema:"count every scan ever ingested, not only each account's latest scan (the default; a scan filter counts every scan too)"`
+	History      bool   `json:"history,omitempty" jsonschema:"count every scan ever ingested, not only the current state (the default: for each account and check, the newest run's findings; a scan filter counts every scan too)"`
 }
 
 // A platformTool is one row of the platform tools' table: it registers
@@ -209,13 +211,15 @@ func (s *Server) platformTools() []platformTool {
 				Name:  "search_findings",
 				Title: "Search findings",
 				Description: "Searches the tenant's findings (one per check result on a resource) by severity, check result, provider, account, check id, " +
-					"region, scan, ingestion or text (at least 3 characters), newest first: by default the current state, the findings of each account's " +
-					"latest scan; history=true searches every scan. Each item has id, uid, check_id, title, severity, status_code, region, provider_type, " +
-					"provider_uid, resource_uid, scan_id and time; get_finding returns the full OCSF record. count is exact unless count_is_lower_bound " +
+					"region, scan, ingestion, text (at least 3 characters) or delta, newest first: by default the current state (for each account and " +
+					"check, the findings of the newest scan that ran the check); history=true searches every scan. Each item has id, uid, check_id, " +
+					"title, severity, status_code, region, provider_type, provider_uid, resource_uid, scan_id and time, and in the current state " +
+					"first_seen_at and delta (new or changed, when one holds); delta=resolved lists the findings a check's newest run resolved. get_finding returns the full OCSF record. count is exact unless count_is_lower_bound " +
 					"is true: a text search counts only to the end of the next page (at least count match; list_check_ids with the same search " +
 					"and history counts up to 1,000 of them exactly).",
 				InputSchema: inputSchema[searchFindingsIn](func(p map[string]*jsonschema.Schema) {
 					enum(p["severity"].Items, restapi.Severities...)
+					enum(p["delta"], "new", "changed", "resolved")
 					pageProps(p)
 				}),
 			},
@@ -231,6 +235,13 @@ func (s *Server) platformTools() []platformTool {
 				q.set("filter[ingestion]", in.Ingestion)
 				q.set("filter[search]", in.Search)
 				q.set("sort", in.Sort)
+				history := in.History || in.Scan != "" || in.Ingestion != ""
+				if in.Delta != "" {
+					if history {
+						return nil, fmt.Errorf("delta describes the current state; it cannot be combined with history, scan or ingestion")
+					}
+					q.set("filter[delta]", in.Delta)
+				}
 				if in.IncludeRecord {
 					url.Values(q).Set("fields[findings]", strings.Join(append([]string{"record"}, findingAttrs...), ","))
 				}
@@ -241,7 +252,7 @@ func (s *Server) platformTools() []platformTool {
 					in.Page = 0
 				}
 				q.paging(in.paging)
-				return c.findings(ctx, findingsPath(in.History || in.Scan != "" || in.Ingestion != ""), url.Values(q))
+				return c.findings(ctx, findingsPath(history), url.Values(q))
 			},
 		},
 		readTool[getFindingIn]{
@@ -268,7 +279,7 @@ func (s *Server) platformTools() []platformTool {
 				Name:  "get_findings_overview",
 				Title: "Findings overview",
 				Description: "Counts the tenant's findings by severity, by check result (status_code) and by provider account, and the failing " +
-					"findings by severity: the posture at a glance, by default of the current state (each account's latest scan; history=true counts " +
+					"findings by severity: the posture at a glance, by default of the current state (each account's newest run of each check; history=true counts " +
 					"every scan). Optional filters narrow every count.",
 				InputSchema: inputSchema[overviewIn](nil),
 			},
@@ -321,7 +332,7 @@ func (s *Server) platformTools() []platformTool {
 				Name:  "list_check_ids",
 				Title: "Catalogue of checks seen",
 				Description: "Lists the check ids (metadata.event_code) of the tenant's findings, with severity and how many findings " +
-					"and failing findings each has: by default of the current state (each account's latest scan, as search_findings and " +
+					"and failing findings each has: by default of the current state (each account's newest run of each check, as search_findings and " +
 					"get_findings_overview count), history=true over every scan ever ingested. Counted over all matching findings; with a search " +
 					"that matches more than 1,000 findings, over the first 1,001 found (complete is then false). search_findings with check_id " +
 					"(and the same history) gives a check's title and findings.",

@@ -38,23 +38,27 @@ type IngestionError struct {
 // Finding is one finding ("findings"). Record, the full OCSF record, is
 // only sent on lists when fields[findings] names it.
 type Finding struct {
-	UID          string          `json:"uid"`
-	CheckID      string          `json:"check_id"`
-	Title        string          `json:"title"`
-	Severity     string          `json:"severity"`
-	SeverityID   int             `json:"severity_id"`
-	StatusCode   string          `json:"status_code"`
-	Status       string          `json:"status"`
-	Region       string          `json:"region"`
-	ProviderType string          `json:"provider_type"`
-	ProviderUID  string          `json:"provider_uid"`
-	ResourceUID  string          `json:"resource_uid"`
-	ScanID       string          `json:"scan_id"`
-	IngestionID  string          `json:"ingestion_id"`
-	Time         string          `json:"time"`
-	InsertedAt   string          `json:"inserted_at"`
-	UpdatedAt    string          `json:"updated_at"`
-	Record       json.RawMessage `json:"record,omitempty"`
+	UID          string `json:"uid"`
+	CheckID      string `json:"check_id"`
+	Title        string `json:"title"`
+	Severity     string `json:"severity"`
+	SeverityID   int    `json:"severity_id"`
+	StatusCode   string `json:"status_code"`
+	Status       string `json:"status"`
+	Region       string `json:"region"`
+	ProviderType string `json:"provider_type"`
+	ProviderUID  string `json:"provider_uid"`
+	ResourceUID  string `json:"resource_uid"`
+	ScanID       string `json:"scan_id"`
+	IngestionID  string `json:"ingestion_id"`
+	Time         string `json:"time"`
+	InsertedAt   string `json:"inserted_at"`
+	UpdatedAt    string `json:"updated_at"`
+	// FirstSeenAt and Delta come with the current state only
+	// (/findings/latest); Delta only when one holds.
+	FirstSeenAt string          `json:"first_seen_at,omitempty"`
+	Delta       string          `json:"delta,omitempty"`
+	Record      json.RawMessage `json:"record,omitempty"`
 }
 
 // FindingCount is one group of the findings counts ("finding-counts"):
