@@ -24,7 +24,12 @@ func TestFindingSummary(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	storetest.RunSummary(t, s, storetest.SummaryDB{
+	storetest.RunSummary(t, s, summaryDB(s))
+}
+
+// summaryDB reads and writes the database under s behind its back.
+func summaryDB(s *Store) storetest.SummaryDB {
+	return storetest.SummaryDB{
 		Dialect: engine.SQLite,
 		Groups: func(ctx context.Context, st engine.Statement, dims int) ([]store.FindingGroup, error) {
 			rows, err := s.r.QueryContext(ctx, st.SQL, st.Args...)
@@ -43,7 +48,7 @@ func TestFindingSummary(t *testing.T) {
 			_, err := s.w.ExecContext(ctx, st.SQL, st.Args...)
 			return err
 		},
-	})
+	}
 }
 
 // TestBatchMaintenanceMatchesRowTriggers writes the same random history
@@ -77,7 +82,10 @@ func TestBatchMaintenanceMatchesRowTriggers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err := p.Down(ctx); err != nil || res.Source.Version != 16 {
+	// Down to 15 undoes 00016 and whatever later migration there is (their
+	// Downs keep the rows).
+	res, err := p.DownTo(ctx, 15)
+	if err != nil || !slices.ContainsFunc(res, func(r *goose.MigrationResult) bool { return r.Source.Version == 16 }) {
 		t.Fatalf("undo migration 00016: %v, %v", res, err)
 	}
 	rows.LeaveOut(store.StructureSummary, store.StructureScanSummary, store.StructureSpans)
