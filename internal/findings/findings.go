@@ -23,7 +23,7 @@ import (
 
 // Severities are OCSF's severity captions, as the store keeps them
 // (lower-case), in the order of their severity_id.
-var Severities = ocsf.SeverityCaptions
+var Severities = slices.Clone(ocsf.SeverityCaptions)
 
 // ValidSeverity reports whether v (any case) is one of Severities.
 func ValidSeverity(v string) bool { return slices.Contains(Severities, strings.ToLower(v)) }
