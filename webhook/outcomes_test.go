@@ -402,10 +402,15 @@ func checkReads(t *testing.T, a *api, r report, ingestion string) {
 		if f.Type != "findings" || !slices.Equal(keys(f.Attributes), want) {
 			t.Fatalf("listed finding = %+v", f)
 		}
+		// The file labels its first record Critical with severity_id 1: the
+		// caption decides the pair, and the record keeps what was sent.
+		if str(recs[0], "severity") != "Critical" || recs[0]["severity_id"] != float64(1) {
+			t.Fatalf("the fixture's first record is %v/%v; this test expects Critical/1", recs[0]["severity"], recs[0]["severity_id"])
+		}
 		at := f.Attributes
 		if at["uid"] != firstUID || at["check_id"] != check || at["scan_id"] != scan || at["ingestion_id"] == "" ||
 			at["provider_type"] != "aws" || at["provider_uid"] != "123456789012" || at["region"] != region ||
-			at["severity"] != strings.ToLower(str(recs[0], "severity")) || at["severity_id"] != recs[0]["severity_id"] ||
+			at["severity"] != "critical" || at["severity_id"] != float64(5) ||
 			at["status_code"] != str(recs[0], "status_code") || at["status"] != str(recs[0], "status") ||
 			at["title"] != str(recs[0], "finding_info", "title") {
 			t.Fatalf("attributes = %v", at)

@@ -17,11 +17,13 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/posture-dev/posture/internal/ocsf"
 	"github.com/posture-dev/posture/internal/store"
 )
 
-// Severities are OCSF's severity labels, as the store keeps them (lower-case).
-var Severities = []string{"unknown", "informational", "low", "medium", "high", "critical", "fatal", "other"}
+// Severities are OCSF's severity captions, as the store keeps them
+// (lower-case), in the order of their severity_id.
+var Severities = slices.Clone(ocsf.SeverityCaptions)
 
 // ValidSeverity reports whether v (any case) is one of Severities.
 func ValidSeverity(v string) bool { return slices.Contains(Severities, strings.ToLower(v)) }

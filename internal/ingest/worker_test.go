@@ -1,9 +1,12 @@
 package ingest_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -385,5 +388,69 @@ func TestWorkerScanCoversOneAccount(t *testing.T) {
 				t.Errorf("another tenant's scan account: %v, want ErrNotFound", err)
 			}
 		})
+	}
+}
+
+// The example report, a scanner's own test data, labels each severity
+// with a severity_id of the wrong end of the scale (Critical 1,
+// Informational 5). The caption decides: its findings are stored, sorted
+// and counted as critical/5 ... informational/1, and each keeps its record
+// as sent.
+func TestWorkerSeverityCaptionDecides(t *testing.T) {
+	ctx := context.Background()
+	content, err := os.ReadFile(filepath.Join("..", "..", "examples", "aws_1500_records.ocsf.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var records []json.RawMessage
+	if err := json.Unmarshal(content, &records); err != nil {
+		t.Fatal(err)
+	}
+	sent := map[string]json.RawMessage{}
+	for _, rec := range records {
+		var r struct {
+			FindingInfo struct{ UID string } `json:"finding_info"`
+		}
+		if err := json.Unmarshal(rec, &r); err != nil {
+			t.Fatal(err)
+		}
+		sent[r.FindingInfo.UID] = rec
+	}
+	st := newStore(t)
+	blob := put(t, st, string(content))
+	w := &ingest.Worker{Store: st, Log: logr.Discard()}
+	if r, errs := run(t, w, ingest.Attempt{Tenant: "t1", IngestionID: "ing", BlobID: blob.ID, Attempt: 1}); r.Status != store.RunSucceeded || r.Invalid != 0 {
+		t.Fatalf("run = %+v, errors %+v; want every record valid", r, errs)
+	}
+
+	first, total, err := st.ListFindings(ctx, "t1", store.FindingQuery{Sort: []string{"-severity_id"}, Page: store.Page{Number: 1, Size: 300}})
+	if err != nil || total != 1500 {
+		t.Fatalf("ListFindings -severity_id: %d findings, %v", total, err)
+	}
+	for _, f := range first {
+		if f.Severity != "critical" || f.SeverityID != 5 {
+			t.Fatalf("most severe first: finding %s is %s/%d, want the 300 critical/5 findings first", f.UID, f.Severity, f.SeverityID)
+		}
+		if !bytes.Equal(f.Raw, sent[f.UID]) {
+			t.Fatalf("finding %s: raw record changed:\n got %s\nwant %s", f.UID, f.Raw, sent[f.UID])
+		}
+		if !bytes.Contains(f.Raw, []byte(`"severity_id": 1`)) && !bytes.Contains(f.Raw, []byte(`"severity_id":1`)) {
+			t.Fatalf("finding %s: raw record %s does not keep the severity_id 1 it was sent with", f.UID, f.Raw)
+		}
+	}
+
+	pairs, err := st.FindingCounts(ctx, "t1", store.FindingQuery{Severity: []string{"critical"}}, []string{"severity"})
+	if err != nil || len(pairs) != 1 || pairs[0].Count != 300 {
+		t.Fatalf("count of critical findings: %v, %v; want 300", pairs, err)
+	}
+	for sev, id := range map[string]int{"critical": 5, "high": 4, "medium": 3, "low": 2, "informational": 1} {
+		got, n, err := st.ListFindings(ctx, "t1", store.FindingQuery{Severity: []string{sev}, Sort: []string{"severity_id"}, Page: store.Page{Number: 1, Size: 1}})
+		if err != nil || n != 300 || len(got) != 1 || got[0].SeverityID != id {
+			ids := make([]int, len(got))
+			for i, f := range got {
+				ids[i] = f.SeverityID
+			}
+			t.Errorf("findings of severity %s: %d, first of severity_id %v, %v; want 300 of severity_id %d", sev, n, ids, err, id)
+		}
 	}
 }

@@ -56,9 +56,10 @@ type Problem struct {
 //	UID           finding_info.uid, exactly
 //	CheckID       metadata.event_code
 //	Title         finding_info.title
-//	Severity      severity lower-cased when it is one of OCSF's labels (unknown,
+//	Severity      the caption of Severity(severity, severity_id): severity
+//	              lower-cased when it is one of OCSF's captions (unknown,
 //	              informational, low, medium, high, critical, fatal, other), else
-//	              the label of severity_id
+//	              the caption of severity_id
 //	StatusCode    status_code;  Status: status
 //	Region        cloud.region, else the first non-empty resources[].region
 //	ProviderType  cloud.provider, else unmapped.provider; trimmed, lower-cased
@@ -67,7 +68,8 @@ type Problem struct {
 //	AccountName   cloud.account.name
 //	ResourceUID   the first non-empty resources[].uid
 //	ScanID        unmapped.scan_id
-//	SeverityID    severity_id
+//	SeverityID    the id of Severity(severity, severity_id): the caption's
+//	              number when severity is a caption, else severity_id
 //	Time          time, as epoch seconds, or milliseconds when above 1e11; UTC
 type Finding struct {
 	UID, CheckID, Title, Severity, StatusCode, Status, Region   string
@@ -162,21 +164,16 @@ func (v *Validator) Check(rec Record) (Finding, []Problem) {
 		}
 	}
 
-	sevOK := false
 	if sev, ok := c.integer(f.severityID, "severity_id", "/severity_id"); ok {
-		if label, known := severityLabel[sev]; known {
-			sevOK = true
-			out.SeverityID = int(sev)
-			out.Severity = label
+		if _, known := severityLabel[sev]; known {
+			// A caption that disagrees with the id is accepted, not refused:
+			// Severity settles the pair, and the raw record keeps both.
+			caption, id, _ := Severity(f.severity.text(), sev)
+			out.Severity, out.SeverityID = caption, int(id)
 		} else {
 			c.add(CodeInvalidValue, "/severity_id", f.severityID.display(),
 				"severity_id must be 0 to 6 or 99, found %d", sev)
 		}
-	}
-	// The record's own label counts when it is one of OCSF's: any other text
-	// would be a severity that filter[severity] cannot name.
-	if s := strings.ToLower(strings.TrimSpace(f.severity.text())); sevOK && knownSeverity[s] {
-		out.Severity = s
 	}
 
 	switch {

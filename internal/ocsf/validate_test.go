@@ -252,18 +252,21 @@ func TestFindingFields(t *testing.T) {
 			func(f Finding) bool { return f.Time.Equal(time.Unix(0, 0)) }},
 		{"time float form", []func(map[string]any){set("time", rawNum("1.7e9"))},
 			func(f Finding) bool { return f.Time.Equal(time.Unix(1.7e9, 0)) }},
-		{"severity label from string", []func(map[string]any){set("severity", "Critical"), set("severity_id", 1)},
-			func(f Finding) bool { return f.Severity == "critical" && f.SeverityID == 1 }},
+		// The caption decides the pair; the record is still valid.
+		{"caption over a disagreeing id", []func(map[string]any){set("severity", "Critical"), set("severity_id", 1)},
+			func(f Finding) bool { return f.Severity == "critical" && f.SeverityID == 5 }},
 		{"severity label from id", []func(map[string]any){set("severity_id", 99)},
 			func(f Finding) bool { return f.Severity == "other" && f.SeverityID == 99 }},
 		{"empty severity string ignored", []func(map[string]any){set("severity", ""), set("severity_id", 0)},
 			func(f Finding) bool { return f.Severity == "unknown" }},
 		{"label of another case", []func(map[string]any){set("severity", " INFORMATIONAL "), set("severity_id", 3)},
-			func(f Finding) bool { return f.Severity == "informational" && f.SeverityID == 3 }},
+			func(f Finding) bool { return f.Severity == "informational" && f.SeverityID == 1 }},
 		{"unknown label: the id's label", []func(map[string]any){set("severity", "Bogus"), set("severity_id", 2)},
 			func(f Finding) bool { return f.Severity == "low" && f.SeverityID == 2 }},
 		{"vendor label: the id's label", []func(map[string]any){set("severity", "Severe"), set("severity_id", 99)},
-			func(f Finding) bool { return f.Severity == "other" }},
+			func(f Finding) bool { return f.Severity == "other" && f.SeverityID == 99 }},
+		{"severity not a string: the id's caption", []func(map[string]any){set("severity", 5), set("severity_id", 4)},
+			func(f Finding) bool { return f.Severity == "high" && f.SeverityID == 4 }},
 		{"provider lower-cased", []func(map[string]any){set("cloud.provider", " Azure ")},
 			func(f Finding) bool { return f.ProviderType == "azure" }},
 		// As a Provider's spec.type records it, so filter[provider_type]
@@ -483,8 +486,8 @@ func TestFixture1500(t *testing.T) {
 		UID:            "prowler-aws-accessanalyzer_enabled-123456789012-us-east-1-27be94f1",
 		CheckID:        "accessanalyzer_enabled",
 		Title:          "ACCESSANALYZER Accessanalyzer Enabled",
-		Severity:       "critical", // the file's label; its severity_id says 1
-		SeverityID:     1,
+		Severity:       "critical", // the file's caption decides: its severity_id says 1
+		SeverityID:     5,
 		StatusCode:     "PASS",
 		Status:         "New",
 		Region:         "us-east-1",
@@ -498,12 +501,14 @@ func TestFixture1500(t *testing.T) {
 	if findings[0] != want {
 		t.Fatalf("first finding\n got %+v\nwant %+v", findings[0], want)
 	}
+	// The file numbers its captions backwards (Critical 1 ... Informational
+	// 5); each finding carries its caption's number.
 	sev := map[string]int{}
 	for _, f := range findings {
-		sev[f.Severity]++
+		sev[fmt.Sprintf("%s/%d", f.Severity, f.SeverityID)]++
 	}
-	if !reflect.DeepEqual(sev, map[string]int{"critical": 300, "high": 300, "medium": 300, "low": 300, "informational": 300}) {
-		t.Fatalf("severities %v", sev)
+	if want := map[string]int{"critical/5": 300, "high/4": 300, "medium/3": 300, "low/2": 300, "informational/1": 300}; !reflect.DeepEqual(sev, want) {
+		t.Fatalf("severities %v, want %v", sev, want)
 	}
 }
 

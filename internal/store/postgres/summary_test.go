@@ -13,7 +13,12 @@ import (
 // the findings through a random history of writes (storetest.RunSummary).
 func TestFindingSummary(t *testing.T) {
 	s := openFresh(t)
-	storetest.RunSummary(t, s, storetest.SummaryDB{
+	storetest.RunSummary(t, s, summaryDB(s))
+}
+
+// summaryDB reads and writes the database under s behind its back.
+func summaryDB(s *Store) storetest.SummaryDB {
+	return storetest.SummaryDB{
 		Dialect: engine.Postgres,
 		Groups: func(ctx context.Context, st engine.Statement, dims int) ([]store.FindingGroup, error) {
 			rows, err := s.pool.Query(ctx, st.SQL, st.Args...)
@@ -32,5 +37,5 @@ func TestFindingSummary(t *testing.T) {
 			_, err := s.pool.Exec(ctx, st.SQL, st.Args...)
 			return err
 		},
-	})
+	}
 }

@@ -169,13 +169,17 @@ INSERT INTO latest_scans (tenant, provider_type, provider_uid, scan_id, ingestio
 
 // Migration 00016 removes what earlier deletions of a tenant's data left:
 // groups counting zero and latest scans whose scan is gone, and keeps the
-// rest.
+// rest. Tenant t's groups count its finding, as that release's insert
+// triggers did: 00020 rebuilds the summaries from the findings.
 func TestUpgradeRemovesDeletedTenantsResidue(t *testing.T) {
 	s := upgradedFrom(t, 15, `
 INSERT INTO finding_counts (tenant, status_code, provider_type, provider_uid, severity, region, check_id, n) VALUES
-    ('gone', 'FAIL', 'aws', '1', 'high', 'eu-west-1', 'c', 0), ('t', 'FAIL', 'aws', '2', 'high', 'eu-west-1', 'c', 1);
+    ('gone', 'FAIL', 'aws', '1', 'high', 'eu-west-1', 'c', 0);
 INSERT INTO scan_finding_counts (tenant, scan_id, status_code, provider_type, provider_uid, severity, region, check_id, n) VALUES
-    ('gone', 's-1', 'FAIL', 'aws', '1', 'high', 'eu-west-1', 'c', 0), ('t', 's-2', 'FAIL', 'aws', '2', 'high', 'eu-west-1', 'c', 1);
+    ('gone', 's-1', 'FAIL', 'aws', '1', 'high', 'eu-west-1', 'c', 0);
+INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, check_id, severity, severity_id, status_code, region, provider_type, provider_uid,
+    event_time, raw, inserted_at, updated_at)
+    VALUES ('00000000-0000-0000-0000-000000000001', 't', 's-2', 'u-1', 'ing', 'c', 'high', 4, 'FAIL', 'eu-west-1', 'aws', '2', now(), '\x7b7d', now(), now());
 INSERT INTO scans (tenant, id, provider_type, provider_uid, inserted_at, updated_at) VALUES ('t', 's-2', 'aws', '2', now(), now());
 INSERT INTO latest_scans (tenant, provider_type, provider_uid, scan_id, ingestion_id, completed_at) VALUES
     ('gone', 'aws', '1', 's-1', 'ing', now()), ('t', 'aws', '2', 's-2', 'ing', now());
@@ -187,6 +191,66 @@ VALUES (gen_random_uuid(), 't', 's-2', 'u', 'ing', 'c', 'high', 'FAIL', 'eu-west
 		return n, err
 	})
 }
+
+// Migration 00020 brings the rows earlier releases stored to today's
+// rules of severity and provider type (storetest.CheckNormalisedUpgrade),
+// and rebuilds the summaries from them.
+func TestUpgradeNormalisesSeverityAndProviderType(t *testing.T) {
+	s := upgradedFrom(t, 19, oldFormRows)
+	storetest.CheckNormalisedUpgrade(t, s, summaryDB(s))
+}
+
+// TestUpgradeNormalisesProviderTypesAsGoDoes writes scans of the provider
+// types storetest.OldProviderTypes lists before migration 00020, whose
+// regular expression must drop what ocsf.ProviderType drops: each reads
+// back as ocsf.ProviderType has it.
+func TestUpgradeNormalisesProviderTypesAsGoDoes(t *testing.T) {
+	ctx := context.Background()
+	dsn, pool := migratedTo(t, 19)
+	for i, pt := range storetest.OldProviderTypes {
+		if _, err := pool.Exec(ctx, `INSERT INTO scans (tenant, id, provider_type, provider_uid, inserted_at, updated_at) VALUES ('t', $1, $2, 'x', now(), now())`,
+			fmt.Sprintf("pt-%d", i), pt); err != nil {
+			t.Fatalf("write the old scan of type %q: %v", pt, err)
+		}
+	}
+	pool.Close()
+	s, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatalf("open the old database: %v", err)
+	}
+	defer s.Close()
+	storetest.CheckProviderTypesNormalised(t, s)
+}
+
+// oldFormRows are storetest.CheckNormalisedUpgrade's rows as PostgreSQL
+// held them: the store, not a trigger, counted new findings into the
+// summaries and the scans' bounds, so they are written here as it would
+// have.
+const oldFormRows = `
+INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, check_id, title, severity, severity_id, status_code, region,
+    provider_type, provider_uid, event_time, raw, inserted_at, updated_at) VALUES
+    ('00000000-0000-0000-0000-000000000001', 't', 's-1', 'u-1', 'ing-1', 'c-1', 'Old finding u-1', 'critical', 1, 'FAIL', 'eu-west-1', 'aws', '1', '2026-01-01 00:00:10Z', '\x7b7d', '2026-02-01Z', '2026-02-01Z'),
+    ('00000000-0000-0000-0000-000000000002', 't', 's-1', 'u-2', 'ing-1', 'c-2', 'Old finding u-2', 'informational', 5, 'FAIL', 'eu-west-1', 'aws', '1', '2026-01-01 00:00:20Z', '\x7b7d', '2026-02-01Z', '2026-02-01Z'),
+    ('00000000-0000-0000-0000-000000000003', 't', 's-1', 'u-3', 'ing-1', 'c-3', 'Old finding u-3', 'severe', 4, 'FAIL', 'eu-west-1', 'aws', '1', '2026-01-01 00:00:30Z', '\x7b7d', '2026-02-01Z', '2026-02-01Z'),
+    ('00000000-0000-0000-0000-000000000004', 't', 's-1', 'u-4', 'ing-1', 'c-4', 'Old finding u-4', 'high', 4, 'FAIL', 'eu-west-1', 'aws', '1', '2026-01-01 00:00:40Z', '\x7b7d', '2026-02-01Z', '2026-02-01Z'),
+    ('00000000-0000-0000-0000-000000000005', 't', 's-2', 'u-5', 'ing-1', 'c-5', 'Old finding u-5', 'medium', 3, 'FAIL', 'eu-west-1', 'google cloud', 'p', '2026-01-01 00:00:50Z', '\x7b7d', '2026-02-01Z', '2026-02-01Z'),
+    ('00000000-0000-0000-0000-000000000006', 't', 's-3', 'u-6', 'ing-2', 'c-6', 'Old finding u-6', 'low', 2, 'FAIL', 'eu-west-1', 'google-cloud', 'p', '2026-01-01 00:01:00Z', '\x7b7d', '2026-02-02Z', '2026-02-02Z'),
+    ('00000000-0000-0000-0000-000000000007', 't', 's-4', 'u-7', 'ing-1', 'c-7', 'Old finding u-7', 'unknown', 3, 'FAIL', 'eu-west-1', 'k8s_cluster', 'c', '2026-01-01 00:01:10Z', '\x7b7d', '2026-02-01Z', '2026-02-01Z');
+INSERT INTO scans (tenant, id, provider_type, provider_uid, ingestion_id, inserted_at, updated_at) VALUES
+    ('t', 's-1', 'aws', '1', 'ing-1', '2026-02-01Z', '2026-02-01Z'), ('t', 's-2', 'google cloud', 'p', 'ing-1', '2026-02-01Z', '2026-02-01Z'),
+    ('t', 's-3', 'google-cloud', 'p', 'ing-2', '2026-02-02Z', '2026-02-02Z'), ('t', 's-4', 'k8s_cluster', 'c', 'ing-1', '2026-02-01Z', '2026-02-01Z');
+INSERT INTO latest_scans (tenant, provider_type, provider_uid, scan_id, ingestion_id, completed_at) VALUES
+    ('t', 'aws', '1', 's-1', 'ing-1', '2026-02-01 12:00Z'), ('t', 'google cloud', 'p', 's-2', 'ing-1', '2026-02-01 12:00Z'),
+    ('t', 'google-cloud', 'p', 's-3', 'ing-2', '2026-02-02 12:00Z'), ('t', 'k8s_cluster', 'c', 's-4', 'ing-1', '2026-02-01 12:00Z');
+INSERT INTO finding_counts (tenant, status_code, provider_type, provider_uid, severity, region, check_id, n)
+SELECT tenant, status_code, provider_type, provider_uid, severity, region, check_id, count(*)
+FROM findings GROUP BY tenant, status_code, provider_type, provider_uid, severity, region, check_id;
+INSERT INTO scan_finding_counts (tenant, scan_id, status_code, provider_type, provider_uid, severity, region, check_id, n)
+SELECT tenant, scan_id, status_code, provider_type, provider_uid, severity, region, check_id, count(*)
+FROM findings GROUP BY tenant, scan_id, status_code, provider_type, provider_uid, severity, region, check_id;
+INSERT INTO scan_bounds (tenant, scan_id, first_inserted, last_inserted, first_event, last_event)
+SELECT tenant, scan_id, min(inserted_at), max(inserted_at), min(event_time), max(event_time)
+FROM findings GROUP BY tenant, scan_id;`
 
 // upgradedFrom opens the store on a database migrated up to version, as
 // a store of that release left it, with the rows oldRows (SQL) wrote then.

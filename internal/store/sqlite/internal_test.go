@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"io"
 	"io/fs"
 	"path/filepath"
@@ -237,13 +238,17 @@ INSERT INTO latest_scans (tenant, provider_type, provider_uid, scan_id, ingestio
 // TestUpgradeRemovesDeletedTenantsResidue opens a database from before
 // migration 00014, which removes what earlier deletions of a tenant's
 // data left (groups counting zero, latest scans whose scan is gone) and
-// keeps the rest.
+// keeps the rest. Tenant t's groups count its finding, as that release's
+// insert triggers did: 00017 rebuilds the summaries from the findings.
 func TestUpgradeRemovesDeletedTenantsResidue(t *testing.T) {
 	s := upgradedFrom(t, 13, `
 INSERT INTO finding_counts (tenant, status_code, provider_type, provider_uid, severity, region, check_id, n) VALUES
-    ('gone', 'FAIL', 'aws', '1', 'high', 'eu-west-1', 'c', 0), ('t', 'FAIL', 'aws', '2', 'high', 'eu-west-1', 'c', 1);
+    ('gone', 'FAIL', 'aws', '1', 'high', 'eu-west-1', 'c', 0);
 INSERT INTO scan_finding_counts (tenant, scan_id, status_code, provider_type, provider_uid, severity, region, check_id, n) VALUES
-    ('gone', 's-1', 'FAIL', 'aws', '1', 'high', 'eu-west-1', 'c', 0), ('t', 's-2', 'FAIL', 'aws', '2', 'high', 'eu-west-1', 'c', 1);
+    ('gone', 's-1', 'FAIL', 'aws', '1', 'high', 'eu-west-1', 'c', 0);
+INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, check_id, severity, severity_id, status_code, region, provider_type, provider_uid,
+    event_time, raw, inserted_at, updated_at)
+    VALUES ('f-1', 't', 's-2', 'u-1', 'ing', 'c', 'high', 4, 'FAIL', 'eu-west-1', 'aws', '2', 100, X'7b7d', 100, 100);
 INSERT INTO scans (tenant, id, provider_type, provider_uid, inserted_at, updated_at) VALUES ('t', 's-2', 'aws', '2', 100, 100);
 INSERT INTO latest_scans (tenant, provider_type, provider_uid, scan_id, ingestion_id, completed_at) VALUES
     ('gone', 'aws', '1', 's-1', 'ing', 100), ('t', 'aws', '2', 's-2', 'ing', 100);
@@ -255,6 +260,68 @@ VALUES ('f', 't', 's-2', 'u', 'ing', 'c', 'high', 'FAIL', 'eu-west-1', 'aws', '2
 		return n, err
 	})
 }
+
+// TestUpgradeNormalisesSeverityAndProviderType opens a database from
+// before migration 00017, whose findings hold severities and provider
+// types as earlier releases stored them (storetest.CheckNormalisedUpgrade):
+// they read back by today's rules, and so do the summaries.
+func TestUpgradeNormalisesSeverityAndProviderType(t *testing.T) {
+	s := upgradedFrom(t, 16, oldFormRows)
+	storetest.CheckNormalisedUpgrade(t, s, summaryDB(s))
+}
+
+// TestUpgradeNormalisesProviderTypesAsGoDoes writes scans of the provider
+// types storetest.OldProviderTypes lists before migration 00017, which
+// builds today's type a character at a time: each reads back as
+// ocsf.ProviderType has it.
+func TestUpgradeNormalisesProviderTypesAsGoDoes(t *testing.T) {
+	ctx := context.Background()
+	path, db := migratedTo(t, 16)
+	for i, pt := range storetest.OldProviderTypes {
+		if _, err := db.ExecContext(ctx, `INSERT INTO scans (tenant, id, provider_type, provider_uid, inserted_at, updated_at) VALUES ('t', ?1, ?2, 'x', 1, 1)`,
+			fmt.Sprintf("pt-%d", i), pt); err != nil {
+			t.Fatalf("write the old scan of type %q: %v", pt, err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatalf("open the old database: %v", err)
+	}
+	defer s.Close()
+	storetest.CheckProviderTypesNormalised(t, s)
+}
+
+// oldFormRows are storetest.CheckNormalisedUpgrade's rows as SQLite held
+// them: the store, not a trigger, counted new findings into the summaries
+// and the scans' bounds, so they are written here as it would have.
+const oldFormRows = `
+INSERT INTO findings (id, tenant, scan_id, uid, ingestion_id, check_id, title, severity, severity_id, status_code, region,
+    provider_type, provider_uid, event_time, raw, inserted_at, updated_at) VALUES
+    ('f-1', 't', 's-1', 'u-1', 'ing-1', 'c-1', 'Old finding u-1', 'critical', 1, 'FAIL', 'eu-west-1', 'aws', '1', 10, X'7b7d', 100, 100),
+    ('f-2', 't', 's-1', 'u-2', 'ing-1', 'c-2', 'Old finding u-2', 'informational', 5, 'FAIL', 'eu-west-1', 'aws', '1', 20, X'7b7d', 100, 100),
+    ('f-3', 't', 's-1', 'u-3', 'ing-1', 'c-3', 'Old finding u-3', 'severe', 4, 'FAIL', 'eu-west-1', 'aws', '1', 30, X'7b7d', 100, 100),
+    ('f-4', 't', 's-1', 'u-4', 'ing-1', 'c-4', 'Old finding u-4', 'high', 4, 'FAIL', 'eu-west-1', 'aws', '1', 40, X'7b7d', 100, 100),
+    ('f-5', 't', 's-2', 'u-5', 'ing-1', 'c-5', 'Old finding u-5', 'medium', 3, 'FAIL', 'eu-west-1', 'google cloud', 'p', 50, X'7b7d', 100, 100),
+    ('f-6', 't', 's-3', 'u-6', 'ing-2', 'c-6', 'Old finding u-6', 'low', 2, 'FAIL', 'eu-west-1', 'google-cloud', 'p', 60, X'7b7d', 200, 200),
+    ('f-7', 't', 's-4', 'u-7', 'ing-1', 'c-7', 'Old finding u-7', 'unknown', 3, 'FAIL', 'eu-west-1', 'k8s_cluster', 'c', 70, X'7b7d', 100, 100);
+INSERT INTO scans (tenant, id, provider_type, provider_uid, ingestion_id, inserted_at, updated_at) VALUES
+    ('t', 's-1', 'aws', '1', 'ing-1', 100, 100), ('t', 's-2', 'google cloud', 'p', 'ing-1', 100, 100),
+    ('t', 's-3', 'google-cloud', 'p', 'ing-2', 200, 200), ('t', 's-4', 'k8s_cluster', 'c', 'ing-1', 100, 100);
+INSERT INTO latest_scans (tenant, provider_type, provider_uid, scan_id, ingestion_id, completed_at) VALUES
+    ('t', 'aws', '1', 's-1', 'ing-1', 150), ('t', 'google cloud', 'p', 's-2', 'ing-1', 150),
+    ('t', 'google-cloud', 'p', 's-3', 'ing-2', 250), ('t', 'k8s_cluster', 'c', 's-4', 'ing-1', 150);
+INSERT INTO finding_counts (tenant, status_code, provider_type, provider_uid, severity, region, check_id, n)
+SELECT tenant, status_code, provider_type, provider_uid, severity, region, check_id, count(*)
+FROM findings GROUP BY tenant, status_code, provider_type, provider_uid, severity, region, check_id;
+INSERT INTO scan_finding_counts (tenant, scan_id, status_code, provider_type, provider_uid, severity, region, check_id, n)
+SELECT tenant, scan_id, status_code, provider_type, provider_uid, severity, region, check_id, count(*)
+FROM findings GROUP BY tenant, scan_id, status_code, provider_type, provider_uid, severity, region, check_id;
+INSERT INTO scan_bounds (tenant, scan_id, first_inserted, last_inserted, first_event, last_event)
+SELECT tenant, scan_id, min(inserted_at), max(inserted_at), min(event_time), max(event_time)
+FROM findings GROUP BY tenant, scan_id;`
 
 // upgradedFrom opens the store on a database file migrated up to
 // version, as a store of that release left it, with the rows oldRows

@@ -24,7 +24,12 @@ func TestFindingSummary(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	storetest.RunSummary(t, s, storetest.SummaryDB{
+	storetest.RunSummary(t, s, summaryDB(s))
+}
+
+// summaryDB reads and writes the database under s behind its back.
+func summaryDB(s *Store) storetest.SummaryDB {
+	return storetest.SummaryDB{
 		Dialect: engine.SQLite,
 		Groups: func(ctx context.Context, st engine.Statement, dims int) ([]store.FindingGroup, error) {
 			rows, err := s.r.QueryContext(ctx, st.SQL, st.Args...)
@@ -43,7 +48,7 @@ func TestFindingSummary(t *testing.T) {
 			_, err := s.w.ExecContext(ctx, st.SQL, st.Args...)
 			return err
 		},
-	})
+	}
 }
 
 // TestBatchMaintenanceMatchesRowTriggers writes the same random history

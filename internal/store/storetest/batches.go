@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/posture-dev/posture/internal/ocsf"
 	"github.com/posture-dev/posture/internal/store"
 )
 
@@ -32,7 +33,8 @@ func batchOf(fs ...store.Finding) store.Batch { return store.Batch{Findings: fs}
 func normalised(tenant, ing string, f store.Finding) store.Finding {
 	f.ID = store.FindingID(tenant, f.ScanID, f.UID)
 	f.IngestionID = ing
-	f.Severity = strings.ToLower(f.Severity)
+	sev, sid, _ := ocsf.Severity(f.Severity, int64(f.SeverityID))
+	f.Severity, f.SeverityID = sev, int(sid)
 	f.StatusCode = strings.ToUpper(f.StatusCode)
 	f.ProviderType = strings.ToLower(f.ProviderType)
 	f.Time = f.Time.UTC().Truncate(time.Microsecond)

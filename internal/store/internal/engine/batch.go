@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/posture-dev/posture/internal/ocsf"
 	"github.com/posture-dev/posture/internal/store"
 )
 
@@ -30,7 +31,10 @@ func PrepareBatch(tenant, ingestionID string, b store.Batch, now time.Time) (Bat
 			}
 			f.ID = store.FindingID(tenant, f.ScanID, f.UID)
 			f.IngestionID = ingestionID
-			f.Severity = strings.ToLower(f.Severity)
+			// Ingestion settled the pair already; settling it here too holds
+			// every writer to the one severity the store sorts and counts by.
+			sev, sid, _ := ocsf.Severity(f.Severity, int64(f.SeverityID))
+			f.Severity, f.SeverityID = sev, int(sid)
 			f.StatusCode = strings.ToUpper(f.StatusCode)
 			f.ProviderType = strings.ToLower(f.ProviderType)
 			f.Time = Time(f.Time)
