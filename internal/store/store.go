@@ -316,6 +316,12 @@ type Finding struct {
 	Raw          []byte
 	InsertedAt   time.Time
 	UpdatedAt    time.Time
+	// FirstSeenAt and Delta are set on findings of the current state
+	// (FindingQuery.Latest) by a store that tracks them: when the account
+	// first reported the check's finding, and "new" or "changed" against
+	// the run before ("" otherwise). History reads leave them zero.
+	FirstSeenAt time.Time
+	Delta       string
 }
 
 // Scan groups findings produced by one scanner run.
