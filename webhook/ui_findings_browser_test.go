@@ -54,7 +54,9 @@ func TestWebUIFindingsDoors(t *testing.T) {
 	if current == 0 || current == history {
 		t.Fatalf("current state %d of %d findings: the test would prove nothing", current, history)
 	}
-	findingsText := func(n int) string { return fmt.Sprintf("%d finding", n) + map[bool]string{true: "", false: "s"}[n == 1] }
+	findingsText := func(n int) string {
+		return fmt.Sprintf("%d finding", n) + map[bool]string{true: "", false: "s"}[n == 1]
+	}
 	b := startBrowser(t, te.env.URL)
 	admin := te.emails["demo-admin"]
 	open := func(t *testing.T, hash string) *page {
@@ -157,7 +159,7 @@ func TestWebUIFindingsDoors(t *testing.T) {
 		if sev == "" {
 			t.Fatalf("no failing finding in us-east-1: %v", failing)
 		}
-		p.do(chromedp.Click(chromedp.CSS(`#by-severity [data-value="`+sev+`"]`)))
+		p.do(chromedp.Click(chromedp.CSS(`#by-severity [data-value="` + sev + `"]`)))
 		message(p, findingsText(failing[sev]))
 		if q := hash(p); q.Get("severity") != sev || q.Get("status_code") != "FAIL" || q.Get("region") != "us-east-1" {
 			t.Errorf("after a click on the %s bar the fragment holds %v", sev, q)
@@ -168,7 +170,7 @@ func TestWebUIFindingsDoors(t *testing.T) {
 		}
 		p.screenshot("findings")
 		// The same bar again takes its filters off; the others stay.
-		p.do(chromedp.Click(chromedp.CSS(`#by-severity [data-value="`+sev+`"]`)))
+		p.do(chromedp.Click(chromedp.CSS(`#by-severity [data-value="` + sev + `"]`)))
 		message(p, findingsText(count("/api/v1/findings/latest", "filter[region]", "us-east-1")))
 		if q := hash(p); q.Has("severity") || q.Has("status_code") || q.Get("region") != "us-east-1" {
 			t.Errorf("a second click left the fragment at %v", q)
