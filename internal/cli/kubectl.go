@@ -398,12 +398,44 @@ var getKinds = map[string]struct{ group, resource string }{
 	"scans":      {dataGroupPath, "scans"},
 }
 
+// latestSelector is the findings field selector of the current state
+// (data.posture.dev's LatestSelector), which get findings adds unless
+// --history is given.
+const latestSelector = "latest"
+
+// findingsSelector is the field selector get findings sends: the current
+// state unless history is asked for, or the user's selector already says
+// which (latest=…) or names one finding (metadata.name, which the current
+// state cannot be combined with).
+func findingsSelector(user string, history bool) string {
+	if history {
+		return user
+	}
+	for _, req := range strings.Split(user, ",") {
+		field, _, _ := strings.Cut(strings.TrimSpace(req), "=")
+		field = strings.TrimRight(field, "!")
+		if field == latestSelector || field == "metadata.name" {
+			return user
+		}
+	}
+	if user == "" {
+		return latestSelector + "=true"
+	}
+	return latestSelector + "=true," + user
+}
+
 func (k *kubectlPlugin) getCommand() *cobra.Command {
 	var l listFlags
+	var history bool
 	cmd := &cobra.Command{
 		Use:   "get ingestions|findings|scans",
 		Short: "List a tenant namespace's ingestions, findings or scans",
+		Long: `Lists a tenant namespace's ingestions, findings or scans. Findings are the current
+state by default (each account's latest findings, the field selector latest=true, as
+REST's GET /api/v1/findings/latest and the web UI show them), with DELTA (new or changed
+since the run before) and FIRST SEEN; --history lists every finding ever stored.`,
 		Example: `  kubectl posture get findings -n tenant-acme --field-selector severity=Critical,statusCode=FAIL
+  kubectl posture get findings -n tenant-acme --history
   kubectl posture get ingestions -n tenant-acme`,
 		Args: func(cmd *cobra.Command, a []string) error {
 			if len(a) != 1 {
@@ -419,6 +451,11 @@ func (k *kubectlPlugin) getCommand() *cobra.Command {
 			if err := l.check(); err != nil {
 				return err
 			}
+			if kind.resource == "findings" {
+				l.fieldSelector = findingsSelector(l.fieldSelector, history)
+			} else if history {
+				return usageError{fmt.Errorf("--history applies to findings, not to %s", kind.resource)}
+			}
 			c, err := k.client()
 			if err != nil {
 				return err
@@ -427,6 +464,7 @@ func (k *kubectlPlugin) getCommand() *cobra.Command {
 		},
 	}
 	l.register(cmd, true)
+	cmd.Flags().BoolVar(&history, "history", false, "findings: list every finding stored, not only the current state")
 	return cmd
 }
 

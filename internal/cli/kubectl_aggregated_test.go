@@ -113,13 +113,26 @@ func TestKubectlPluginThroughKubeAggregator(t *testing.T) {
 	}
 
 	t.Run("get findings pages through every finding, with field selectors", func(t *testing.T) {
-		r := plugin("get", "findings", "-n", tenantNS, "--chunk-size", "250")
-		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-		if r.code != ExitOK || strings.Join(strings.Fields(lines[0]), " ") != "NAME SEVERITY STATUS CODE CHECK RESOURCE PROVIDER AGE" {
-			t.Fatalf("header %q: %s", lines[0], r)
+		_, latest, err := env.Store.ListFindings(ctx, env.Tenant, store.FindingQuery{Latest: true, Page: store.Page{Number: 1, Size: 1}})
+		if err != nil || latest == 0 {
+			t.Fatalf("the current state holds %d findings (%v)", latest, err)
 		}
-		if len(lines)-1 != total {
-			t.Errorf("%d rows, the store holds %d findings", len(lines)-1, total)
+		// The current state by default, the whole history with --history.
+		for _, tc := range []struct {
+			args []string
+			want int
+		}{
+			{nil, latest},
+			{[]string{"--history"}, total},
+		} {
+			r := plugin(append([]string{"get", "findings", "-n", tenantNS, "--chunk-size", "250"}, tc.args...)...)
+			lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+			if r.code != ExitOK || strings.Join(strings.Fields(lines[0]), " ") != "NAME SEVERITY STATUS CODE CHECK RESOURCE PROVIDER DELTA FIRST SEEN AGE" {
+				t.Fatalf("get findings %v: header %q: %s", tc.args, lines[0], r)
+			}
+			if len(lines)-1 != tc.want {
+				t.Errorf("get findings %v: %d rows, the store holds %d", tc.args, len(lines)-1, tc.want)
+			}
 		}
 		rows, _, err := env.Store.ListFindings(ctx, env.Tenant, store.FindingQuery{Page: store.Page{Number: 1, Size: 1}})
 		if err != nil {
@@ -130,7 +143,7 @@ func TestKubectlPluginThroughKubeAggregator(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r = plugin("get", "findings", "-n", tenantNS, "--field-selector", "severity="+sev, "-o", "name", "--chunk-size", "100")
+		r := plugin("get", "findings", "-n", tenantNS, "--history", "--field-selector", "severity="+sev, "-o", "name", "--chunk-size", "100")
 		if got := len(strings.Fields(r.stdout)); r.code != ExitOK || got != want {
 			t.Errorf("severity=%s: %d names, the store has %d: %s", sev, got, want, r)
 		}
@@ -294,7 +307,7 @@ func TestKubectlPluginThroughKubeAggregator(t *testing.T) {
 		if out, err := build.CombinedOutput(); err != nil {
 			t.Fatalf("go build: %v\n%s", err, out)
 		}
-		cmd := exec.Command("kubectl", append([]string{"posture"}, append(kc, "get", "findings", "-n", tenantNS, "-o", "name")...)...)
+		cmd := exec.Command("kubectl", append([]string{"posture"}, append(kc, "get", "findings", "--history", "-n", tenantNS, "-o", "name")...)...)
 		cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 		out, err := cmd.CombinedOutput()
 		if err != nil || len(strings.Fields(string(out))) < total {

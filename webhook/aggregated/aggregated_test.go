@@ -182,6 +182,10 @@ func TestThroughKubeAggregator(t *testing.T) {
 		if ing.Kind != "Ingestion" || ing.APIVersion != "posture.dev/v1alpha1" || ing.Status.Phase != posturev1.IngestionPending {
 			t.Errorf("answer is %s %s phase %q, want posture.dev/v1alpha1 Ingestion pending", ing.APIVersion, ing.Kind, ing.Status.Phase)
 		}
+		// The same summary as REST's 202: the records counted at upload.
+		if s := ing.Status.Summary; s.Total != 1500 || s.Processed != 0 || s.Invalid != 0 {
+			t.Errorf("status.summary %+v, want total 1500, processed 0, invalid 0 as POST /api/v1/ingestions answers", s)
+		}
 		if ing.Spec.RecordCount != 1500 || ing.Spec.Source.Upload.Filename != "aws_1500_records.ocsf.json" {
 			t.Errorf("recordCount %d file %q, want 1500 aws_1500_records.ocsf.json", ing.Spec.RecordCount, ing.Spec.Source.Upload.Filename)
 		}
@@ -196,7 +200,7 @@ func TestThroughKubeAggregator(t *testing.T) {
 		k := kubectl{t: t, kubeconfig: k.kubeconfig}
 		lines := strings.Split(strings.TrimSpace(k.ok("get", "findings", "-n", ns)), "\n")
 		header := strings.Fields(lines[0])
-		want := []string{"NAME", "SEVERITY", "STATUS", "CODE", "CHECK", "RESOURCE", "PROVIDER", "AGE"}
+		want := []string{"NAME", "SEVERITY", "STATUS", "CODE", "CHECK", "RESOURCE", "PROVIDER", "DELTA", "FIRST", "SEEN", "AGE"}
 		if !slices.Equal(header, want) {
 			t.Errorf("header %q, want %q", header, want)
 		}
@@ -274,8 +278,46 @@ func TestThroughKubeAggregator(t *testing.T) {
 			})
 		}
 		r := k.run(nil, "get", "findings", "-n", ns, "--field-selector", "region=eu-west-1")
-		if r.err == nil || !strings.Contains(r.stderr, `field selector region is not supported for Finding; supported: metadata.name, metadata.namespace, severity, statusCode, providerUID, checkID, scan, ingestion`) {
+		if r.err == nil || !strings.Contains(r.stderr, `field selector region is not supported for Finding; supported: metadata.name, metadata.namespace, severity, statusCode, providerUID, checkID, scan, ingestion, latest`) {
 			t.Errorf("an unsupported selector was not refused by name: %v %s", r.err, r.stderr)
+		}
+	})
+
+	t.Run("latest=true lists the current state beside the history", func(t *testing.T) {
+		k := kubectl{t: t, kubeconfig: k.kubeconfig}
+		// A second, smaller report of the same account makes the current
+		// state (its scan) differ from the history (both scans).
+		out := k.ok("create", "--raw", uploadPath(ns, "again.ocsf.json"), "-f", testenv.Fixture("aws_3_records.ocsf.json"))
+		var ing posturev1.Ingestion
+		if err := json.Unmarshal([]byte(out), &ing); err != nil {
+			t.Fatal(err)
+		}
+		waitCompleted(t, admin, ns, ing.Name)
+		history := countFindings(t, env.Store, env.Tenant, store.FindingQuery{})
+		for _, tc := range []struct {
+			selector string
+			query    store.FindingQuery
+		}{
+			{"latest=true", store.FindingQuery{Latest: true}},
+			{"latest=false", store.FindingQuery{}},
+			{"latest=true,statusCode=FAIL", store.FindingQuery{Latest: true, StatusCode: []string{"FAIL"}}},
+		} {
+			want := countFindings(t, env.Store, env.Tenant, tc.query)
+			names := strings.Fields(k.ok("get", "findings", "-n", ns, "--field-selector", tc.selector, "--chunk-size=7", "-o", "name"))
+			if len(names) != want || want == 0 {
+				t.Errorf("--field-selector %s listed %d findings, the store has %d", tc.selector, len(names), want)
+			}
+		}
+		if latest := countFindings(t, env.Store, env.Tenant, store.FindingQuery{Latest: true}); latest == history {
+			t.Errorf("the current state holds all %d findings of the history: the test proves nothing", history)
+		}
+		for _, tc := range []struct{ selector, want string }{
+			{"latest=yes", "field selector latest=yes: want latest=true (the current state) or latest=false (the whole history)"},
+			{"latest=true,metadata.name=x", "field selector metadata.name cannot be combined with latest=true"},
+		} {
+			if r := k.run(nil, "get", "findings", "-n", ns, "--field-selector", tc.selector); r.err == nil || !strings.Contains(r.stderr, tc.want) {
+				t.Errorf("--field-selector %s: %v %s, want refused with %q", tc.selector, r.err, r.stderr, tc.want)
+			}
 		}
 	})
 

@@ -148,6 +148,15 @@ func (f *findingStorage) List(ctx context.Context, opts *metainternalversion.Lis
 		ProviderUID: filters["providerUID"], CheckID: filters["checkID"],
 		ScanID: filters["scan"], IngestionID: filters["ingestion"], Sort: findingSort,
 	}
+	switch v, set := filters[datav1.LatestSelector]; {
+	case !set || v == "false":
+		delete(filters, datav1.LatestSelector)
+	case v == "true":
+		q.Latest = true
+	default:
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("field selector %s=%s: want %s=true (the current state) or %s=false (the whole history)",
+			datav1.LatestSelector, v, datav1.LatestSelector, datav1.LatestSelector))
+	}
 	if v := filters["severity"]; v != "" {
 		if !findings.ValidSeverity(v) {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("field selector severity=%s: unknown severity; one of %s", v, strings.Join(findings.Severities, ", ")))
@@ -158,6 +167,12 @@ func (f *findingStorage) List(ctx context.Context, opts *metainternalversion.Lis
 		q.StatusCode = []string{v}
 	}
 	if name := filters["metadata.name"]; name != "" {
+		// Whether one finding belongs to the current state is known only by
+		// listing that state; a get by name answers any finding.
+		if q.Latest {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("field selector metadata.name cannot be combined with %s=true; "+
+				"get the finding by name, or list the current state without metadata.name", datav1.LatestSelector))
+		}
 		row, err := f.s.opts.Store.GetFinding(ctx, tenant.Name, name)
 		if errors.Is(err, store.ErrNotFound) {
 			return list, nil
@@ -207,8 +222,17 @@ func toFinding(f *store.Finding, ns string) *datav1.Finding {
 		UID:        f.UID, CheckID: f.CheckID, Title: f.Title, Severity: f.Severity, SeverityID: f.SeverityID,
 		StatusCode: f.StatusCode, Status: f.Status, Region: f.Region, ProviderType: f.ProviderType,
 		ProviderUID: f.ProviderUID, ResourceUID: f.ResourceUID, Scan: f.ScanID, Ingestion: f.IngestionID,
-		Time: metav1.NewTime(f.Time), UpdatedAt: metav1.NewTime(f.UpdatedAt),
+		Time: metav1.NewTime(f.Time), UpdatedAt: metav1.NewTime(f.UpdatedAt), Delta: f.Delta,
+		FirstSeenAt: optionalTime(f.FirstSeenAt),
 	}
+}
+
+func optionalTime(t *time.Time) *metav1.Time {
+	if t == nil {
+		return nil
+	}
+	mt := metav1.NewTime(*t)
+	return &mt
 }
 
 var findingColumns = []metav1.TableColumnDefinition{
@@ -218,6 +242,8 @@ var findingColumns = []metav1.TableColumnDefinition{
 	{Name: "Check", Type: "string", Description: "The check that produced the finding (metadata.event_code)."},
 	{Name: "Resource", Type: "string", Description: "The resource the finding is about."},
 	{Name: "Provider", Type: "string", Description: "The provider account (type/uid)."},
+	{Name: "Delta", Type: "string", Description: "In the current state (latest=true): new or changed since the run before; empty otherwise."},
+	{Name: "First Seen", Type: "string", Description: "In the current state: since the account first reported the check's finding."},
 	{Name: "Age", Type: "string", Description: "Since the finding was first stored."},
 }
 
@@ -228,7 +254,11 @@ func (*findingStorage) ConvertToTable(_ context.Context, obj runtime.Object, _ r
 		if f.ProviderType != "" {
 			provider = f.ProviderType + "/" + f.ProviderUID
 		}
-		t.Rows = append(t.Rows, row(f, f.Name, f.Severity, f.StatusCode, f.CheckID, f.ResourceUID, provider, age(f.CreationTimestamp)))
+		firstSeen := ""
+		if f.FirstSeenAt != nil {
+			firstSeen = age(*f.FirstSeenAt)
+		}
+		t.Rows = append(t.Rows, row(f, f.Name, f.Severity, f.StatusCode, f.CheckID, f.ResourceUID, provider, f.Delta, firstSeen, age(f.CreationTimestamp)))
 	}
 	return t, eachItem(obj, t, func(o runtime.Object) { add(o.(*datav1.Finding)) })
 }

@@ -17,6 +17,7 @@ import (
 
 	datav1 "github.com/posture-dev/posture/api/data/v1alpha1"
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/internal/ingestions"
 	"github.com/posture-dev/posture/internal/uploads"
 )
 
@@ -102,6 +103,9 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) error {
 	out := ing.DeepCopy()
 	out.APIVersion, out.Kind = posturev1.GroupVersion.String(), "Ingestion"
 	out.Status.Phase = posturev1.IngestionPending
+	// The records counted at upload, as REST's 202 answers them: the
+	// controller copies them into the status it writes.
+	out.Status.Summary = ingestions.Summary(ing)
 	out.ManagedFields = nil
 	body, err := json.Marshal(out)
 	if err != nil {

@@ -28,12 +28,19 @@ func AddToScheme(s *runtime.Scheme) error {
 }
 
 // Field selectors each kind supports, besides metadata.name and
-// metadata.namespace. The names are the JSON paths of the fields they match.
+// metadata.namespace. The names are the JSON paths of the fields they match,
+// except a finding's latest (LatestSelector), which picks the current state
+// rather than matching a field.
 var (
-	FindingFieldSelectors = []string{"severity", "statusCode", "providerUID", "checkID", "scan", "ingestion"}
+	FindingFieldSelectors = []string{"severity", "statusCode", "providerUID", "checkID", "scan", "ingestion", LatestSelector}
 	ScanFieldSelectors    = []string{"providerUID", "providerType", "ingestion"}
 	ErrorFieldSelectors   = []string{"ingestion"}
 )
+
+// LatestSelector is the findings field selector that lists the current
+// state (latest=true), as REST's GET /api/v1/findings/latest does, rather
+// than the whole history (latest=false, or no selector).
+const LatestSelector = "latest"
 
 func addFieldLabels(s *runtime.Scheme) error {
 	for kind, labels := range map[string][]string{

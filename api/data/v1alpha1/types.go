@@ -32,6 +32,12 @@ type Finding struct {
 	Ingestion string      `json:"ingestion"`
 	Time      metav1.Time `json:"time"`
 	UpdatedAt metav1.Time `json:"updatedAt"`
+	// FirstSeenAt and Delta describe a finding of the current state (the
+	// list with the field selector latest=true): when its account first
+	// reported the check's finding, and whether this run brought it in
+	// ("new") or changed its status ("changed"). History leaves them out.
+	FirstSeenAt *metav1.Time `json:"firstSeenAt,omitempty"`
+	Delta       string       `json:"delta,omitempty"`
 	// Record is the full OCSF record as uploaded; only a get returns it.
 	Record *runtime.RawExtension `json:"record,omitempty"`
 }

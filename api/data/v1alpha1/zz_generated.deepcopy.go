@@ -31,6 +31,10 @@ func (in *Finding) DeepCopyInto(out *Finding) {
 	in.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	in.Time.DeepCopyInto(&out.Time)
 	in.UpdatedAt.DeepCopyInto(&out.UpdatedAt)
+	if in.FirstSeenAt != nil {
+		in, out := &in.FirstSeenAt, &out.FirstSeenAt
+		*out = (*in).DeepCopy()
+	}
 	if in.Record != nil {
 		in, out := &in.Record, &out.Record
 		*out = new(runtime.RawExtension)

@@ -18,7 +18,8 @@ import './import.js';
 const routes = [
   [/^#\/ingestions\/([^/]+)$/, ingestion],
   [/^#\/findings\/([^/]+)$/, finding],
-  [/^#\/findings$/, findings],
+  // The Findings page keeps its view and filters in the fragment's query.
+  [/^#\/findings(?:\?.*)?$/, findings],
   [/^#\/providers$/, providers],
   [/^/, scans],
 ];

@@ -2,6 +2,7 @@
 
 import { api } from './api.js';
 import { $, el, when, showView } from './dom.js';
+import { listHash } from './findings.js';
 
 export function show(id) { read(id); }
 
@@ -9,6 +10,7 @@ export function leave() {}
 
 async function read(id) {
   showView('finding-view');
+  $('finding-back').href = listHash();
   $('finding-title').textContent = '';
   $('finding-summary').replaceChildren();
   $('finding-record').textContent = '';

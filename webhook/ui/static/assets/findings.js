@@ -1,20 +1,125 @@
-// The Findings page: counts at a glance, and the findings, filtered, newest
-// first, a page at a time to any depth.
+// The Findings page: the current state (each account's latest findings, as
+// GET /api/v1/findings/latest answers it, what MCP and kubectl posture read
+// too) or, switched to it, the whole history; counts of what the list shows
+// at a glance; the findings, filtered, a page at a time to any depth.
+// The view and the filters live in the URL's fragment
+// (#/findings?view=history&severity=critical…), so a reload or a shared link
+// shows the same list: every change goes through the fragment, and show()
+// draws the page from it.
 
 import { api, rules } from './api.js';
 import { $, el, when, showView, pager, readList } from './dom.js';
 import { usageText } from './providers.js';
 
+// The list's filters, the API's filter[…] names, in the order an empty
+// result names them. delta exists in the current state only.
+const FILTERS = ['severity', 'status_code', 'delta', 'check_id', 'region', 'provider_type', 'provider_uid', 'scan', 'ingestion', 'search'];
+const FILTER_WORDS = {
+  severity: 'severity', status_code: 'status', delta: 'change', check_id: 'check', region: 'region',
+  provider_type: 'provider', provider_uid: 'account', scan: 'scan', ingestion: 'ingestion', search: 'search',
+};
+const DEFAULT_SORT = '-inserted_at';
+
 // cursors[n] is page n's page[cursor], from links.next of page n - 1.
 const state = { page: 1, pages: 1, cursors: {} };
+// view is what the fragment asks for: { history, filters, sort }.
+let view = { history: false, filters: {}, sort: DEFAULT_SORT };
+// generation tells a load's late answer from the current one's: a filter
+// changed meanwhile makes the older answer stale, and it is dropped.
+let generation = 0;
+
+// parseHash reads the view and filters from the fragment.
+export function parseHash(hash) {
+  const i = hash.indexOf('?');
+  const q = new URLSearchParams(i < 0 ? '' : hash.slice(i + 1));
+  const history = q.get('view') === 'history';
+  const filters = {};
+  for (const name of FILTERS) {
+    const v = (q.get(name) || '').trim();
+    if (v && !(name === 'delta' && history)) filters[name] = v;
+  }
+  return { history, filters, sort: q.get('sort') || DEFAULT_SORT };
+}
+
+// hashOf is the fragment of a view: what a link to it holds.
+export function hashOf(v) {
+  const q = new URLSearchParams();
+  if (v.history) q.set('view', 'history');
+  for (const name of FILTERS) {
+    if (v.filters[name] && !(name === 'delta' && v.history)) q.set(name, v.filters[name]);
+  }
+  if (v.sort && v.sort !== DEFAULT_SORT) q.set('sort', v.sort);
+  const s = q.toString();
+  return '#/findings' + (s ? '?' + s : '');
+}
+
+// go shows v: through the fragment, so the browser's history and a reload
+// keep it; the same fragment again (Apply with nothing changed) reloads.
+function go(v) {
+  const hash = hashOf(v);
+  if (location.hash === hash) show();
+  else location.hash = hash;
+}
 
 export function show() {
   showView('findings-view');
+  view = parseHash(location.hash);
+  generation++;
+  state.page = 1;
+  state.cursors = {};
+  drawControls();
   loadOverview();
+  loadOptions();
   loadFindings();
 }
 
-export function leave() {}
+export function leave() {
+  generation++;
+}
+
+// listHash is the fragment of the list last shown, with its filters: where
+// a finding's page leads back to.
+export function listHash() {
+  return hashOf(view);
+}
+
+function base() {
+  return view.history ? '/api/v1/findings' : '/api/v1/findings/latest';
+}
+
+// filterParams are the API's filter[…] parameters for filters, leaving out
+// the dimensions named in except (a breakdown by a dimension counts every
+// value of it, so that each of its bars can be chosen).
+function filterParams(filters, except = []) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(filters)) if (!except.includes(k)) q.set('filter[' + k + ']', v);
+  return q;
+}
+
+function drawControls() {
+  for (const r of document.querySelectorAll('input[name="findings-state"]')) r.checked = (r.value === 'history') === view.history;
+  $('findings-state-note').textContent = view.history
+    ? 'History: every finding ever stored, from every scan.'
+    : 'Current state: the findings of each account\'s latest scan.';
+  $('findings-delta').hidden = view.history;
+  $('findings-clear').hidden = !Object.keys(view.filters).length;
+  const form = $('findings-filters').elements;
+  for (const name of FILTERS) {
+    const control = form[name];
+    const v = view.filters[name] || '';
+    // A value from a link that the list does not offer yet (a check the
+    // counts have not answered) still shows as chosen.
+    if (control.tagName === 'SELECT' && v && ![...control.options].some((o) => o.value === v)) control.append(option(v, v));
+    control.value = v;
+  }
+  form.sort.value = view.sort;
+}
+
+function option(value, text) {
+  const o = el('option', text);
+  o.value = value;
+  return o;
+}
 
 // The API numbers pages of findings only so deep (rules.max_page_offset
 // findings; a deeper page[number] is refused, pointing to links.next): a
@@ -22,23 +127,17 @@ export function leave() {}
 // working at any depth and Previous walks back over the cursors kept.
 const FINDINGS_PAGE_SIZE = 20;
 
-function resetFindingsPages() {
-  state.page = 1;
-  state.cursors = {};
-}
-
 async function loadFindings() {
-  const form = $('findings-filters');
-  const q = new URLSearchParams({ 'page[size]': FINDINGS_PAGE_SIZE, sort: form.elements.sort.value });
+  const my = generation;
+  const q = filterParams(view.filters);
+  q.set('page[size]', FINDINGS_PAGE_SIZE);
+  q.set('sort', view.sort);
   const cursor = (state.page - 1) * FINDINGS_PAGE_SIZE > rules.max_page_offset && state.cursors[state.page];
   if (cursor) q.set('page[cursor]', cursor);
   else q.set('page[number]', state.page);
-  for (const name of ['severity', 'status_code', 'provider_type', 'check_id', 'region', 'scan', 'ingestion', 'search']) {
-    const v = form.elements[name].value.trim();
-    if (v) q.set('filter[' + name + ']', v);
-  }
   const tbody = $('findings-table').tBodies[0];
-  const doc = await readList('/api/v1/findings?' + q, tbody, 'findings-message', (e) => 'Could not list findings: ' + e.message);
+  const doc = await readList(base() + '?' + q, tbody, 'findings-message', (e) => 'Could not list findings: ' + e.message);
+  if (my !== generation) return;
   if (!doc) {
     pager('findings-pager', state, 1, loadFindings);
     return;
@@ -48,36 +147,89 @@ async function loadFindings() {
   if (next) state.cursors[state.page + 1] = new URL(next, location.href).searchParams.get('page[cursor]');
   // A search is counted only to the end of the next page: past it count
   // is a lower bound (one more than the findings counted so far).
-  $('findings-message').textContent = pg.count_estimated
-    ? 'more than ' + (pg.count - 1) + ' findings'
-    : pg.count + (pg.count === 1 ? ' finding' : ' findings');
-  tbody.replaceChildren(...doc.data.map((f) => {
-    const a = f.attributes;
-    const title = el('td');
-    const link = el('a', a.title || a.uid);
-    link.href = '#/findings/' + encodeURIComponent(f.id);
-    title.append(link);
-    const sev = el('td');
-    sev.append(el('span', a.severity, 'badge sev-' + a.severity));
-    const tr = el('tr');
-    tr.append(sev, el('td', a.status_code), el('td', a.check_id), title, el('td', a.region), el('td', a.resource_uid), el('td', when(a.time)));
-    return tr;
-  }));
+  $('findings-message').textContent = pg.count === 0
+    ? emptyText()
+    : pg.count_estimated
+      ? 'more than ' + (pg.count - 1) + ' findings'
+      : pg.count + (pg.count === 1 ? ' finding' : ' findings');
+  tbody.replaceChildren(...doc.data.map(findingRow));
   // A page reached by cursor counts from the first page: a search's count
   // then stops short of it, and a next page is known from links.next.
   pager('findings-pager', state, Math.max(pg.pages, state.page + (next ? 1 : 0)), loadFindings, pg.count_estimated);
 }
 
-// loadOverview draws counts as bars, each group's count as
-// GET /api/v1/findings/counts gives it.
+// emptyText says that nothing matched, and what was asked: the view and
+// each filter with its value.
+function emptyText() {
+  const where = view.history ? 'in the history' : 'in the current state';
+  const used = FILTERS.filter((k) => view.filters[k]).map((k) => FILTER_WORDS[k] + ' ' + view.filters[k]);
+  if (!used.length) return view.history ? 'No findings stored yet.' : 'No findings in the current state yet.';
+  return 'No findings ' + where + ' match ' + used.join(', ') + '.';
+}
+
+// findingRow is one finding's row. The current state's delta ("new",
+// "changed") and first_seen_at are shown when the API gives them.
+export function findingRow(f) {
+  const a = f.attributes;
+  const title = el('td', null, 'c-title');
+  const link = el('a', a.title || a.uid);
+  link.href = '#/findings/' + encodeURIComponent(f.id);
+  title.append(link);
+  const sev = el('td');
+  sev.append(el('span', a.severity, 'badge sev-' + a.severity));
+  const change = el('td', null, 'c-change');
+  if (a.delta) change.append(el('span', a.delta, 'badge delta-' + a.delta));
+  if (a.first_seen_at) {
+    const since = el('span', 'first seen ' + when(a.first_seen_at), 'since');
+    since.title = a.first_seen_at;
+    change.append(since);
+  }
+  if (!a.delta && !a.first_seen_at) change.textContent = '—';
+  const tr = el('tr');
+  tr.append(sev, el('td', a.status_code), change, el('td', a.check_id, 'c-check'), title, el('td', a.region, 'c-region'),
+    el('td', a.resource_uid, 'c-resource'), el('td', when(a.time), 'c-time'));
+  return tr;
+}
+
+// counts reads GET …/counts grouped by `by` under the params given.
+async function counts(by, params) {
+  params.set('group_by', by);
+  return (await api(base() + '/counts?' + params)).data.map((g) => g.attributes);
+}
+
+// The Check and Region filters offer the values that exist under the
+// other filters, each with its count.
+async function loadOptions() {
+  const my = generation;
+  for (const dim of ['check_id', 'region']) {
+    const control = $('findings-filters').elements[dim];
+    let rows;
+    try {
+      rows = await counts(dim, filterParams(view.filters, [dim]));
+    } catch (e) {
+      continue; // the list says why the API failed; the filter keeps its value
+    }
+    if (my !== generation) return;
+    const chosen = view.filters[dim] || '';
+    const opts = rows.filter((r) => r[dim] !== '').map((r) => option(r[dim], r[dim] + ' (' + r.count + ')'));
+    if (chosen && !rows.some((r) => r[dim] === chosen)) opts.unshift(option(chosen, chosen + ' (0)'));
+    control.replaceChildren(option('', 'Any'), ...opts);
+    control.value = chosen;
+  }
+}
+
+// loadOverview draws the counts of what the list shows as bars, under the
+// list's filters: failing findings (or those of the status the list is
+// filtered to) by severity, every status, and the provider accounts. A bar
+// is a button that filters the list to what it counts.
 const PROVIDER_BARS = 8;
 
 async function loadOverview() {
-  const groups = async (by) => (await api('/api/v1/findings/counts?' + new URLSearchParams({ group_by: by }))).data.map((g) => g.attributes);
-  const bars = (id, rows, cls) => {
+  const my = generation;
+  const bars = (id, rows, cls, choose) => {
     const top = Math.max(1, ...rows.map((r) => r.count));
     $(id).replaceChildren(...rows.map((r) => {
-      const row = el('div', null, 'bar-row');
+      const row = el(r.filters ? 'button' : 'div', null, 'bar-row');
       row.dataset.value = r.value;
       const bar = el('span', null, 'meter ' + cls(r.value));
       bar.style.width = Math.round((r.count / top) * 100) + '%';
@@ -86,43 +238,67 @@ async function loadOverview() {
       const label = el('span', r.label || r.value, 'bar-label');
       label.title = r.label || r.value;
       row.append(label, track, el('span', r.count, 'bar-count'));
+      if (r.filters) {
+        row.type = 'button';
+        const on = Object.entries(r.filters).every(([k, v]) => view.filters[k] === v);
+        row.setAttribute('aria-pressed', String(on));
+        row.addEventListener('click', () => choose(r.filters, on));
+      }
       return row;
     }));
+  };
+  // A bar chosen again takes its filters off.
+  const choose = (filters, on) => {
+    const next = { ...view.filters };
+    for (const [k, v] of Object.entries(filters)) {
+      if (on) delete next[k];
+      else next[k] = v;
+    }
+    go({ ...view, filters: next });
+  };
+  const failed = (id) => (e) => {
+    if (my === generation) $(id).replaceChildren(el('p', 'Could not count findings: ' + e.message, 'error'));
   };
   // The usual severities and status codes are drawn, zero included, in
   // their natural order; any other value the API counts (OCSF's fatal,
   // unknown and other severities, a status code such as MUTED) follows,
-  // largest first, so that the bars account for every finding.
-  const fixed = async (id, dim, values) => {
-    try {
-      const got = new Map((await groups(dim)).map((g) => [g[dim], g.count]));
-      const extra = [...got.keys()].filter((v) => !values.includes(v))
-        .sort((x, y) => got.get(y) - got.get(x) || String(x).localeCompare(String(y)));
-      bars(id, [...values, ...extra].map((v) => ({ value: v, count: got.get(v) || 0 })), (v) => dim + '-' + v);
-    } catch (e) {
-      $(id).replaceChildren(el('p', 'Could not count findings: ' + e.message, 'error'));
-    }
+  // largest first, so that the bars account for every finding counted.
+  const fixed = (rows, dim, values) => {
+    const got = new Map(rows.map((g) => [g[dim], g.count]));
+    const extra = [...got.keys()].filter((v) => !values.includes(v))
+      .sort((x, y) => got.get(y) - got.get(x) || String(x).localeCompare(String(y)));
+    return [...values, ...extra].map((v) => ({ value: v, count: got.get(v) || 0 }));
   };
-  fixed('by-severity', 'severity', ['critical', 'high', 'medium', 'low', 'informational']);
-  fixed('by-status', 'status_code', ['FAIL', 'PASS', 'MANUAL']);
+  // Severity counts the failing findings unless the list is filtered to
+  // another status; a bar filters to its severity and that status.
+  const status = view.filters.status_code || 'FAIL';
+  $('by-severity-title').textContent = status === 'FAIL' ? 'Failing by severity' : status + ' by severity';
+  const sevParams = filterParams(view.filters, ['severity', 'status_code']);
+  sevParams.set('filter[status_code]', status);
+  counts('severity', sevParams).then((rows) => {
+    if (my !== generation) return;
+    bars('by-severity', fixed(rows, 'severity', ['critical', 'high', 'medium', 'low', 'informational'])
+      .map((r) => ({ ...r, filters: { severity: r.value, status_code: status } })), (v) => 'severity-' + v, choose);
+  }, failed('by-severity'));
+  counts('status_code', filterParams(view.filters, ['status_code'])).then((rows) => {
+    if (my !== generation) return;
+    bars('by-status', fixed(rows, 'status_code', ['FAIL', 'PASS', 'MANUAL'])
+      .map((r) => ({ ...r, filters: { status_code: r.value } })), (v) => 'status_code-' + v, choose);
+  }, failed('by-status'));
   // Providers are open-ended: the largest first, the rest summed up.
-  (async () => {
-    let rows;
-    try {
-      rows = (await groups('provider_type,provider_uid')).map((g) => ({
-        value: g.provider_type + ' ' + g.provider_uid, label: g.provider_type + ' ' + g.provider_uid, count: g.count,
-      }));
-    } catch (e) {
-      $('by-provider').replaceChildren(el('p', 'Could not count findings: ' + e.message, 'error'));
-      return;
-    }
+  counts('provider_type,provider_uid', filterParams(view.filters, ['provider_type', 'provider_uid'])).then((got) => {
+    if (my !== generation) return;
+    let rows = got.map((g) => ({
+      value: g.provider_type + ' ' + g.provider_uid, label: g.provider_type + ' ' + g.provider_uid, count: g.count,
+      filters: { provider_type: g.provider_type, provider_uid: g.provider_uid },
+    }));
     rows.sort((x, y) => y.count - x.count || x.value.localeCompare(y.value));
     const rest = rows.slice(PROVIDER_BARS);
     rows = rows.slice(0, PROVIDER_BARS);
     if (rest.length) rows.push({ value: 'other', label: rest.length + ' more', count: rest.reduce((n, r) => n + r.count, 0) });
-    bars('by-provider', rows, () => 'provider');
-    if (!rows.length) $('by-provider').replaceChildren(el('p', 'No findings yet.', 'muted'));
-  })();
+    bars('by-provider', rows, () => 'provider', choose);
+    if (!rows.length) $('by-provider').replaceChildren(el('p', 'No findings counted.', 'muted'));
+  }, failed('by-provider'));
   try {
     const p = (await api('/api/v1/tenant')).data.attributes.providers;
     $('providers-usage').textContent = usageText(p).text;
@@ -134,14 +310,25 @@ async function loadOverview() {
   }
 }
 
+// fromForm is the view the filter form asks for.
+function fromForm() {
+  const form = $('findings-filters').elements;
+  const filters = {};
+  for (const name of FILTERS) {
+    const v = form[name].value.trim();
+    if (v) filters[name] = v;
+  }
+  return { ...view, filters, sort: form.sort.value };
+}
+
 $('findings-filters').addEventListener('submit', (ev) => {
   ev.preventDefault();
-  resetFindingsPages();
-  loadFindings();
+  go(fromForm());
 });
 $('findings-filters').addEventListener('change', (ev) => {
-  if (ev.target.tagName === 'SELECT') {
-    resetFindingsPages();
-    loadFindings();
-  }
+  if (ev.target.tagName === 'SELECT') go(fromForm());
+});
+$('findings-clear').addEventListener('click', () => go({ ...view, filters: {} }));
+$('findings-state').addEventListener('change', (ev) => {
+  if (ev.target.name === 'findings-state') go({ ...fromForm(), history: ev.target.value === 'history' });
 });
