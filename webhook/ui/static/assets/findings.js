@@ -8,8 +8,16 @@ import { usageText } from './providers.js';
 // cursors[n] is page n's page[cursor], from links.next of page n - 1.
 const state = { page: 1, pages: 1, cursors: {} };
 
-export function show() {
+// show draws the page; a query (#/findings?scan=…, as the Scans page links
+// a scan's findings) sets the filters it names and clears the others.
+export function show(query) {
   showView('findings-view');
+  if (query !== undefined) {
+    const form = $('findings-filters');
+    const given = new URLSearchParams(query);
+    for (const name of FILTERS) form.elements[name].value = given.get(name) || '';
+    resetFindingsPages();
+  }
   loadOverview();
   loadFindings();
 }
@@ -22,6 +30,9 @@ export function leave() {}
 // working at any depth and Previous walks back over the cursors kept.
 const FINDINGS_PAGE_SIZE = 20;
 
+// The filters of the form, each the API's filter[name].
+const FILTERS = ['severity', 'status_code', 'provider_type', 'check_id', 'region', 'scan', 'ingestion', 'search'];
+
 function resetFindingsPages() {
   state.page = 1;
   state.cursors = {};
@@ -33,7 +44,7 @@ async function loadFindings() {
   const cursor = (state.page - 1) * FINDINGS_PAGE_SIZE > rules.max_page_offset && state.cursors[state.page];
   if (cursor) q.set('page[cursor]', cursor);
   else q.set('page[number]', state.page);
-  for (const name of ['severity', 'status_code', 'provider_type', 'check_id', 'region', 'scan', 'ingestion', 'search']) {
+  for (const name of FILTERS) {
     const v = form.elements[name].value.trim();
     if (v) q.set('filter[' + name + ']', v);
   }
