@@ -69,7 +69,7 @@ func deriveIngestionStatus(ing *posturev1.Ingestion, f ingestionFacts) {
 		setIngestionPhase(ing, posturev1.IngestionFailed, ReasonFailed, f.Refused)
 	case f.Ended != nil && f.Ended.Status == store.RunSucceeded:
 		setIngestionPhase(ing, posturev1.IngestionCompleted, ReasonCompleted,
-			fmt.Sprintf("Processed %d records, %d invalid", f.Ended.Processed, f.Ended.Invalid))
+			fmt.Sprintf("Processed %s, %d invalid", counted(f.Ended.Processed, "record"), f.Ended.Invalid))
 	case f.Ended != nil:
 		setIngestionPhase(ing, posturev1.IngestionFailed, ReasonFailed, f.Ended.Message)
 	case f.Started > 0 && f.Retry != "":

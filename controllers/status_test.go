@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/internal/store"
 )
 
 // summary is what the derivations decide, in the terms kstatus reads.
@@ -247,6 +248,11 @@ func TestStatusMessagesPluralise(t *testing.T) {
 		deriveProviderStatus(p, providerFacts{Tenant: "acme", Limit: limit, Billed: int(limit)})
 		return meta.FindStatusCondition(p.Status.Conditions, posturev1.ConditionReady).Message
 	}
+	ingestionMessage := func(processed int) string {
+		ing := &posturev1.Ingestion{}
+		deriveIngestionStatus(ing, ingestionFacts{Ended: &store.Run{Status: store.RunSucceeded, Progress: store.Progress{Processed: processed}}})
+		return ing.Status.Message
+	}
 	for _, tc := range []struct{ name, got, want string }{
 		{"counted one", counted(1, "provider"), "1 provider"},
 		{"counted none", counted(0, "provider"), "0 providers"},
@@ -258,6 +264,8 @@ func TestStatusMessagesPluralise(t *testing.T) {
 		{"tenant of one user and one provider, unlimited", tenantMessage(1, 0, 1), "Namespace tenant-acme, 1 user, subscription active, 1 provider, unlimited"},
 		{"tenant of two users, one of five providers", tenantMessage(2, 5, 1), "Namespace tenant-acme, 2 users, subscription active, 1 of 5 providers"},
 		{"provider over a limit of one", providerMessage(1), "plan bills for 1 provider and bills 1 already"},
+		{"one record processed", ingestionMessage(1), "Processed 1 record, 0 invalid"},
+		{"records processed", ingestionMessage(3), "Processed 3 records, 0 invalid"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if !strings.Contains(tc.got, tc.want) {
