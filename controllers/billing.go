@@ -325,11 +325,7 @@ func (r *IngestionReconciler) admitProviders(ctx context.Context, ing *posturev1
 	}
 	slices.Sort(ing.Status.Providers)
 	ing.Status.Providers = slices.Compact(ing.Status.Providers)
-	usage := fmt.Sprintf("tenant %s now has %d providers", tenant.Name, res.Count)
-	if res.Limit > 0 {
-		usage += fmt.Sprintf(" of %d", res.Limit)
-	}
-	summary := fmt.Sprintf("accounts in the report: %d; providers reused: %d, created: %d; %s", len(accounts), len(res.Reused), len(res.Created), usage)
+	summary := fmt.Sprintf("accounts in the report: %d; providers reused: %d, created: %d; %s", len(accounts), len(res.Reused), len(res.Created), providerUsage(tenant.Name, res.Count, res.Limit))
 	if len(res.Denied) == 0 {
 		f.Billing = &billingOutcome{Message: summary}
 		return goOn, nil
@@ -339,9 +335,18 @@ func (r *IngestionReconciler) admitProviders(ctx context.Context, ing *posturev1
 		denied = append(denied, acct.Key())
 	}
 	ing.Status.DeniedProviders = slices.Compact(slices.Sorted(slices.Values(denied)))
-	f.Billing = &billingOutcome{Denied: true, Message: fmt.Sprintf("%s; over the plan limit of %d providers, so their records are invalid (%s): %s",
-		summary, res.Limit, ingest.CodeProviderLimit, strings.Join(firstN(denied, 20), ", "))}
+	f.Billing = &billingOutcome{Denied: true, Message: fmt.Sprintf("%s; over the plan limit of %s, so their records are invalid (%s): %s",
+		summary, counted(res.Limit, "provider"), ingest.CodeProviderLimit, strings.Join(firstN(denied, 20), ", "))}
 	return goOn, nil
+}
+
+// providerUsage words a tenant's billed providers against its plan's limit
+// (0 = unlimited) for the ProvidersResolved condition.
+func providerUsage(tenant string, count int, limit int32) string {
+	if limit > 0 {
+		return fmt.Sprintf("tenant %s now has %d of %s", tenant, count, counted(limit, "provider"))
+	}
+	return fmt.Sprintf("tenant %s now has %s", tenant, counted(count, "provider"))
 }
 
 // AllowedAccountsOf rebuilds the billing decision recorded in an Ingestion's

@@ -191,3 +191,13 @@ func setFinalizer(ctx context.Context, c client.Client, obj client.Object, final
 	}
 	return true, c.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
 }
+
+// counted words a number of things as a sentence reads it: "1 provider",
+// "5 providers". Status messages are read by people, who stumble over
+// "1 providers".
+func counted[N ~int | ~int32 | ~int64](n N, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

@@ -69,7 +69,7 @@ func deriveIngestionStatus(ing *posturev1.Ingestion, f ingestionFacts) {
 		setIngestionPhase(ing, posturev1.IngestionFailed, ReasonFailed, f.Refused)
 	case f.Ended != nil && f.Ended.Status == store.RunSucceeded:
 		setIngestionPhase(ing, posturev1.IngestionCompleted, ReasonCompleted,
-			fmt.Sprintf("Processed %d records, %d invalid", f.Ended.Processed, f.Ended.Invalid))
+			fmt.Sprintf("Processed %s, %d invalid", counted(f.Ended.Processed, "record"), f.Ended.Invalid))
 	case f.Ended != nil:
 		setIngestionPhase(ing, posturev1.IngestionFailed, ReasonFailed, f.Ended.Message)
 	case f.Started > 0 && f.Retry != "":
@@ -170,16 +170,16 @@ func deriveTenantStatus(t *posturev1.Tenant, f tenantFacts) {
 			v = verdict{reason: ReasonPasswordSecret, stalled: true,
 				message: "password Secret missing: " + strings.Join(f.MissingSecrets, "; ") + "; these users cannot sign in"}
 		default:
-			usage := fmt.Sprintf("%d providers, unlimited", f.Providers)
+			usage := counted(f.Providers, "provider") + ", unlimited"
 			if limit := t.Spec.Subscription.ProviderLimit; limit > 0 {
-				usage = fmt.Sprintf("%d of %d providers", f.Providers, limit)
+				usage = fmt.Sprintf("%d of %s", f.Providers, counted(limit, "provider"))
 			}
 			sub := "no active subscription (ingestion answers 402)"
 			if t.Spec.Subscription.Active {
 				sub = "subscription active"
 			}
 			v = verdict{ready: metav1.ConditionTrue, reason: ReasonTenantReady,
-				message: fmt.Sprintf("Namespace %s, %d users, %s, %s", f.Namespace, len(t.Spec.Users), sub, usage)}
+				message: fmt.Sprintf("Namespace %s, %s, %s, %s", f.Namespace, counted(len(t.Spec.Users), "user"), sub, usage)}
 		}
 	}
 	v.apply(&t.Status.Conditions, t.Generation)
@@ -289,7 +289,7 @@ func deriveProviderStatus(p *posturev1.Provider, f providerFacts) {
 			message: fmt.Sprintf("no Tenant uses namespace %s, so this provider is not billed to anyone", p.Namespace)}
 	case f.Limit > 0 && !f.Admitted:
 		v = verdict{reason: ReasonProviderOverLimit, stalled: true,
-			message: fmt.Sprintf("over the plan limit: tenant %s's plan bills for %d providers and bills %d already, so this %s account %s is not billed; delete a Provider or raise the Tenant's spec.subscription.providerLimit", f.Tenant, f.Limit, f.Billed, p.Spec.Type, p.Spec.UID)}
+			message: fmt.Sprintf("over the plan limit: tenant %s's plan bills for %s and bills %d already, so this %s account %s is not billed; delete a Provider or raise the Tenant's spec.subscription.providerLimit", f.Tenant, counted(f.Limit, "provider"), f.Billed, p.Spec.Type, p.Spec.UID)}
 	default:
 		origin := p.Spec.Origin
 		if origin == "" {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/internal/store"
 )
 
 // summary is what the derivations decide, in the terms kstatus reads.
@@ -228,6 +229,47 @@ func TestAllowedAccountsFromStatusFields(t *testing.T) {
 				if !got[k] {
 					t.Errorf("AllowedAccountsOf = %v, want %v", got, tc.want)
 				}
+			}
+		})
+	}
+}
+
+// Status messages count things as a sentence does: "1 provider", never
+// "1 providers".
+func TestStatusMessagesPluralise(t *testing.T) {
+	tenantMessage := func(users int, limit int32, providers int) string {
+		tn := &posturev1.Tenant{Spec: posturev1.TenantSpec{Users: make([]posturev1.User, users),
+			Subscription: posturev1.Subscription{Active: true, ProviderLimit: limit}}}
+		deriveTenantStatus(tn, tenantFacts{Namespace: "tenant-acme", Providers: providers})
+		return meta.FindStatusCondition(tn.Status.Conditions, posturev1.ConditionReady).Message
+	}
+	providerMessage := func(limit int32) string {
+		p := &posturev1.Provider{Spec: posturev1.ProviderSpec{Type: "aws", UID: "1"}}
+		deriveProviderStatus(p, providerFacts{Tenant: "acme", Limit: limit, Billed: int(limit)})
+		return meta.FindStatusCondition(p.Status.Conditions, posturev1.ConditionReady).Message
+	}
+	ingestionMessage := func(processed int) string {
+		ing := &posturev1.Ingestion{}
+		deriveIngestionStatus(ing, ingestionFacts{Ended: &store.Run{Status: store.RunSucceeded, Progress: store.Progress{Processed: processed}}})
+		return ing.Status.Message
+	}
+	for _, tc := range []struct{ name, got, want string }{
+		{"counted one", counted(1, "provider"), "1 provider"},
+		{"counted none", counted(0, "provider"), "0 providers"},
+		{"counted several", counted(int32(5), "provider"), "5 providers"},
+		{"usage of a limit of one", providerUsage("acme", 1, 1), "tenant acme now has 1 of 1 provider"},
+		{"usage of one of five", providerUsage("acme", 1, 5), "tenant acme now has 1 of 5 providers"},
+		{"usage of one, unlimited", providerUsage("acme", 1, 0), "tenant acme now has 1 provider"},
+		{"usage of two, unlimited", providerUsage("acme", 2, 0), "tenant acme now has 2 providers"},
+		{"tenant of one user and one provider, unlimited", tenantMessage(1, 0, 1), "Namespace tenant-acme, 1 user, subscription active, 1 provider, unlimited"},
+		{"tenant of two users, one of five providers", tenantMessage(2, 5, 1), "Namespace tenant-acme, 2 users, subscription active, 1 of 5 providers"},
+		{"provider over a limit of one", providerMessage(1), "plan bills for 1 provider and bills 1 already"},
+		{"one record processed", ingestionMessage(1), "Processed 1 record, 0 invalid"},
+		{"records processed", ingestionMessage(3), "Processed 3 records, 0 invalid"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !strings.Contains(tc.got, tc.want) {
+				t.Errorf("%q, want it to read %q", tc.got, tc.want)
 			}
 		})
 	}

@@ -237,6 +237,7 @@ func TestClientContractMatchesOpenAPI(t *testing.T) {
 			{"error codes", restapi.ErrorCodes, prop(schema(t, doc, "ErrorDocument"), "errors", "[]", "code")},
 			{"provider origins", restapi.ProviderOrigins, prop(schema(t, doc, "Provider"), "attributes", "origin")},
 			{"scan triggers", restapi.ScanTriggers, prop(schema(t, doc, "Scan"), "attributes", "trigger")},
+			{"report sources", restapi.ReportSources, prop(schema(t, doc, "Scan"), "attributes", "source")},
 			{"count dimensions", restapi.CountDimensions, counts.Schema.Value.Items.Value},
 			{"version", []string{restapi.Version}, prop(schema(t, doc, "Meta"), "version")},
 			{"ingestions type", []string{restapi.TypeIngestions}, prop(schema(t, doc, "Ingestion"), "type")},

@@ -1,9 +1,17 @@
 package webhook
 
 import (
+	"context"
+	"fmt"
 	"net/http"
+	"net/url"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+
+	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/internal/ingestions"
 	"github.com/posture-dev/posture/internal/store"
 )
 
@@ -14,7 +22,8 @@ var scanList = listSpec{
 	// that clients can say what they rely on.
 	sortKeys:    set("inserted_at"),
 	defaultSort: []string{"-inserted_at"},
-	fields:      set("trigger", "provider_type", "provider_uid", "ingestion_id", "finding_count", "inserted_at", "updated_at"),
+	fields: set("trigger", "provider_type", "provider_uid", "ingestion_id", "finding_count", "inserted_at", "updated_at",
+		"scanned_at", "fail_count", "fail_counts", "file_name", "uploaded_by", "source"),
 }
 
 func (s *Server) scanRoutes(mux *http.ServeMux) {
@@ -52,8 +61,23 @@ func (s *Server) listScans(w http.ResponseWriter, r *http.Request) error {
 	if aerr != nil {
 		return aerr
 	}
+	reports, err := s.scanReports(r.Context(), p.Namespace, rows)
+	if err != nil {
+		return err
+	}
 	data := make([]resource, 0, len(rows))
 	for _, sc := range rows {
+		var scanned any
+		if !sc.ScannedAt.IsZero() {
+			scanned = sc.ScannedAt.UTC().Format(time.RFC3339Nano)
+		}
+		failing := map[string]int{}
+		total := 0
+		for severity, n := range sc.Failing {
+			failing[severity] = n
+			total += n
+		}
+		rep := reports[sc.IngestionID]
 		attrs := map[string]any{
 			"trigger":       sc.Trigger,
 			"provider_type": sc.ProviderType,
@@ -62,12 +86,74 @@ func (s *Server) listScans(w http.ResponseWriter, r *http.Request) error {
 			"finding_count": sc.FindingCount,
 			"inserted_at":   sc.InsertedAt.UTC().Format(time.RFC3339Nano),
 			"updated_at":    sc.UpdatedAt.UTC().Format(time.RFC3339Nano),
+			"scanned_at":    scanned,
+			"fail_count":    total,
+			"fail_counts":   failing,
+			"file_name":     nullable(rep.fileName),
+			"uploaded_by":   nullable(rep.uploadedBy),
+			"source":        nullable(rep.source),
 		}
 		trim(attrs, q.fields)
-		data = append(data, resource{Type: "scans", ID: sc.ID, Attributes: attrs})
+		findings := "/api/v1/findings?" + url.Values{"filter[scan]": {sc.ID}}.Encode()
+		data = append(data, resource{Type: "scans", ID: sc.ID, Attributes: attrs,
+			Links: map[string]any{"findings": absoluteURL(r, mustURL(findings))}})
 	}
 	writeJSON(w, http.StatusOK, document{Data: data, Links: links, Meta: meta{Version: APIVersion, Pagination: &pg}})
 	return nil
+}
+
+// scanReport is what a scan's list entry says of the report it came from.
+type scanReport struct{ fileName, uploadedBy, source string }
+
+// scanReports reads, from the manager's cache, the Ingestions that last
+// wrote the scans: the report's file name, who submitted it and how. An
+// Ingestion deleted since leaves its scans' entries empty (null).
+func (s *Server) scanReports(ctx context.Context, ns string, scans []store.Scan) (map[string]scanReport, error) {
+	out := map[string]scanReport{}
+	for _, sc := range scans {
+		if sc.IngestionID == "" {
+			continue
+		}
+		if _, seen := out[sc.IngestionID]; seen {
+			continue
+		}
+		var ing posturev1.Ingestion
+		err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: sc.IngestionID}, &ing)
+		switch {
+		case apierrors.IsNotFound(err):
+			out[sc.IngestionID] = scanReport{}
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("read ingestion %s/%s, which wrote scan %s: %w", ns, sc.IngestionID, sc.ID, err)
+		}
+		out[sc.IngestionID] = scanReport{fileName: ingestions.FileName(&ing), uploadedBy: ing.Spec.RequestedBy.User, source: reportSource(&ing)}
+	}
+	return out, nil
+}
+
+// reportSource names how an Ingestion's report came: uploaded, or read from
+// a declared ConfigMap, Secret or URL.
+func reportSource(ing *posturev1.Ingestion) string {
+	src := ing.Spec.Source
+	switch {
+	case src.Upload != nil:
+		return "upload"
+	case src.ConfigMapRef != nil:
+		return "configmap"
+	case src.SecretRef != nil:
+		return "secret"
+	case src.URL != nil:
+		return "url"
+	}
+	return ""
+}
+
+// nullable is JSON null for an empty string: a value the API does not know.
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }
 
 // trim keeps only the selected attributes (fields[...]); nil keeps all.

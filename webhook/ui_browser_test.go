@@ -234,6 +234,28 @@ func (p *page) unnamed(roles ...string) []string {
 	return out
 }
 
+// description is the accessible description Chromium computes for the
+// element sel, as a screen reader announces it after the name.
+func (p *page) description(sel string) string {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer cancel()
+	nodes, err := chromedp.Run(ctx, chromedp.Nodes(chromedp.CSS(sel)))
+	if err != nil || len(nodes) == 0 {
+		p.t.Fatalf("find %s: %v", sel, err)
+	}
+	tree, err := chromedp.Call(ctx, accessibility.GetPartialAXTree, accessibility.GetPartialAXTreeParams{BackendNodeID: nodes[0].BackendNodeID})
+	if err != nil || len(tree.Nodes) == 0 {
+		p.t.Fatalf("accessibility node of %s: %v", sel, err)
+	}
+	for _, n := range tree.Nodes {
+		if n.BackendDOMNodeID == nodes[0].BackendNodeID && n.Description != nil {
+			return strings.Trim(string(n.Description.Value), `"`)
+		}
+	}
+	return ""
+}
+
 func (p *page) text(sel string) string {
 	p.t.Helper()
 	s, _ := p.eval(`document.querySelector(` + strconv.Quote(sel) + `).textContent`).(string)
@@ -384,7 +406,7 @@ func TestWebUI(t *testing.T) {
 	t.Run("viewer does not see Import Findings", func(t *testing.T) {
 		p := b.page(t)
 		p.signIn(viewer, te.pw[viewer])
-		p.waitText("#ingestions-message", "Manage Ingestions")
+		p.waitJS("the scans read", `document.querySelector('#scans-message').textContent !== '' || document.querySelectorAll('#scans-table tbody tr').length > 0`)
 		if p.visible("#import-open") {
 			t.Error("the viewer role (no manage_ingestions) sees Import Findings")
 		}
@@ -428,8 +450,8 @@ func TestWebUI(t *testing.T) {
 		p.choose(writeFile(t, "aws_1500_records.ocsf.json", big))
 		p.click("import-start")
 		p.waitText("#import-state", "Import completed")
-		p.waitText("#import-state", "Import completed: 1500 records, 1500 processed, 0 invalid")
-		for sel, want := range map[string]string{"#count-total": "1500", "#count-processed": "1500", "#count-invalid": "0"} {
+		p.waitText("#import-state", "Import completed: 1500 records, 1500 processed, 0 invalid; 1500 findings stored.")
+		for sel, want := range map[string]string{"#count-total": "1500", "#count-processed": "1500", "#count-invalid": "0", "#count-stored": "1500"} {
 			if got := p.text(sel); got != want {
 				t.Errorf("%s = %q, want %s", sel, got, want)
 			}
@@ -440,8 +462,7 @@ func TestWebUI(t *testing.T) {
 		}
 		p.click("import-close")
 		p.waitText("#ingestions-table tbody", "completed")
-		p.waitText("#scans-table tbody", "Imported")
-		p.screenshot("scans")
+		p.waitText("#scans-table tbody", "aws_1500_records.ocsf.json")
 	})
 
 	t.Run("Providers page lists the API's providers and the plan usage", func(t *testing.T) {
@@ -656,6 +677,136 @@ func TestWebUI(t *testing.T) {
 		}
 	})
 
+	t.Run("Scans page: each scan's report, uploader, time and failures, and a link to its findings", func(t *testing.T) {
+		direct := te.as(t, te.key("demo-admin"))
+		scans := direct.list("/api/v1/scans", "page[size]=10")
+		if len(scans.Data) < 2 {
+			t.Fatalf("%d scans: run the import subtests first", len(scans.Data))
+		}
+		p := b.page(t)
+		p.signIn(admin, te.pw[admin])
+		p.waitJS("the scans listed", fmt.Sprintf(`document.querySelectorAll('#scans-table tbody tr').length === %d`, len(scans.Data)))
+		failing := false
+		for i, sc := range scans.Data {
+			a := sc.Attributes
+			row := fmt.Sprintf(`document.querySelectorAll('#scans-table tbody tr')[%d]`, i)
+			scanned, _ := p.eval(fmt.Sprintf(`new Date(%q).toLocaleString()`, a["scanned_at"])).(string)
+			want := map[int]string{0: scanned, 1: a["provider_type"].(string), 2: a["provider_uid"].(string), 3: a["file_name"].(string),
+				4: a["uploaded_by"].(string), 6: strconv.Itoa(int(a["finding_count"].(float64)))}
+			// The failures: their number, then by severity, most severe first.
+			fails := int(a["fail_count"].(float64))
+			want[5] = strconv.Itoa(fails)
+			if fails > 0 {
+				failing = true
+				var parts []string
+				for _, sev := range []string{"fatal", "critical", "high", "medium", "low", "informational", "unknown", "other"} {
+					if n, ok := a["fail_counts"].(map[string]any)[sev]; ok {
+						parts = append(parts, fmt.Sprintf("%d\u00a0%s", int(n.(float64)), sev))
+					}
+				}
+				want[5] += " (" + strings.Join(parts, ", ") + ")"
+			}
+			for col, w := range want {
+				if got, _ := p.eval(fmt.Sprintf(`%s.cells[%d].textContent`, row, col)).(string); got != w {
+					t.Errorf("scan %s column %d: %q, want the API's %q", sc.ID, col, got, w)
+				}
+			}
+		}
+		if !failing {
+			t.Error("no scan failed a check: the failures column proves nothing")
+		}
+		// Every report here was uploaded: no row says how it came.
+		if n, _ := p.eval(`document.querySelectorAll('#scans-table .badge').length`).(float64); n != 0 {
+			t.Errorf("%v rows carry a source badge, though every report was an upload", n)
+		}
+		// Every column in view at 1280 px: the long values wrap.
+		if got, _ := p.eval(`(() => { const w = document.querySelector('#scans-table').closest('.table-wrap'); return w.scrollWidth + '/' + w.clientWidth })()`).(string); func() bool {
+			var sw, cw int
+			_, err := fmt.Sscanf(got, "%d/%d", &sw, &cw)
+			return err != nil || sw > cw
+		}() {
+			t.Errorf("the scans table scrolls sideways at 1280 px (%s)", got)
+		}
+		p.screenshot("scans")
+		// A scan's findings are a click away, filtered to it.
+		sc := scans.Data[0]
+		count := direct.list("/api/v1/findings", queryOf("filter[scan]", sc.ID)).Meta.Pagination.Count
+		p.do(chromedp.Click(chromedp.CSS(`#scans-table tbody tr:first-child td:nth-child(7) a`)), chromedp.WaitVisible(chromedp.ID("findings-view")))
+		p.waitJS("the scan's findings", fmt.Sprintf(`document.querySelector('#findings-message').textContent === %q`,
+			fmt.Sprintf("%d finding", count)+map[bool]string{true: "", false: "s"}[count == 1]))
+		if got, _ := p.eval(`document.querySelector('#findings-filters').elements.scan.value`).(string); got != sc.ID {
+			t.Errorf("the Findings page's scan filter holds %q, want %q", got, sc.ID)
+		}
+	})
+
+	t.Run("a status filter that matches no ingestion says so", func(t *testing.T) {
+		direct := te.as(t, te.key("demo-admin"))
+		if all := direct.list("/api/v1/ingestions", "").Meta.Pagination.Count; all == 0 {
+			t.Fatal("no ingestion: the test would prove nothing")
+		}
+		if n := direct.list("/api/v1/ingestions", "filter[status]=pending").Meta.Pagination.Count; n != 0 {
+			t.Fatalf("%d pending ingestions: the test needs none", n)
+		}
+		p := b.page(t)
+		p.signIn(admin, te.pw[admin])
+		p.waitJS("the ingestions listed", `document.querySelectorAll('#ingestions-table tbody tr').length > 0`)
+		p.do(chromedp.SetValue(chromedp.ID("ingestions-status"), "pending"))
+		p.eval(`document.querySelector('#ingestions-status').dispatchEvent(new Event('change')), true`)
+		p.waitText("#ingestions-message", "No ingestion is pending; choose All to see every ingestion.")
+		if strings.Contains(p.text("#ingestions-message"), "yet") {
+			t.Errorf("the filtered list says %q, as if there were no ingestions at all", p.text("#ingestions-message"))
+		}
+	})
+
+	t.Run("rejected records are laid out at 1280 and 390 px", func(t *testing.T) {
+		var records []map[string]any
+		if err := json.Unmarshal(example(t, "aws_mixed_7_records.ocsf.json"), &records); err != nil {
+			t.Fatal(err)
+		}
+		// Beside the example's rejected records (unsupported_class and the
+		// other codes), one with a long finding uid and a long unbroken value.
+		raw, _ := json.Marshal(records[0])
+		var long map[string]any
+		_ = json.Unmarshal(raw, &long)
+		long["finding_info"].(map[string]any)["uid"] = strings.Repeat("prowler-aws-s3_bucket_policy-123456789012-", 6)
+		long["severity_id"] = strings.Repeat("x", 140)
+		content, _ := json.Marshal(append(records, long))
+		p := b.page(t)
+		p.signIn(admin, te.pw[admin])
+		p.openImport()
+		p.choose(writeFile(t, "layout.ocsf.json", content))
+		p.click("import-start")
+		p.waitText("#import-state", "Import completed")
+		p.do(chromedp.Click(chromedp.CSS("#import-errors-link a")), chromedp.WaitVisible(chromedp.ID("ingestion-view")))
+		p.waitText("#ingestion-errors tbody", "xxxxxxxxxx")
+		for _, size := range []struct{ w, h int64 }{{1280, 800}, {390, 844}} {
+			p.do(chromedp.EmulateViewport(size.w, size.h))
+			p.waitJS("laid out", `document.querySelector('#ingestion-errors').getBoundingClientRect().width <= window.innerWidth`)
+			got, _ := p.eval(`(() => {
+				const wrap = document.querySelector('#ingestion-view .table-wrap');
+				const right = wrap.getBoundingClientRect().right + 0.5;
+				const out = [];
+				if (wrap.scrollWidth > wrap.clientWidth) out.push('the table scrolls sideways: ' + wrap.scrollWidth + ' in ' + wrap.clientWidth);
+				for (const td of document.querySelectorAll('#ingestion-errors tbody td')) {
+					const r = document.createRange();
+					r.selectNodeContents(td);
+					const lines = new Set([...r.getClientRects()].map((q) => Math.round(q.top))).size;
+					if (td.classList.contains('err-code') && lines > 1) out.push('code ' + td.textContent + ' on ' + lines + ' lines');
+					if (r.getBoundingClientRect().right > right) out.push(td.dataset.label + ' ' + td.textContent.slice(0, 20) + ' runs off the table');
+				}
+				return out.join('; ');
+			})()`).(string)
+			if got != "" {
+				t.Errorf("at %d px: %s", size.w, got)
+			}
+			if size.w == 390 {
+				p.screenshot("ingestion-390")
+			} else {
+				p.screenshot("ingestion")
+			}
+		}
+	})
+
 	t.Run("no page scrolls sideways at 390 or 1280 px", func(t *testing.T) {
 		direct := te.as(t, te.key("demo-admin"))
 		// The pages with the longest unbroken values: the job that rejected
@@ -854,7 +1005,18 @@ func TestWebUI(t *testing.T) {
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				p := b.page(t)
-				p.signIn(tc.email, te.pw[tc.email])
+				if tc.name == "402" {
+					// Without a subscription Import Findings is not offered:
+					// the dialog meets a 402 when the subscription ends while
+					// the page is open.
+					lapse := subscription(t, te, "nosub")
+					lapse(true)
+					p.signIn(tc.email, te.pw[tc.email])
+					p.waitJS("Import Findings offered", `!document.querySelector('#import-open').disabled`)
+					lapse(false)
+				} else {
+					p.signIn(tc.email, te.pw[tc.email])
+				}
 				p.openImport()
 				p.choose(writeFile(t, "report-"+tc.name+".ocsf.json", tc.content))
 				p.click("import-start")
@@ -990,12 +1152,79 @@ func TestWebUI(t *testing.T) {
 		if n, _ := p.eval(`document.querySelectorAll('#scans-table tbody a[href^="#/ingestions/"]').length`).(float64); n != 0 {
 			t.Errorf("the viewer's scans link %v job pages, which answer it 403", n)
 		}
-		if named, _ := p.eval(`[...document.querySelectorAll('#scans-table tbody tr')].every(tr => tr.cells[4].textContent !== '' && tr.cells[4].firstElementChild.title !== '')`).(bool); !named {
+		if named, _ := p.eval(`[...document.querySelectorAll('#scans-table tbody tr')].every(tr => tr.querySelector('td.ingestion').textContent !== '' && tr.querySelector('td.ingestion').firstElementChild.title !== '')`).(bool); !named {
 			t.Error("the viewer's scans do not name their jobs")
 		}
 		p = b.page(t)
 		p.signIn(admin, te.pw[admin])
 		p.waitJS("the admin's scans link their jobs", `document.querySelectorAll('#scans-table tbody a[href^="#/ingestions/"]').length > 0`)
+	})
+
+	t.Run("a viewer sees only what its role allows", func(t *testing.T) {
+		jobs := te.as(t, te.key("demo-admin")).list("/api/v1/ingestions", "")
+		if len(jobs.Data) == 0 {
+			t.Fatal("no ingestion to try")
+		}
+		p := b.page(t)
+		p.signIn(viewer, te.pw[viewer])
+		p.waitJS("the scans listed", `document.querySelectorAll('#scans-table tbody tr').length > 0`)
+		for _, sel := range []string{"#ingestions-status", "#ingestions-table", "#ingestions-pager", "#import-open"} {
+			if p.visible(sel) {
+				t.Errorf("the viewer sees %s, which it cannot use", sel)
+			}
+		}
+		p.eval(`location.hash = '#/ingestions/` + jobs.Data[0].ID + `'`)
+		p.waitJS("the ingestion page", `!document.querySelector('#ingestion-view').hidden`)
+		if !p.visible("#ingestion-denied") || p.visible("#ingestion-errors") || p.visible("#errors-pager") {
+			t.Error("a viewer's ingestion page shows its tables rather than the one line saying why not")
+		}
+		if got, _ := p.eval(`document.querySelector('main').innerText`).(string); strings.Contains(got, "Could not") || strings.Contains(got, "403") {
+			t.Errorf("the viewer's pages show an error: %q", got)
+		}
+		if p.sentPrefix(http.MethodGet, "/api/v1/ingestions") {
+			t.Error("the viewer's pages asked for ingestions, which answer it 403")
+		}
+	})
+
+	t.Run("a tenant without a subscription sees one banner, and Import Findings with its reason", func(t *testing.T) {
+		p := b.page(t)
+		p.signIn(nosub, te.pw[nosub])
+		p.waitText("#subscription-banner", "has no active subscription")
+		for _, hash := range []string{"#/scans", "#/findings", "#/providers"} {
+			p.eval(`location.hash = '` + hash + `'`)
+			p.waitJS(hash+" shown", `!document.querySelector('#`+strings.TrimPrefix(hash, "#/")+`-view').hidden`)
+			if !p.visible("#subscription-banner") {
+				t.Errorf("%s: no banner", hash)
+			}
+			// The banner says it once: nothing else on the page repeats it,
+			// nor shows what a plan would allow.
+			text, _ := p.eval(`document.querySelector('main').innerText`).(string)
+			for _, bad := range []string{"402", "Could not", "no limit on your plan", "providers (", "Previous"} {
+				if strings.Contains(text, bad) {
+					t.Errorf("%s shows %q: %q", hash, bad, text)
+				}
+			}
+			if n := strings.Count(text, "subscription"); n != 1+map[bool]int{true: 1, false: 0}[hash == "#/scans"] {
+				t.Errorf("%s says subscription %d times: %q", hash, n, text)
+			}
+		}
+		p.eval(`location.hash = '#/scans'`)
+		p.waitJS("the Scans page", `!document.querySelector('#scans-view').hidden`)
+		if !p.visible("#import-open") {
+			t.Fatal("Import Findings is not shown to an administrator without a subscription")
+		}
+		if v, _ := p.eval(`document.querySelector('#import-open').disabled`).(bool); !v {
+			t.Error("Import Findings is offered though it would be refused")
+		}
+		if got := p.description("#import-open"); got != "Importing needs an active subscription." {
+			t.Errorf("Import Findings is described as %q, want its reason", got)
+		}
+		p.screenshot("no-subscription")
+		for _, path := range []string{"/api/v1/scans", "/api/v1/findings", "/api/v1/providers", "/api/v1/ingestions"} {
+			if p.sentPrefix(http.MethodGet, path) {
+				t.Errorf("the pages asked for %s, which answers 402", path)
+			}
+		}
 	})
 
 	// Every control, link and progress bar the pages show has a name a
@@ -1040,7 +1269,7 @@ func TestWebUI(t *testing.T) {
 		p.openImport()
 		p.choose(writeFile(t, "fatal.ocsf.json", content))
 		p.click("import-start")
-		p.waitText("#import-state", "Import completed: 1 records, 1 processed, 0 invalid")
+		p.waitText("#import-state", "Import completed: 1 record, 1 processed, 0 invalid; 1 finding stored.")
 		p.do(chromedp.KeyEvent("\x1b"))
 		direct := te.as(t, te.key("demo-admin"))
 		// Status counts every finding of the history; severity counts those
@@ -1345,4 +1574,25 @@ func TestWebUISessionRenewal(t *testing.T) {
 			t.Errorf("%s: GET /api/v1/tenant = %d with the cookie %s, want %d and %s", step.name, res.StatusCode, got, step.status, step.cookie)
 		}
 	}
+}
+
+// subscription returns a switch of tenant label's subscription that returns
+// once the API answers the tenant's administrator accordingly, and turns it
+// back as it was when the test ends.
+func subscription(t *testing.T, te *tenancyEnv, label string) func(active bool) {
+	t.Helper()
+	tenant := te.tenants[label]
+	was := tenant.Spec.Subscription.Active
+	set := func(active bool) {
+		te.update(tenant, func() { tenant.Spec.Subscription.Active = active })
+		want := map[bool]int{true: http.StatusOK, false: http.StatusPaymentRequired}[active]
+		eventually(t, 30*time.Second, fmt.Sprintf("the API answering %s's scans %d", label, want), func() string {
+			if got := te.as(t, te.key(label+"-admin")).get("/api/v1/scans", "").status; got != want {
+				return fmt.Sprintf("HTTP %d", got)
+			}
+			return ""
+		})
+	}
+	t.Cleanup(func() { set(was) })
+	return set
 }

@@ -71,8 +71,11 @@ type kubectlPlugin struct {
 
 func (k *kubectlPlugin) command() *cobra.Command {
 	root := &cobra.Command{
-		Use:   "kubectl posture",
-		Short: "Upload reports to Posture and read findings through the Kubernetes API",
+		// Cobra names a command by the first word of Use; kubectl runs the
+		// plugin as "kubectl posture", which is how its help must read.
+		Use:         "posture",
+		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl posture"},
+		Short:       "Upload reports to Posture and read findings through the Kubernetes API",
 		Long: `kubectl posture uploads OCSF reports and reads ingestions, findings and ingestion
 errors through kube-apiserver (the aggregated API data.posture.dev), as the identity of
 the current kubeconfig context: Kubernetes RBAC decides what it may do. The kubeconfig

@@ -134,6 +134,36 @@ func TestKubectlPluginUsage(t *testing.T) {
 	}
 }
 
+// The plugin's help and version read as kubectl runs it, "kubectl posture",
+// never as kubectl itself.
+func TestKubectlPluginHelpNamesThePlugin(t *testing.T) {
+	env := []string{"KUBECONFIG=" + filepath.Join(t.TempDir(), "none")}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--help"}, []string{"Usage:\n  kubectl posture [command]", "help for kubectl posture", `Use "kubectl posture [command] --help"`}},
+		{[]string{"get", "--help"}, []string{"Usage:\n  kubectl posture get ingestions|findings|scans [flags]"}},
+		{[]string{"push", "--help"}, []string{"Usage:\n  kubectl posture push FILE"}},
+		{[]string{"--version"}, []string{"kubectl posture version "}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			r := runPlugin(env, tc.args...)
+			if r.code != 0 {
+				t.Fatalf("got %s, want exit 0", r)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(r.stdout, w) {
+					t.Errorf("stdout %q does not say %q", r.stdout, w)
+				}
+			}
+			if strings.Contains(r.stdout, "kubectl [command]") || strings.Contains(r.stdout, "help for kubectl\n") {
+				t.Errorf("stdout names kubectl rather than the plugin: %q", r.stdout)
+			}
+		})
+	}
+}
+
 // TestKubectlPluginRequests checks what the plugin sends for each command:
 // the kubeconfig's server, namespace and identity, kubectl's flags
 // (--context, -n, --as, --kubeconfig), and the API paths.

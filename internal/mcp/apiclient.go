@@ -68,13 +68,21 @@ func (e *APIError) Error() string {
 	if e.Source != "" {
 		fmt.Fprintf(&b, " (at %s)", e.Source)
 	}
+	// The API's own detail usually says already what to do about a 402 or
+	// a 403: its hint is added only when it does not, so that no sentence
+	// is said twice.
+	detail := strings.ToLower(e.Detail)
 	switch e.Status {
 	case http.StatusUnauthorized:
 		b.WriteString(". The API key is wrong, revoked or expired (a JWT lasts 30 minutes), or the API address is not the one that issued it")
 	case http.StatusPaymentRequired:
-		b.WriteString(". The tenant needs an active subscription")
+		if !strings.Contains(detail, "subscription") {
+			b.WriteString(". The tenant needs an active subscription")
+		}
 	case http.StatusForbidden:
-		b.WriteString(". An administrator must grant the permission to the user behind the key")
+		if !strings.Contains(detail, "administrator") {
+			b.WriteString(". An administrator must grant the permission to the user behind the key")
+		}
 	case http.StatusTooManyRequests:
 		if e.RetryAfter != "" {
 			fmt.Fprintf(&b, "; retry after %s seconds", e.RetryAfter)

@@ -113,9 +113,21 @@ type docHit struct {
 	Snippet string  `json:"snippet"`
 }
 
+// definitionBonus is what a section that defines a query's word (a
+// reference table's row or a list item naming it first) gains: a reader
+// searching for a field or a flag wants where it is defined before the
+// pages that only mention it, however often.
+const definitionBonus = 10
+
+// pastWeight scales the sections of pages that record the past (figures and
+// designs of their day) rather than describe the product as it is.
+var pastWeight = map[string]float64{"performance-history": 0.5}
+
 // search ranks sections by how often and where the query's words occur:
 // heading and title matches weigh more than body matches, every word found
-// counts more than one word found many times, and the exact phrase wins.
+// counts more than one word found many times, a section defining a word
+// comes before those that mention it, and the exact phrase wins. Pages of
+// history weigh less than the reference.
 func (ds *docSet) search(query string, limit int) []docHit {
 	terms := tokenize(query)
 	if len(terms) == 0 {
@@ -143,6 +155,9 @@ func (ds *docSet) search(query string, limit int) []docHit {
 				if strings.Contains(title, t) {
 					score += 2
 				}
+				if defines(body, t) {
+					score += definitionBonus
+				}
 			}
 			if found == 0 {
 				continue
@@ -150,6 +165,9 @@ func (ds *docSet) search(query string, limit int) []docHit {
 			score *= float64(found) / float64(len(terms))
 			if len(terms) > 1 && strings.Contains(body, phrase) {
 				score += 10
+			}
+			if w, ok := pastWeight[d.Name]; ok {
+				score *= w
 			}
 			hits = append(hits, docHit{Doc: d.Name, Title: d.Title, Heading: s.Heading, Score: float64(int(score*100)) / 100, Snippet: snippetAround(s.Body, terms, 320)})
 		}
@@ -167,6 +185,28 @@ func (ds *docSet) search(query string, limit int) []docHit {
 		hits = hits[:limit]
 	}
 	return hits
+}
+
+// defines reports whether body (lower-cased) defines term: a table row
+// whose first cell, or a list item whose first words, name it as code
+// (`term`), as reference tables and option lists do.
+func defines(body, term string) bool {
+	code := "`" + term + "`"
+	for _, line := range strings.Split(body, "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(line, "|"):
+			first, _, _ := strings.Cut(line[1:], "|")
+			if strings.Contains(first, code) {
+				return true
+			}
+		case strings.HasPrefix(line, "- ") || strings.HasPrefix(line, "* "):
+			if strings.HasPrefix(strings.TrimSpace(line[2:]), code) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func tokenize(s string) []string {

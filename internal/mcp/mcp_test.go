@@ -108,6 +108,27 @@ func TestAPIErrorMessages(t *testing.T) {
 			}
 		}
 	}
+	// With the API's own details, which already say what to do, the advice
+	// is said once.
+	for _, tc := range []struct {
+		err  APIError
+		once string
+	}{
+		{APIError{Status: 403, Detail: "the user behind this credential lacks the manage_ingestions permission; an administrator must grant it", Endpoint: "POST /x"}, "administrator"},
+		{APIError{Status: 403, Detail: "lacks manage_ingestions", Endpoint: "POST /x"}, "administrator"},
+		{APIError{Status: 402, Detail: "tenant acme has no active subscription; ingesting reports and reading their findings need one", Endpoint: "GET /x"}, "subscription"},
+		{APIError{Status: 402, Detail: "payment required", Endpoint: "GET /x"}, "subscription"},
+	} {
+		msg := tc.err.Error()
+		// "subscription required (HTTP 402)" names it too.
+		want := 1
+		if tc.err.Status == 402 {
+			want = 2
+		}
+		if n := strings.Count(strings.ToLower(msg), tc.once); n != want {
+			t.Errorf("HTTP %d message %q says %q %d times, want %d", tc.err.Status, msg, tc.once, n, want)
+		}
+	}
 }
 
 func TestDocsParseAndSearch(t *testing.T) {

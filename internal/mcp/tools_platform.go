@@ -306,7 +306,7 @@ func (s *Server) platformTools() []platformTool {
 		listTool[listScansIn]{
 			name:        "list_scans",
 			title:       "List scans",
-			description: "Lists the scanner runs the tenant's findings came from (provider, account, finding count, the ingestion that wrote them), newest first.",
+			description: "Lists the scanner runs the tenant's findings came from (when each ran, provider, account, finding count, failing findings by severity, the report's file name and uploader, the ingestion that wrote them), newest first.",
 			schema:      pageProps,
 			request: func(in listScansIn) (string, query, error) {
 				q := query{}

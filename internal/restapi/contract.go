@@ -106,6 +106,10 @@ var ProviderOrigins = []string{"connected", "imported"}
 // ScanTriggers lists what starts a scan; every scan today is imported.
 var ScanTriggers = []string{"imported"}
 
+// ReportSources lists how a scan's report came to Posture: uploaded, or
+// read from a ConfigMap, a Secret or a URL an Ingestion declares.
+var ReportSources = []string{"configmap", "secret", "upload", "url"}
+
 // CountDimensions lists the group_by dimensions of the findings counts.
 var CountDimensions = []string{"severity", "status_code", "provider_type", "provider_uid", "check_id", "region"}
 

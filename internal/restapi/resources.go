@@ -101,6 +101,16 @@ type Scan struct {
 	FindingCount int64  `json:"finding_count"`
 	InsertedAt   string `json:"inserted_at"`
 	UpdatedAt    string `json:"updated_at"`
+	// ScannedAt is when the scanner ran, as the scan's findings record it.
+	ScannedAt *string `json:"scanned_at"`
+	// FailCount counts the scan's FAIL findings, FailCounts them by severity.
+	FailCount  int64            `json:"fail_count"`
+	FailCounts map[string]int64 `json:"fail_counts"`
+	// FileName, UploadedBy and Source describe the report of the ingestion
+	// that last wrote the scan; nil when it is no longer there.
+	FileName   *string `json:"file_name"`
+	UploadedBy *string `json:"uploaded_by"`
+	Source     *string `json:"source"`
 }
 
 // Provider is one cloud account, cluster or tenant of a scanner

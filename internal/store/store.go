@@ -343,6 +343,15 @@ type Scan struct {
 	FindingCount int    // computed on read
 	InsertedAt   time.Time
 	UpdatedAt    time.Time
+	// ScannedAt is when the scanner ran, as the scan's findings record it:
+	// the earliest event time (OCSF time) among them. Zero before the scan
+	// has a finding.
+	ScannedAt time.Time
+	// Failing counts the scan's findings of status code FAIL by severity
+	// (lower-cased); severities without one are left out. Read from the
+	// finding summary by scan, so it costs the scan's groups, not its
+	// findings.
+	Failing map[string]int
 }
 
 // Page selects a page; Number starts at 1.

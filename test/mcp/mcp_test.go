@@ -108,6 +108,18 @@ func TestDocToolsWorkWithoutCredentialAndPlatformToolsRefuse(t *testing.T) {
 		t.Errorf("search_docs for the bridge: %+v; want the mcp page first", search.Results)
 	}
 
+	// A field's name finds the reference that defines it before the pages
+	// of measurements that mention it often.
+	mustSucceed(t, target, "search_docs", "query=severity_id").decode(t, &search)
+	if len(search.Results) == 0 || search.Results[0].Doc != "api" {
+		t.Errorf("search_docs for severity_id: %+v; want the REST API reference first", search.Results)
+	}
+	for i, r := range search.Results {
+		if strings.HasPrefix(r.Doc, "performance") && i < 2 {
+			t.Errorf("search_docs for severity_id ranks %s (%s) at %d, ahead of the reference", r.Doc, r.Heading, i+1)
+		}
+	}
+
 	var page struct {
 		Text string `json:"text"`
 	}
@@ -404,8 +416,12 @@ func TestAPIFailuresAreToolErrors(t *testing.T) {
 	t.Run("403", func(t *testing.T) {
 		env := apitest.Start(t, apitest.Options{Permissions: []string{}})
 		srv := startHTTPServer(t, env.URL+"/api/v1")
-		mustFail(t, httpTarget(srv.URL, "Bearer "+env.APIKey), "upload_report", []string{"permission denied (HTTP 403)", "manage_ingestions"},
+		r := mustFail(t, httpTarget(srv.URL, "Bearer "+env.APIKey), "upload_report", []string{"permission denied (HTTP 403)", "manage_ingestions"},
 			"filename=r.ocsf.json", "content="+jsonString("[]"))
+		// The API's detail says who must act; the tool's error says it once.
+		if n := strings.Count(strings.ToLower(r.text()), "administrator"); n != 1 {
+			t.Errorf("the 403 error names the administrator %d times, want once: %q", n, r.text())
+		}
 	})
 	t.Run("429", func(t *testing.T) {
 		key := apitest.NewKey()

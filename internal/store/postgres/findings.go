@@ -487,24 +487,43 @@ func (s *Store) ListScans(ctx context.Context, tenant string, q store.ScanQuery)
 	limit, offset := engine.Limit(q.Page)
 	rows, err := s.pool.Query(ctx, `
 SELECT s.id, s.provider_type, s.provider_uid, s.scan_trigger, s.ingestion_id, s.inserted_at, s.updated_at,
-    (SELECT count(*) FROM findings f WHERE f.tenant = s.tenant AND f.scan_id = s.id)
-FROM scans s WHERE `+where+`
+    (SELECT count(*) FROM findings f WHERE f.tenant = s.tenant AND f.scan_id = s.id), b.first_event
+FROM scans s LEFT JOIN `+engine.ScanBoundsTable+` b ON b.tenant = s.tenant AND b.scan_id = s.id
+WHERE `+where+`
 ORDER BY s.inserted_at DESC, s.id
 LIMIT `+a.Add(limit)+` OFFSET `+a.Add(offset), a.Vals...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("postgres: list scans: %w", err)
 	}
 	out := []store.Scan{}
+	ids := []string{}
 	var sc store.Scan
+	var scanned *time.Time
 	_, err = pgx.ForEachRow(rows, []any{&sc.ID, &sc.ProviderType, &sc.ProviderUID, &sc.Trigger, &sc.IngestionID,
-		&sc.InsertedAt, &sc.UpdatedAt, &sc.FindingCount}, func() error {
+		&sc.InsertedAt, &sc.UpdatedAt, &sc.FindingCount, &scanned}, func() error {
 		c := sc
 		c.InsertedAt, c.UpdatedAt = utc(c.InsertedAt), utc(c.UpdatedAt)
+		if scanned != nil {
+			c.ScannedAt = utc(*scanned)
+		}
 		out = append(out, c)
+		ids = append(ids, c.ID)
 		return nil
 	})
 	if err != nil {
 		return nil, 0, fmt.Errorf("postgres: list scans: %w", err)
+	}
+	if len(ids) == 0 {
+		return out, total, nil
+	}
+	st := engine.ScanFailures(engine.Postgres, tenant, ids)
+	frows, err := s.pool.Query(ctx, st.SQL, st.Args...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("postgres: count the failing findings of scans: %w", err)
+	}
+	defer frows.Close()
+	if err := engine.ReadScanFailures(frows, out); err != nil {
+		return nil, 0, fmt.Errorf("postgres: count the failing findings of scans: %w", err)
 	}
 	return out, total, nil
 }

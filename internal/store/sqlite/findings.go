@@ -561,8 +561,9 @@ func (s *Store) ListScans(ctx context.Context, tenant string, q store.ScanQuery)
 	limit, offset := engine.Limit(q.Page)
 	rows, err := s.r.QueryContext(ctx, `
 SELECT s.id, s.provider_type, s.provider_uid, s.scan_trigger, s.ingestion_id, s.inserted_at, s.updated_at,
-    (SELECT count(*) FROM findings f WHERE f.tenant = s.tenant AND f.scan_id = s.id)
-FROM scans s WHERE `+where+`
+    (SELECT count(*) FROM findings f WHERE f.tenant = s.tenant AND f.scan_id = s.id), b.first_event
+FROM scans s LEFT JOIN `+engine.ScanBoundsTable+` b ON b.tenant = s.tenant AND b.scan_id = s.id
+WHERE `+where+`
 ORDER BY s.inserted_at DESC, s.id
 LIMIT `+a.Add(limit)+` OFFSET `+a.Add(offset), a.Vals...)
 	if err != nil {
@@ -570,18 +571,36 @@ LIMIT `+a.Add(limit)+` OFFSET `+a.Add(offset), a.Vals...)
 	}
 	defer rows.Close()
 	out := []store.Scan{}
+	ids := []string{}
 	for rows.Next() {
 		var sc store.Scan
 		var inserted, updated int64
+		var scanned sql.NullInt64
 		if err := rows.Scan(&sc.ID, &sc.ProviderType, &sc.ProviderUID, &sc.Trigger, &sc.IngestionID,
-			&inserted, &updated, &sc.FindingCount); err != nil {
+			&inserted, &updated, &sc.FindingCount, &scanned); err != nil {
 			return nil, 0, fmt.Errorf("sqlite: list scans: %w", err)
 		}
 		sc.InsertedAt, sc.UpdatedAt = fromMicros(inserted), fromMicros(updated)
+		if scanned.Valid {
+			sc.ScannedAt = fromMicros(scanned.Int64)
+		}
 		out = append(out, sc)
+		ids = append(ids, sc.ID)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, 0, fmt.Errorf("sqlite: list scans: %w", err)
+	}
+	if len(ids) == 0 {
+		return out, total, nil
+	}
+	st := engine.ScanFailures(engine.SQLite, tenant, ids)
+	frows, err := s.r.QueryContext(ctx, st.SQL, st.Args...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("sqlite: count the failing findings of scans: %w", err)
+	}
+	defer frows.Close()
+	if err := engine.ReadScanFailures(frows, out); err != nil {
+		return nil, 0, fmt.Errorf("sqlite: count the failing findings of scans: %w", err)
 	}
 	return out, total, nil
 }

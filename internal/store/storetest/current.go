@@ -16,19 +16,21 @@ import (
 // checkKey is an account and a check: the unit of the current state.
 type checkKey struct{ ptype, puid, check string }
 
-func keyOfFinding(f store.Finding) checkKey { return checkKey{f.ProviderType, f.ProviderUID, f.CheckID} }
+func keyOfFinding(f store.Finding) checkKey {
+	return checkKey{f.ProviderType, f.ProviderUID, f.CheckID}
+}
 
 // currentModel is the current state worked out from what was uploaded,
 // the way docs/decisions/0023-current-state-by-check.md states it, merge
 // by merge: what the stores must agree with.
 type currentModel struct {
 	seq      int
-	runSeq   map[string]int                          // scan → number of its last merge
-	runTime  map[checkKey]map[string]time.Time       // run → its findings' newest event time at its last merge
-	winner   map[checkKey]string                     // check → current run's scan
-	previous map[checkKey]string                     // check → the scan of the run the current one replaced
-	deltas   map[checkKey]map[string]string          // check → finding id → new or changed
-	resolved map[checkKey][]string                   // check → ids of the replaced run's findings now resolved
+	runSeq   map[string]int                    // scan → number of its last merge
+	runTime  map[checkKey]map[string]time.Time // run → its findings' newest event time at its last merge
+	winner   map[checkKey]string               // check → current run's scan
+	previous map[checkKey]string               // check → the scan of the run the current one replaced
+	deltas   map[checkKey]map[string]string    // check → finding id → new or changed
+	resolved map[checkKey][]string             // check → ids of the replaced run's findings now resolved
 }
 
 func newCurrentModel() *currentModel {

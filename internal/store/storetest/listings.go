@@ -338,6 +338,11 @@ func testListScans(t *testing.T, s store.Store) {
 	for i := range 6 {
 		fs = append(fs, finding("s-aws-1", fmt.Sprint("a", i)))
 	}
+	// s-aws-1 failed 4 checks (1 critical, 3 high) and passed 2; its
+	// earliest finding is an hour before the others.
+	fs[0].Severity, fs[0].SeverityID = "Critical", 5
+	fs[1].StatusCode, fs[2].StatusCode = "PASS", "pass"
+	fs[3].Time = baseTime.Add(-time.Hour)
 	fs = append(fs, finding("s-gcp", "g1"))
 	before := time.Now().Add(-time.Second)
 	must(t, s.WriteBatch(ctx, tenantA, "ing-1", 1, store.Batch{Scans: scans[:1], Findings: fs}), "WriteBatch 1")
@@ -362,6 +367,23 @@ func testListScans(t *testing.T, s store.Store) {
 	}
 	if !reflect.DeepEqual(counts, map[string]int{"s-aws-1": 6, "s-aws-2": 0, "s-gcp": 1}) {
 		t.Fatalf("finding counts %v", counts)
+	}
+	// When each scan ran, as its findings say, and what failed in it.
+	for _, sc := range all {
+		want := map[string]struct {
+			scanned time.Time
+			failing map[string]int
+		}{
+			"s-aws-1": {baseTime.Add(-time.Hour), map[string]int{"critical": 1, "high": 3}},
+			"s-aws-2": {time.Time{}, nil},
+			"s-gcp":   {baseTime, map[string]int{"high": 1}},
+		}[sc.ID]
+		if !sc.ScannedAt.Equal(want.scanned) || (!sc.ScannedAt.IsZero() && sc.ScannedAt.Location() != time.UTC) {
+			t.Errorf("scan %s: ScannedAt %v, want %v (UTC)", sc.ID, sc.ScannedAt, want.scanned)
+		}
+		if !reflect.DeepEqual(sc.Failing, want.failing) {
+			t.Errorf("scan %s: Failing %v, want %v", sc.ID, sc.Failing, want.failing)
+		}
 	}
 	// Newest first (the API's default order).
 	if all[2].ID != "s-aws-1" {

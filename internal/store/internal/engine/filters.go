@@ -62,3 +62,39 @@ func ScanWhere(a *Args, tenant string, q store.ScanQuery) string {
 	}
 	return strings.Join(conds, " AND ")
 }
+
+// ScanFailures counts the FAIL findings of tenant's scans ids by scan and
+// severity, from the finding summary by scan (scan_finding_counts), which
+// holds a scan's groups rather than its findings: a page of scans reads a
+// few rows each however large its scans.
+func ScanFailures(d Dialect, tenant string, ids []string) Statement {
+	a := NewArgs(d)
+	sql := `SELECT scan_id, severity, CAST(sum(n) AS BIGINT) FROM ` + ScanSummaryTable + `
+WHERE tenant = ` + a.Add(tenant) + ` AND status_code = 'FAIL' AND ` + a.in("scan_id", ids, func(v string) string { return v }) + `
+GROUP BY scan_id, severity HAVING sum(n) > 0`
+	return Statement{SQL: sql, Args: a.Vals}
+}
+
+// ReadScanFailures puts the rows of ScanFailures into the scans they count.
+func ReadScanFailures(rows Rows, scans []store.Scan) error {
+	at := make(map[string]*store.Scan, len(scans))
+	for i := range scans {
+		at[scans[i].ID] = &scans[i]
+	}
+	for rows.Next() {
+		var id, severity string
+		var n int64
+		if err := rows.Scan(&id, &severity, &n); err != nil {
+			return err
+		}
+		sc := at[id]
+		if sc == nil {
+			continue
+		}
+		if sc.Failing == nil {
+			sc.Failing = map[string]int{}
+		}
+		sc.Failing[severity] = int(n)
+	}
+	return rows.Err()
+}

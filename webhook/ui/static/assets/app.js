@@ -6,6 +6,7 @@
 // textContent or a form control's value, never through innerHTML.
 
 import { loadRules } from './api.js';
+import { showView } from './dom.js';
 import * as session from './session.js';
 import * as scans from './scans.js';
 import * as ingestion from './ingestion.js';
@@ -14,14 +15,15 @@ import * as finding from './finding.js';
 import * as providers from './providers.js';
 import './import.js';
 
-// routes maps a fragment to its page; the Scans page is the default.
+// routes maps a fragment to its page and the view it shows; the Scans page
+// is the default. A page gets its path's parts decoded, and a query (named
+// "query": #/findings?scan=…) as it stands, for URLSearchParams to decode.
 const routes = [
-  [/^#\/ingestions\/([^/]+)$/, ingestion],
-  [/^#\/findings\/([^/]+)$/, finding],
-  // The Findings page keeps its view and filters in the fragment's query.
-  [/^#\/findings(?:\?.*)?$/, findings],
-  [/^#\/providers$/, providers],
-  [/^/, scans],
+  [/^#\/ingestions\/([^/]+)$/, ingestion, 'ingestion-view'],
+  [/^#\/findings\/([^/]+)$/, finding, 'finding-view'],
+  [/^#\/findings(?:\?(?<query>.*))?$/, findings, 'findings-view'],
+  [/^#\/providers$/, providers, 'providers-view'],
+  [/^/, scans, 'scans-view'],
 ];
 
 let current = null;
@@ -30,13 +32,20 @@ function route() {
   if (current) current.leave();
   current = null;
   if (!session.signedIn()) return;
-  for (const [pattern, page] of routes) {
+  for (const [pattern, page, view] of routes) {
     const m = location.hash.match(pattern);
-    if (m) {
-      current = page;
-      page.show(...m.slice(1).map(decodeURIComponent));
+    if (!m) continue;
+    if (!session.subscribed()) {
+      // Every read but the tenant's own would answer 402: the page shows
+      // its title under the one banner that says why, and asks nothing.
+      showView(view);
+      if (page.unsubscribed) page.unsubscribed();
       return;
     }
+    current = page;
+    if (m.groups) page.show(m.groups.query);
+    else page.show(...m.slice(1).map(decodeURIComponent));
+    return;
   }
 }
 

@@ -61,6 +61,8 @@ function go(v) {
   else location.hash = hash;
 }
 
+// show draws the page from the fragment's query (the router hands it over
+// too): the view and the filters it names, none other.
 export function show() {
   showView('findings-view');
   view = parseHash(location.hash);

@@ -37,12 +37,13 @@ function setButtons({ start = false, retry = false, retryStatus = false, other =
 function setState(text) { $('import-state').textContent = text; }
 function setError(text) { $('import-error').textContent = text || ''; }
 
-function showCounts(s) {
+function showCounts(s, stored) {
   $('import-counts').hidden = !s;
   if (!s) return;
   $('count-total').textContent = s.total;
   $('count-processed').textContent = s.processed;
   $('count-invalid').textContent = s.invalid;
+  $('count-stored').textContent = stored === undefined ? '—' : stored;
 }
 
 // showBars shows the upload's bar and the ingestion's; the upload's stays
@@ -242,10 +243,12 @@ async function track() {
   }
   if (ing.status === 'completed') {
     imp.state = 'completed';
-    setState('Import completed: ' + s.total + ' records, ' + s.processed + ' processed, ' + s.invalid + ' invalid.');
+    const stored = await storedFindings(imp.id);
+    showCounts(s, stored.count);
+    setState('Import completed: ' + s.total + (s.total === 1 ? ' record, ' : ' records, ') + s.processed + ' processed, ' + s.invalid + ' invalid; ' + stored.text + '.');
     $('import-errors-link').hidden = !(s.invalid > 0);
     setButtons({ other: true });
-    finished('Import of ' + imp.file.name + ' completed: ' + s.processed + ' processed, ' + s.invalid + ' invalid.');
+    finished('Import of ' + imp.file.name + ' completed: ' + s.processed + ' processed, ' + s.invalid + ' invalid; ' + stored.text + '.');
   } else {
     imp.state = 'failed';
     const reason = await failureReason(imp.id);
@@ -256,6 +259,19 @@ async function track() {
     finished('Import of ' + imp.file.name + ' failed: ' + reason);
   }
   changed(true);
+}
+
+// storedFindings reads how many findings the ingestion stored, as the
+// Findings page lists them (filter[ingestion]): the counts of records leave
+// the reader to work it out, and to wonder whether it happened.
+async function storedFindings(id) {
+  try {
+    const doc = await api('/api/v1/findings?' + new URLSearchParams({ 'filter[ingestion]': id, 'page[size]': 1, 'fields[findings]': 'uid' }));
+    const n = doc.meta.pagination ? doc.meta.pagination.count : doc.data.length;
+    return { count: n, text: n + (n === 1 ? ' finding' : ' findings') + ' stored' };
+  } catch (e) {
+    return { count: undefined, text: 'how many findings were stored could not be read (' + e.message + ')' };
+  }
 }
 
 async function failureReason(id) {

@@ -3,6 +3,7 @@
 
 import { api, POLL_MS, terminal } from './api.js';
 import { $, el, when, showView, pager, readList } from './dom.js';
+import { can } from './session.js';
 
 const errors = { page: 1, pages: 1 };
 let timer = null;
@@ -11,8 +12,18 @@ let current = null;
 const shown = () => !$('ingestion-view').hidden;
 
 export function show(id) {
-  current = id;
   errors.page = 1;
+  // The page reads only what Manage Ingestions allows: another role gets
+  // one line saying so, not a summary and a table that could only fail.
+  const allowed = can('manage_ingestions');
+  $('ingestion-denied').hidden = allowed;
+  $('ingestion-part').hidden = !allowed;
+  if (!allowed) {
+    showView('ingestion-view');
+    $('ingestion-id').textContent = id;
+    return;
+  }
+  current = id;
   read(id);
 }
 
@@ -65,8 +76,15 @@ async function loadErrors(id) {
     const a = r.attributes;
     const tr = el('tr');
     const value = a.value === undefined || a.value === null ? '' : (typeof a.value === 'string' ? a.value : JSON.stringify(a.value));
-    tr.append(el('td', a.record_index ?? '—'), el('td', a.finding_uid || '—'), el('td', a.code, 'code'),
-      el('td', a.detail), el('td', a.pointer || '', 'code'), el('td', value, 'code'));
+    // Each cell carries its column's name: on a narrow screen the rows are
+    // drawn as cards, one labelled line per column.
+    const cells = [['Record', a.record_index ?? '—', 'record'], ['Finding UID', a.finding_uid || '—', 'long'], ['Code', a.code, 'err-code'],
+      ['Reason', a.detail, 'reason'], ['Pointer', a.pointer || '', 'long'], ['Value', value, 'long']];
+    tr.append(...cells.map(([label, text, cls]) => {
+      const td = el('td', text, cls);
+      td.dataset.label = label;
+      return td;
+    }));
     return tr;
   }));
   pager('errors-pager', errors, doc.meta.pagination ? doc.meta.pagination.pages : 1, () => loadErrors(id));

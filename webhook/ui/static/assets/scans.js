@@ -12,9 +12,28 @@ const shown = () => !$('scans-view').hidden;
 
 export function show() {
   showView('scans-view');
-  $('import-open').hidden = !can('manage_ingestions');
-  loadIngestions();
+  offerImport('');
+  // The ingestions are listed only to roles that may read them: another
+  // role would get filters, a table and a pager it cannot use.
+  $('ingestions-part').hidden = !can('manage_ingestions');
+  if (can('manage_ingestions')) loadIngestions();
   loadScans();
+}
+
+// unsubscribed shows what the page can without a subscription: Import
+// Findings, to roles that may import, with the reason it is not offered.
+export function unsubscribed() {
+  offerImport('Importing needs an active subscription.');
+}
+
+// offerImport shows Import Findings to roles with Manage Ingestions,
+// disabled with its reason when one is given.
+function offerImport(reason) {
+  const button = $('import-open');
+  button.hidden = !can('manage_ingestions');
+  button.disabled = reason !== '';
+  $('import-reason').textContent = reason;
+  $('import-reason').hidden = button.hidden || reason === '';
 }
 
 export function leave() { clearTimeout(timer); }
@@ -30,7 +49,11 @@ async function loadIngestions() {
     pager('ingestions-pager', lists.ingestions, 1, loadIngestions);
     return;
   }
-  $('ingestions-message').textContent = doc.data.length ? '' : 'No ingestions yet.';
+  const status = $('ingestions-status');
+  // A filter that matches none must not read as if there were none at all.
+  $('ingestions-message').textContent = doc.data.length ? ''
+    : status.value ? 'No ingestion is ' + status.selectedOptions[0].textContent.toLowerCase() + '; choose All to see every ingestion.'
+      : 'No ingestions yet.';
   tbody.replaceChildren(...doc.data.map((j) => {
     const a = j.attributes;
     const tr = el('tr');
@@ -53,6 +76,22 @@ async function loadIngestions() {
   }
 }
 
+// SEVERITY_ORDER lists severities most severe first, for a scan's failures.
+const SEVERITY_ORDER = ['fatal', 'critical', 'high', 'medium', 'low', 'informational', 'unknown', 'other'];
+
+// failingText words a scan's FAIL findings: their number, then by severity,
+// most severe first.
+export function failingText(count, bySeverity) {
+  const parts = Object.entries(bySeverity || {}).sort(([a], [b]) => {
+    const ia = SEVERITY_ORDER.indexOf(a), ib = SEVERITY_ORDER.indexOf(b);
+    return (ia < 0 ? SEVERITY_ORDER.length : ia) - (ib < 0 ? SEVERITY_ORDER.length : ib) || a.localeCompare(b);
+  }).map(([severity, n]) => n + '\u00a0' + severity); // "100 critical" never splits at a wrap
+  return parts.length ? count + ' (' + parts.join(', ') + ')' : String(count);
+}
+
+// SOURCES names how a report came when it was not uploaded.
+const SOURCES = { configmap: 'ConfigMap', secret: 'Secret', url: 'URL' };
+
 $('ingestions-status').addEventListener('change', () => { lists.ingestions.page = 1; loadIngestions(); });
 $('ingestions-sort').addEventListener('change', () => { lists.ingestions.page = 1; loadIngestions(); });
 
@@ -61,7 +100,7 @@ $('ingestions-sort').addEventListener('change', () => { lists.ingestions.page = 
 // its scans.
 window.addEventListener(INGESTIONS_CHANGED, (ev) => {
   if (!shown()) return;
-  loadIngestions();
+  if (can('manage_ingestions')) loadIngestions();
   if (ev.detail && ev.detail.ended) loadScans();
 });
 
@@ -73,19 +112,31 @@ async function loadScans() {
   $('scans-message').textContent = doc.data.length ? '' : 'No scans yet.';
   tbody.replaceChildren(...doc.data.map((s) => {
     const a = s.attributes;
-    const src = el('td');
-    src.append(el('span', a.trigger === 'imported' ? 'Imported' : a.trigger, 'badge imported'));
-    const ing = el('td');
+    // The report: its file name, and how it came only where that is not
+    // the usual import of an uploaded file.
+    const report = el('td', null, 'report');
+    report.append(el('span', a.file_name || '—', 'filename-cell'));
+    if (a.source && a.source !== 'upload') report.append(' ', el('span', SOURCES[a.source] || a.source, 'badge source'));
+    if (a.trigger && a.trigger !== 'imported') report.append(' ', el('span', a.trigger, 'badge source'));
+    const found = el('td');
+    const link = el('a', a.finding_count);
+    // A scan is history: its findings need not all be in the current state.
+    link.href = '#/findings?' + new URLSearchParams({ view: 'history', scan: s.id });
+    link.setAttribute('aria-label', a.finding_count + ' findings of scan ' + s.id);
+    found.append(link);
+    const ing = el('td', null, 'ingestion');
     if (a.ingestion_id) {
       // An ingestion's page needs Manage Ingestions: without it the
       // ingestion is named, not linked to a page that would only answer 403.
-      const link = el(can('manage_ingestions') ? 'a' : 'span', a.ingestion_id.split('-')[0]);
-      link.title = a.ingestion_id;
-      if (can('manage_ingestions')) link.href = '#/ingestions/' + encodeURIComponent(a.ingestion_id);
-      ing.append(link);
+      const name = el(can('manage_ingestions') ? 'a' : 'span', a.ingestion_id.split('-')[0]);
+      name.title = a.ingestion_id;
+      if (can('manage_ingestions')) name.href = '#/ingestions/' + encodeURIComponent(a.ingestion_id);
+      ing.append(name);
     }
     const tr = el('tr');
-    tr.append(el('td', a.provider_type), el('td', a.provider_uid), src, el('td', a.finding_count), ing, el('td', when(a.inserted_at)));
+    tr.dataset.id = s.id;
+    tr.append(el('td', when(a.scanned_at)), el('td', a.provider_type), el('td', a.provider_uid), report,
+      el('td', a.uploaded_by || '—', 'uploader'), el('td', failingText(a.fail_count, a.fail_counts), a.fail_count ? 'failing' : ''), found, ing);
     return tr;
   }));
   pager('scans-pager', lists.scans, doc.meta.pagination ? doc.meta.pagination.pages : 1, loadScans);
