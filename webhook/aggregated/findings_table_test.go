@@ -29,7 +29,7 @@ func TestFindingTableDelta(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := toFinding(&tc.row, "tenant-a")
-			if tc.row.FirstSeenAt.IsZero() != (f.FirstSeenAt == nil) {
+			if (tc.row.FirstSeenAt == nil) != (f.FirstSeenAt == nil) {
 				t.Errorf("firstSeenAt %v from the store's %v", f.FirstSeenAt, tc.row.FirstSeenAt)
 			}
 			table, err := (&findingStorage{}).ConvertToTable(context.Background(), &datav1.FindingList{Items: []datav1.Finding{*f}}, nil)
