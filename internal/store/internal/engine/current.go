@@ -72,8 +72,13 @@ func ValidDelta(d string) bool {
 // to it); for those checks, the deltas and the resolved findings are
 // computed again against the run each replaced; and latest_scans follows.
 // Every statement reads the findings of the ingestion's scans, or of the
-// runs they replaced, through the natural key: a merge costs the findings
-// it concerns, not the tenant's history.
+// runs they replaced, scan by scan, and tests each against its check's
+// row of current_checks: a merge costs the findings it concerns, not the
+// tenant's history. The tests are correlated subqueries that " OFFSET 0"
+// keeps from becoming joins: as a join, PostgreSQL drove from
+// current_checks (a new table it estimated at one row) and read the
+// tenant's findings once per check through findings_facets, more than ten
+// minutes for 100,000 findings.
 func CurrentMerge(d Dialect, tenant, ingestion string, merge int64) []Statement {
 	var out []Statement
 	for i := 0; ; i++ {
@@ -113,6 +118,12 @@ func currentMergeStatement(i int, p mergeParams) (string, bool) {
 		return "(SELECT scan_id FROM ingestion_scans WHERE tenant = " + t + " AND ingestion_id = " + ing() + ")"
 	}
 	touched := func() string { return "current_checks WHERE tenant = " + t + " AND touched = " + n() }
+	// fence keeps PostgreSQL from turning a correlated test into a join
+	// (see CurrentMerge); SQLite tests it row by row as written.
+	fence := ""
+	if p.a.d.IndexedBy == nil {
+		fence = " OFFSET 0"
+	}
 	sameCheck := func(x, y string) string {
 		return x + ".tenant = " + y + ".tenant AND " + x + ".provider_type = " + y + ".provider_type AND " +
 			x + ".provider_uid = " + y + ".provider_uid AND " + x + ".check_id = " + y + ".check_id"
@@ -150,7 +161,7 @@ SELECT f.tenant, f.id, f.provider_type, f.provider_uid, f.check_id,
             AND g.provider_uid = f.provider_uid AND g.scan_id <> f.scan_id AND g.event_time <= f.event_time)
     THEN '` + DeltaNew + `' ELSE '` + DeltaChanged + `' END
 FROM findings f WHERE f.tenant = ` + t + ` AND f.scan_id IN ` + scans() + `
-    AND (f.provider_type, f.provider_uid, f.check_id, f.scan_id) IN (SELECT provider_type, provider_uid, check_id, scan_id FROM ` + touched() + `)
+    AND EXISTS (SELECT 1 FROM current_checks c WHERE ` + sameCheck("c", "f") + ` AND c.scan_id = f.scan_id AND c.touched = ` + n() + fence + `)
     AND (NOT EXISTS (
         SELECT 1 FROM findings g WHERE g.tenant = f.tenant AND g.uid = f.uid AND g.provider_type = f.provider_type
             AND g.provider_uid = f.provider_uid AND g.scan_id <> f.scan_id AND g.event_time <= f.event_time)
@@ -165,7 +176,7 @@ FROM findings f WHERE f.tenant = ` + t + ` AND f.scan_id IN ` + scans() + `
 		return `INSERT INTO resolved_findings (tenant, id, provider_type, provider_uid, check_id)
 SELECT p.tenant, p.id, p.provider_type, p.provider_uid, p.check_id
 FROM findings p WHERE p.tenant = ` + t + ` AND p.scan_id IN (SELECT previous_scan_id FROM ` + touched() + `) AND p.status_code = 'FAIL'
-    AND (p.provider_type, p.provider_uid, p.check_id, p.scan_id) IN (SELECT provider_type, provider_uid, check_id, previous_scan_id FROM ` + touched() + `)
+    AND EXISTS (SELECT 1 FROM current_checks c WHERE ` + sameCheck("c", "p") + ` AND c.previous_scan_id = p.scan_id AND c.touched = ` + n() + fence + `)
     AND NOT EXISTS (
         SELECT 1 FROM findings n WHERE n.tenant = p.tenant AND n.uid = p.uid AND n.status_code = 'FAIL'
             AND n.scan_id = (SELECT c.scan_id FROM current_checks c WHERE ` + sameCheck("c", "p") + `))`, true
