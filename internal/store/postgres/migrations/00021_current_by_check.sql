@@ -25,6 +25,7 @@ CREATE TABLE check_runs (
     seq           bigint NOT NULL,
     PRIMARY KEY (tenant, provider_type, provider_uid, check_id, scan_id)
 );
+CREATE INDEX check_runs_scan ON check_runs (tenant, scan_id);
 CREATE TABLE current_checks (
     tenant           text COLLATE "C" NOT NULL,
     provider_type    text COLLATE "C" NOT NULL,

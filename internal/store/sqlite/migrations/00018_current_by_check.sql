@@ -25,6 +25,7 @@ CREATE TABLE check_runs (
     seq           INTEGER NOT NULL,
     PRIMARY KEY (tenant, provider_type, provider_uid, check_id, scan_id)
 );
+CREATE INDEX check_runs_scan ON check_runs (tenant, scan_id);
 CREATE TABLE current_checks (
     tenant           TEXT NOT NULL,
     provider_type    TEXT NOT NULL,
