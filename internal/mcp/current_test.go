@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -19,13 +17,12 @@ import (
 	"github.com/posture-dev/posture/internal/ingest"
 )
 
-// TestCurrentStateThroughRESTAndMCP uploads, on both engines and with the
-// real worker, a full report of one account, a partial one an hour later,
-// a report a day older and a newer run of one check, and after each asks
-// GET /findings/latest (with filter[delta]) and the search_findings tool
-// for the current state, each finding's delta, and the resolved findings,
-// against what the rule gives for these reports (written out per step):
-// for each check, the findings of its newest run.
+// TestCurrentStateThroughRESTAndMCP uploads apitest.CurrentScenario's
+// reports of one account (full, partial, older, one check again) on both
+// engines, with the real worker, and after each asks GET /findings/latest
+// (with filter[delta]) and the search_findings tool for the current state,
+// each finding's delta and first sighting, and the resolved findings,
+// against what the rule gives (the scenario's expectations).
 func TestCurrentStateThroughRESTAndMCP(t *testing.T) {
 	for _, engine := range []struct {
 		name     string
@@ -35,43 +32,9 @@ func TestCurrentStateThroughRESTAndMCP(t *testing.T) {
 	}
 }
 
-// record is one finding of a test report: uid, check and status.
-type record struct{ uid, check, status string }
-
 func testCurrentDoors(t *testing.T, postgres bool) {
 	env := apitest.Start(t, apitest.Options{Postgres: postgres})
 	ctx := context.Background()
-	raw, err := os.ReadFile(filepath.Join("..", "ocsf", "testdata", "prowler", "aws_3_records.ocsf.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var base []map[string]any
-	if err := json.Unmarshal(raw, &base); err != nil {
-		t.Fatal(err)
-	}
-	t0 := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
-	// report renders records on the fixture's first one, at time at.
-	report := func(at time.Time, rs ...record) []byte {
-		var out []map[string]any
-		for _, r := range rs {
-			var rec map[string]any
-			b, _ := json.Marshal(base[0])
-			if err := json.Unmarshal(b, &rec); err != nil {
-				t.Fatal(err)
-			}
-			rec["time"] = at.Unix()
-			rec["time_dt"] = at.Format(time.RFC3339)
-			rec["status_code"] = r.status
-			rec["metadata"].(map[string]any)["event_code"] = r.check
-			rec["finding_info"].(map[string]any)["uid"] = r.uid
-			out = append(out, rec)
-		}
-		b, err := json.Marshal(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
 	n := 0
 	upload := func(doc []byte) {
 		t.Helper()
@@ -166,56 +129,32 @@ func testCurrentDoors(t *testing.T, postgres bool) {
 		return page.Items
 	}
 
-	steps := []struct {
-		name             string
-		report           []byte
-		current          []string // "uid status delta"
-		resolved         []string // "uid status resolved"
-		firstSeenOfFirst string   // u1's first_seen_at
-	}{
-		{"a full report", report(t0,
-			record{"u1", "c1", "FAIL"}, record{"u2", "c1", "PASS"}, record{"u3", "c2", "FAIL"}, record{"u4", "c2", "FAIL"}, record{"u5", "c3", "FAIL"}),
-			[]string{"u1 FAIL new", "u2 PASS new", "u3 FAIL new", "u4 FAIL new", "u5 FAIL new"}, nil, "2026-11-20T10:00:00Z"},
-		// c2 only: u3 passes now and u4 is gone; c1 and c3 keep the full report.
-		{"a partial report an hour later", report(t0.Add(time.Hour),
-			record{"u3", "c2", "PASS"}, record{"u6", "c2", "FAIL"}),
-			[]string{"u1 FAIL new", "u2 PASS new", "u3 PASS changed", "u5 FAIL new", "u6 FAIL new"},
-			[]string{"u3 FAIL resolved", "u4 FAIL resolved"}, "2026-11-20T10:00:00Z"},
-		// Older than every current run: nothing changes but u1's first sighting.
-		{"a report a day older", report(t0.Add(-24*time.Hour),
-			record{"u1", "c1", "PASS"}, record{"u3", "c2", "FAIL"}, record{"u5", "c3", "PASS"}),
-			[]string{"u1 FAIL new", "u2 PASS new", "u3 PASS changed", "u5 FAIL new", "u6 FAIL new"},
-			[]string{"u3 FAIL resolved", "u4 FAIL resolved"}, "2026-11-19T10:00:00Z"},
-		// c3 again: u5 passes.
-		{"a newer run of one check", report(t0.Add(2*time.Hour), record{"u5", "c3", "PASS"}),
-			[]string{"u1 FAIL new", "u2 PASS new", "u3 PASS changed", "u5 PASS changed", "u6 FAIL new"},
-			[]string{"u3 FAIL resolved", "u4 FAIL resolved", "u5 FAIL resolved"}, "2026-11-19T10:00:00Z"},
-	}
+	steps := apitest.CurrentScenario(t)
 	for _, step := range steps {
-		upload(step.report)
+		upload(step.Report)
 		for door, read := range map[string]func(string) []item{"REST": viaREST, "MCP": viaMCP} {
 			current := read("")
-			if got := render(current); !slices.Equal(got, step.current) {
-				t.Errorf("%s, %s: current state %v, want %v", step.name, door, got, step.current)
+			if got := render(current); !slices.Equal(got, step.Current) {
+				t.Errorf("%s, %s: current state %v, want %v", step.Name, door, got, step.Current)
 			}
 			for _, it := range current {
-				if it.UID == "u1" && it.FirstSeenAt != step.firstSeenOfFirst {
-					t.Errorf("%s, %s: u1 first seen at %q, want %q", step.name, door, it.FirstSeenAt, step.firstSeenOfFirst)
+				if want := step.FirstSeenOfU1.Format(time.RFC3339); it.UID == "u1" && it.FirstSeenAt != want {
+					t.Errorf("%s, %s: u1 first seen at %q, want %q", step.Name, door, it.FirstSeenAt, want)
 				}
 			}
 			for _, d := range []string{"new", "changed"} {
 				var want []string
-				for _, c := range step.current {
+				for _, c := range step.Current {
 					if strings.HasSuffix(c, " "+d) {
 						want = append(want, c)
 					}
 				}
 				if got := render(read(d)); !slices.Equal(got, want) {
-					t.Errorf("%s, %s: delta %s: %v, want %v", step.name, door, d, got, want)
+					t.Errorf("%s, %s: delta %s: %v, want %v", step.Name, door, d, got, want)
 				}
 			}
-			if got := render(read("resolved")); !slices.Equal(got, step.resolved) {
-				t.Errorf("%s, %s: resolved %v, want %v", step.name, door, got, step.resolved)
+			if got := render(read("resolved")); !slices.Equal(got, step.Resolved) {
+				t.Errorf("%s, %s: resolved %v, want %v", step.Name, door, got, step.Resolved)
 			}
 		}
 	}

@@ -157,6 +157,16 @@ func (f *findingStorage) List(ctx context.Context, opts *metainternalversion.Lis
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("field selector %s=%s: want %s=true (the current state) or %s=false (the whole history)",
 			datav1.LatestSelector, v, datav1.LatestSelector, datav1.LatestSelector))
 	}
+	if v, set := filters[datav1.DeltaSelector]; set {
+		if !q.Latest {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("field selector %s describes the current state: add %s=true",
+				datav1.DeltaSelector, datav1.LatestSelector))
+		}
+		if v != "new" && v != "changed" && v != "resolved" {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("field selector %s=%s: want new, changed or resolved", datav1.DeltaSelector, v))
+		}
+		q.Delta = v
+	}
 	if v := filters["severity"]; v != "" {
 		if !findings.ValidSeverity(v) {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("field selector severity=%s: unknown severity; one of %s", v, strings.Join(findings.Severities, ", ")))

@@ -32,7 +32,7 @@ func AddToScheme(s *runtime.Scheme) error {
 // except a finding's latest (LatestSelector), which picks the current state
 // rather than matching a field.
 var (
-	FindingFieldSelectors = []string{"severity", "statusCode", "providerUID", "checkID", "scan", "ingestion", LatestSelector}
+	FindingFieldSelectors = []string{"severity", "statusCode", "providerUID", "checkID", "scan", "ingestion", LatestSelector, DeltaSelector}
 	ScanFieldSelectors    = []string{"providerUID", "providerType", "ingestion"}
 	ErrorFieldSelectors   = []string{"ingestion"}
 )
@@ -41,6 +41,11 @@ var (
 // state (latest=true), as REST's GET /api/v1/findings/latest does, rather
 // than the whole history (latest=false, or no selector).
 const LatestSelector = "latest"
+
+// DeltaSelector keeps, with latest=true, the current findings that are new
+// or changed (delta=new, delta=changed), or lists the resolved ones
+// (delta=resolved), as REST's filter[delta] does.
+const DeltaSelector = "delta"
 
 func addFieldLabels(s *runtime.Scheme) error {
 	for kind, labels := range map[string][]string{
