@@ -137,6 +137,12 @@ func currentMergeStatement(i int, p mergeParams) (string, bool) {
 		}
 		return "(" + list + ") AS scans CROSS JOIN findings AS " + alias + " ON " + alias + ".tenant = " + t + " AND " + alias + ".scan_id = scans.scan"
 	}
+	// join keeps SQLite's loops in the order written (scans, their
+	// findings, each one's check); PostgreSQL's CROSS JOIN takes no ON.
+	join := " CROSS JOIN "
+	if p.a.d.IndexedBy == nil {
+		join = " JOIN "
+	}
 	mine := func() string {
 		return "SELECT scan_id AS scan FROM ingestion_scans WHERE tenant = " + t + " AND ingestion_id = " + ing()
 	}
@@ -174,21 +180,18 @@ ON CONFLICT (tenant, provider_type, provider_uid, check_id) DO UPDATE SET
 	case 3:
 		// New: its uid was never seen for the account before (in another
 		// scan, at or before its time). Changed: its status differs from
-		// the same uid's in the run its run replaced.
+		// the same uid's in the run its run replaced. One read of the
+		// uid's findings tells both: 2 when seen, plus 1 when changed.
 		return `INSERT INTO finding_deltas (tenant, id, provider_type, provider_uid, check_id, delta)
-SELECT f.tenant, f.id, f.provider_type, f.provider_uid, f.check_id,
-    CASE WHEN NOT EXISTS (
-        SELECT 1 FROM findings g WHERE g.tenant = f.tenant AND g.uid = f.uid AND ` + byUID(`g.provider_type = f.provider_type
-            AND g.provider_uid = f.provider_uid AND g.scan_id <> f.scan_id AND g.event_time <= f.event_time`) + fence + `)
-    THEN '` + DeltaNew + `' ELSE '` + DeltaChanged + `' END
-FROM ` + scanByScan(mine(), "f") + `
-WHERE ` + checkOf("f", "c.scan_id = f.scan_id AND c.touched = "+n()) + `
-    AND (NOT EXISTS (
-        SELECT 1 FROM findings g WHERE g.tenant = f.tenant AND g.uid = f.uid AND ` + byUID(`g.provider_type = f.provider_type
-            AND g.provider_uid = f.provider_uid AND g.scan_id <> f.scan_id AND g.event_time <= f.event_time`) + fence + `)
-    OR EXISTS (
-        SELECT 1 FROM findings p WHERE p.tenant = f.tenant AND p.uid = f.uid AND ` + byUID(`p.status_code <> f.status_code
-            AND p.scan_id = (SELECT c.previous_scan_id FROM current_checks c WHERE `+sameCheck("c", "f")+`)`) + fence + `))`, true
+SELECT tenant, id, provider_type, provider_uid, check_id, CASE WHEN code < 2 THEN '` + DeltaNew + `' ELSE '` + DeltaChanged + `' END
+FROM (SELECT f.tenant, f.id, f.provider_type, f.provider_uid, f.check_id, (
+        SELECT max(CASE WHEN g.provider_type = f.provider_type AND g.provider_uid = f.provider_uid
+                AND g.scan_id <> f.scan_id AND g.event_time <= f.event_time THEN 2 ELSE 0 END)
+            + max(CASE WHEN g.status_code <> f.status_code AND g.scan_id = c.previous_scan_id THEN 1 ELSE 0 END)
+        FROM findings g WHERE g.tenant = f.tenant AND g.uid = f.uid) AS code
+    FROM ` + scanByScan(mine(), "f") + join + `current_checks c ON ` + sameCheck("c", "f") + ` AND ` + byUID("c.scan_id = f.scan_id AND c.touched = "+n()) + `
+    WHERE true` + fence + `) AS probed
+WHERE code <> 2`, true
 	case 4:
 		return `DELETE FROM resolved_findings WHERE tenant = ` + t + ` AND (provider_type, provider_uid, check_id) IN (SELECT provider_type, provider_uid, check_id FROM ` + touched() + `)`, true
 	case 5:
