@@ -74,6 +74,12 @@ func currentThroughKubectl(t *testing.T, postgres bool) {
 	}
 	k := kubectl{t: t, kubeconfig: adminKubeconfig(t)}
 	ns := env.Namespace
+	// The APIService stays Available from the engine before while this
+	// server loads the front-proxy CA; it answers 503 until then.
+	testenv.Eventually(t, time.Minute, "the aggregated API of this engine to answer", func() (bool, string) {
+		r := k.run(nil, "get", "findings", "-n", ns)
+		return r.err == nil, r.stderr
+	})
 
 	type finding struct {
 		UID         string `json:"uid"`
