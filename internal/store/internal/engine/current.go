@@ -43,8 +43,19 @@ const (
 // tested against the tenant's winners, not correlated, so that it means
 // the same under whatever name the statement gives the findings (or the
 // summary by scan) it reads.
+//
+// On PostgreSQL it is also kept from becoming a join (Dialect.Unestimated):
+// as a semi-join inside a page's ordered read, the planner hashed the
+// current runs and read every finding of a value within the scans' spans
+// to sort them, where the index's order and the page's end stop early
+// (522 ms for a page by severity at a million findings, 20 ms at 10,000).
+// Tested row by row, it is one probe of a hash built once.
 func currentRun(a *Args, tenant string) string {
-	return "(provider_type, provider_uid, check_id, scan_id) IN (SELECT provider_type, provider_uid, check_id, scan_id FROM current_checks WHERE tenant = " + a.Add(tenant) + ")"
+	cond := "(provider_type, provider_uid, check_id, scan_id) IN (SELECT provider_type, provider_uid, check_id, scan_id FROM current_checks WHERE tenant = " + a.Add(tenant) + ")"
+	if a.d.Unestimated != nil {
+		return a.d.Unestimated(cond)
+	}
+	return cond
 }
 
 // deltaCond renders q.Delta's condition: among the current findings, the
