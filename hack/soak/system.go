@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -160,7 +161,29 @@ func bindKubeUser(ctx context.Context, c client.Client, t *tenant) error {
 			return fmt.Errorf("bind %s to %s in %s: %w", t.kubeUser, role, t.ns, err)
 		}
 	}
-	return nil
+	// kube-apiserver authorizes from an informer's copy of the bindings:
+	// the load must not start before it holds them (an upload 2 ms into a
+	// soak was refused 403). Its answer to a SubjectAccessReview is that of
+	// the same authorizer.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: t.kubeUser,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: t.ns, Verb: "create", Group: "data.posture.dev", Resource: "uploads",
+			},
+		}}
+		if err := c.Create(ctx, sar); err != nil {
+			return fmt.Errorf("ask whether %s may upload in %s: %w", t.kubeUser, t.ns, err)
+		}
+		if sar.Status.Allowed {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s may still not upload in %s 30 s after its RoleBindings: %s", t.kubeUser, t.ns, sar.Status.Reason)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func freeAddr() (string, error) {
