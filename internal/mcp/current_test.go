@@ -49,21 +49,7 @@ func testCurrentDoors(t *testing.T, postgres bool) {
 		}
 	}
 
-	s, err := New(Config{APIBaseURL: env.URL + "/api/v1", DefaultToken: env.APIKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ct, st := mcpsdk.NewInMemoryTransports()
-	ss, err := s.SDK().Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ss.Close()
-	cs, err := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := inMemoryClient(t, env.URL, env.APIKey)
 
 	type item struct {
 		UID         string `json:"uid"`

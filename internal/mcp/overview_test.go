@@ -83,21 +83,7 @@ func TestOverviewAndCatalogueRequests(t *testing.T) {
 	}))
 	defer counted.Close()
 
-	s, err := New(Config{APIBaseURL: counted.URL + "/api/v1", DefaultToken: env.APIKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ct, st := mcpsdk.NewInMemoryTransports()
-	ss, err := s.SDK().Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ss.Close()
-	cs, err := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := inMemoryClient(t, counted.URL, env.APIKey)
 
 	call := func(t *testing.T, name string, args map[string]any, out any) int64 {
 		t.Helper()

@@ -36,21 +36,7 @@ func TestToolsAnswerOneSeverity(t *testing.T) {
 		t.Fatalf("ingest the example report: %v", err)
 	}
 
-	s, err := New(Config{APIBaseURL: env.URL + "/api/v1", DefaultToken: env.APIKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ct, st := mcpsdk.NewInMemoryTransports()
-	ss, err := s.SDK().Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ss.Close()
-	cs, err := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := inMemoryClient(t, env.URL, env.APIKey)
 	call := func(t *testing.T, name string, args map[string]any, out any) {
 		t.Helper()
 		res, err := cs.CallTool(ctx, &mcpsdk.CallToolParams{Name: name, Arguments: args})
