@@ -132,21 +132,24 @@ func waitCompleted(t *testing.T, c client.Client, ns, name string) {
 // kube-apiserver and drives it with the real kubectl. One backend serves
 // every subtest: kube-aggregator judges availability on its own schedule,
 // so the backend is not restarted between them.
-func TestThroughKubeAggregator(t *testing.T) {
+// startAggregated starts the API with the aggregated API server beside it
+// (on PostgreSQL or SQLite, refusing uploads over maxUpload bytes),
+// registered through kube-apiserver's aggregator and Available, and an
+// admin client of the control plane.
+func startAggregated(t *testing.T, postgres bool, maxUpload int64) (*apitest.Env, client.Client) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	route.SetBackend(ln.Addr().String())
 	env := apitest.Start(t, apitest.Options{
-		Billing: &posturev1.Subscription{Active: true},
+		Postgres: postgres,
+		Billing:  &posturev1.Subscription{Active: true},
 		Setup: func(mgr ctrl.Manager, st store.Store) error {
 			srv, err := aggregated.New(aggregated.Options{
 				Listener: ln, CertDir: route.ServingCertDir, RESTConfig: apitest.RESTConfig(),
-				Client: mgr.GetClient(), Store: st, Log: ctrl.Log.WithName("aggregated"),
-				// Above the 1,500-record report (3.3 MB), below what the
-				// 413 subtest sends.
-				MaxUploadBytes: 4 << 20,
+				Client: mgr.GetClient(), Store: st, Log: ctrl.Log.WithName("aggregated"), MaxUploadBytes: maxUpload,
 			})
 			if err != nil {
 				return err
@@ -169,6 +172,13 @@ func TestThroughKubeAggregator(t *testing.T) {
 	if err := testenv.WaitAvailable(ctx, admin); err != nil {
 		t.Fatal(err)
 	}
+	return env, admin
+}
+
+func TestThroughKubeAggregator(t *testing.T) {
+	// Above the 1,500-record report (3.3 MB), below what the 413 subtest
+	// sends.
+	env, admin := startAggregated(t, false, 4<<20)
 	k := kubectl{t: t, kubeconfig: adminKubeconfig(t)}
 	ns := env.Namespace
 

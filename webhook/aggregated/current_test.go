@@ -1,10 +1,8 @@
 package aggregated_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,14 +10,9 @@ import (
 	"testing"
 	"time"
 
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/internal/apitest"
-	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/testenv"
-	"github.com/posture-dev/posture/webhook/aggregated"
 )
 
 // TestCurrentStateThroughKubectl uploads apitest.CurrentScenario's reports
@@ -38,40 +31,7 @@ func TestCurrentStateThroughKubectl(t *testing.T) {
 }
 
 func currentThroughKubectl(t *testing.T, postgres bool) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	route.SetBackend(ln.Addr().String())
-	env := apitest.Start(t, apitest.Options{
-		Postgres: postgres,
-		Billing:  &posturev1.Subscription{Active: true},
-		Setup: func(mgr ctrl.Manager, st store.Store) error {
-			srv, err := aggregated.New(aggregated.Options{
-				Listener: ln, CertDir: route.ServingCertDir, RESTConfig: apitest.RESTConfig(),
-				Client: mgr.GetClient(), Store: st, Log: ctrl.Log.WithName("aggregated"), MaxUploadBytes: 1 << 20,
-			})
-			if err != nil {
-				return err
-			}
-			return mgr.Add(srv)
-		},
-	})
-	admin, err := client.New(apitest.RESTConfig(), client.Options{Scheme: testenv.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	if err := testenv.ApplyFile(ctx, admin, "config/rbac/aggregated_api_roles.yaml"); err != nil {
-		t.Fatal(err)
-	}
-	if err := route.Register(ctx, admin); err != nil {
-		t.Fatal(err)
-	}
-	if err := testenv.WaitAvailable(ctx, admin); err != nil {
-		t.Fatal(err)
-	}
+	env, admin := startAggregated(t, postgres, 1<<20)
 	k := kubectl{t: t, kubeconfig: adminKubeconfig(t)}
 	ns := env.Namespace
 	// The APIService stays Available from the engine before while this
