@@ -78,6 +78,10 @@ func (s QueryShape) FirstSortColumn() string {
 //   - for the latest findings, not reading them from latest_scans and the
 //     (tenant, scan_id) key, or, for a count, looking a search up in the
 //     trigram index, which holds the whole history's matches;
+//   - for the resolved findings (delta resolved), not reading them from
+//     resolved_findings by its key and each finding by its id: the set is
+//     the failing findings of the runs the current ones replaced, bounded
+//     by the current state, not by the history;
 //   - for a page of the latest findings by check, severity or event time,
 //     not reading them within the latest scans' spans of insertion or
 //     event time (the history before them otherwise comes first).
@@ -185,7 +189,16 @@ func PlanProblems(s QueryShape, page bool, plan []string) []string {
 			break
 		}
 	}
-	if s.Query.Latest && !regexp.MustCompile(`(?m)^\s*(->\s*)?(SEARCH|Index Scan using \w+ on|Index Only Scan using \w+ on|Bitmap Heap Scan on) latest_scans\b`).MatchString(text) {
+	// The resolved findings are not the latest scans': they are read from
+	// their own table, and each finding by its id.
+	resolved := s.Query.Latest && s.Query.Delta == engine.DeltaResolved
+	if resolved && !regexp.MustCompile(`(SEARCH resolved_findings USING (COVERING )?INDEX \w+ \(tenant=\?|Index (Only )?Scan using \w+ on resolved_findings\b.*\n\s+Index Cond: \(tenant = )`).MatchString(text) {
+		problems = append(problems, "does not read the resolved findings from resolved_findings by its key")
+	}
+	if resolved && !regexp.MustCompile(`(SEARCH findings USING INDEX \w+ \(id=\?\)|Index Scan using findings_pkey on findings\b.*\n\s+Index Cond: \(id = )`).MatchString(text) {
+		problems = append(problems, "does not read each resolved finding by its id")
+	}
+	if s.Query.Latest && !resolved && !regexp.MustCompile(`(?m)^\s*(->\s*)?(SEARCH|Index Scan using \w+ on|Index Only Scan using \w+ on|Bitmap Heap Scan on) latest_scans\b`).MatchString(text) {
 		problems = append(problems, "does not read latest_scans by its key")
 	}
 	// The latest findings are found scan by scan, or, for a search, may be
@@ -200,7 +213,7 @@ func PlanProblems(s QueryShape, page bool, plan []string) []string {
 	// testing each finding's scan (engine.latestWalk): the latest scans'
 	// findings are the newest of their providers and come soon.
 	walksOrder := page && regexp.MustCompile(`SEARCH findings USING (COVERING )?INDEX `+engine.SortIndex(s.FirstSortColumn())+` \(tenant=\?`).MatchString(text)
-	if s.Query.Latest && !scanSummarized && !walksOrder && !spanRead && !(indexedSearch(s.Query) && searchIndex && !(counting && regexp.MustCompile(`Bitmap Index Scan on findings_search\b`).MatchString(text))) &&
+	if s.Query.Latest && !resolved && !scanSummarized && !walksOrder && !spanRead && !(indexedSearch(s.Query) && searchIndex && !(counting && regexp.MustCompile(`Bitmap Index Scan on findings_search\b`).MatchString(text))) &&
 		!regexp.MustCompile(`(SEARCH findings USING (COVERING )?INDEX sqlite_autoindex_findings_2 \(tenant=\? AND scan_id=\?|Index Cond: \(\(tenant = [^)]*\) AND \(scan_id = )`).MatchString(text) {
 		problems = append(problems, "does not read the latest scans' findings by (tenant, scan_id)")
 	}

@@ -107,6 +107,15 @@ func QueryShapes() []QueryShape {
 		{Name: "overview counts", By: []string{"severity", "status_code", "provider_type", "provider_uid"}},
 		{Name: "counts by check, failing", By: []string{"check_id"}, Query: store.FindingQuery{StatusCode: []string{"FAIL"}}},
 		{Name: "counts by check, search", By: []string{"check_id"}, Query: store.FindingQuery{Search: "bucket"}},
+		// The web UI's findings by check: every check's counts by status
+		// and severity, under the list's filters.
+		{Name: "counts by check, status and severity", By: []string{"check_id", "status_code", "severity"}},
+		{Name: "counts by check, status and severity, one region", By: []string{"check_id", "status_code", "severity"},
+			Query: store.FindingQuery{Region: "eu-west-1"}},
+		{Name: "counts by check, status and severity, new", By: []string{"check_id", "status_code", "severity"},
+			Query: store.FindingQuery{Delta: "new"}},
+		{Name: "counts by check, status and severity, resolved", By: []string{"check_id", "status_code", "severity"},
+			Query: store.FindingQuery{Delta: "resolved"}},
 	}
 	for _, key := range []string{"time", "severity_id", "inserted_at", "check_id", "uid"} {
 		for _, k := range []string{key, "-" + key} {

@@ -2,10 +2,13 @@
 // GET /api/v1/findings/latest answers it, what MCP and kubectl posture read
 // too) or, switched to it, the whole history; counts of what the list shows
 // at a glance; the findings, filtered, a page at a time to any depth.
+// The list can also be shown grouped by check (group=check): each check's
+// findings of the counted status by severity, the worst first, each check
+// opening the list filtered to it.
 // The view and the filters live in the URL's fragment
-// (#/findings?view=history&severity=critical…), so a reload or a shared link
-// shows the same list: every change goes through the fragment, and show()
-// draws the page from it.
+// (#/findings?view=history&group=check&severity=critical…), so a reload or
+// a shared link shows the same list: every change goes through the
+// fragment, and show() draws the page from it.
 
 import { api, rules } from './api.js';
 import { $, el, when, showView, pager, readList } from './dom.js';
@@ -22,8 +25,9 @@ const DEFAULT_SORT = '-inserted_at';
 
 // cursors[n] is page n's page[cursor], from links.next of page n - 1.
 const state = { page: 1, pages: 1, cursors: {} };
-// view is what the fragment asks for: { history, filters, sort }.
-let view = { history: false, filters: {}, sort: DEFAULT_SORT };
+// view is what the fragment asks for: { history, group, filters, sort };
+// group is 'check' for the grouped view, '' for the list.
+let view = { history: false, group: '', filters: {}, sort: DEFAULT_SORT };
 // generation tells a load's late answer from the current one's: a filter
 // changed meanwhile makes the older answer stale, and it is dropped.
 let generation = 0;
@@ -38,13 +42,15 @@ export function parseHash(hash) {
     const v = (q.get(name) || '').trim();
     if (v && !(name === 'delta' && history)) filters[name] = v;
   }
-  return { history, filters, sort: q.get('sort') || DEFAULT_SORT };
+  const group = q.get('group') === 'check' ? 'check' : '';
+  return { history, group, filters, sort: q.get('sort') || DEFAULT_SORT };
 }
 
 // hashOf is the fragment of a view: what a link to it holds.
 export function hashOf(v) {
   const q = new URLSearchParams();
   if (v.history) q.set('view', 'history');
+  if (v.group) q.set('group', v.group);
   for (const name of FILTERS) {
     if (v.filters[name] && !(name === 'delta' && v.history)) q.set(name, v.filters[name]);
   }
@@ -72,7 +78,8 @@ export function show() {
   drawControls();
   loadOverview();
   loadOptions();
-  loadFindings();
+  if (view.group) loadChecks();
+  else loadFindings();
 }
 
 export function leave() {
@@ -105,6 +112,12 @@ function drawControls() {
     : 'Current state: the findings of each account\'s latest scan.';
   $('findings-delta').hidden = view.history;
   $('findings-clear').hidden = !Object.keys(view.filters).length;
+  for (const r of document.querySelectorAll('input[name="findings-layout"]')) r.checked = r.value === (view.group || 'list');
+  // The grouped view has no order of findings to choose nor pages.
+  $('findings-sort').hidden = !!view.group;
+  $('findings-wrap').hidden = !!view.group;
+  $('findings-pager').hidden = !!view.group;
+  $('checks-wrap').hidden = !view.group;
   const form = $('findings-filters').elements;
   for (const name of FILTERS) {
     const control = form[name];
@@ -312,6 +325,99 @@ async function loadOverview() {
   }
 }
 
+// The grouped view's severities, worst first: the order its checks are
+// ranked in, and its columns. A severity outside them that the API counts
+// gets a column after them.
+const SEVERITIES = ['fatal', 'critical', 'high', 'medium', 'low', 'informational', 'other', 'unknown'];
+// Columns shown even when no check has such findings.
+const SEVERITY_COLUMNS = ['critical', 'high', 'medium', 'low', 'informational'];
+
+// rankChecks turns counts grouped by check_id, status_code and severity
+// into one row per check: its findings of status by severity (bySeverity),
+// their sum (counted) and all its findings (total). Rows are sorted by
+// their counts of each severity, worst first (the most critical, then the
+// most high, …), then by all their findings, then by check id; a check
+// without findings of status comes after every check with some.
+export function rankChecks(groups, status) {
+  const checks = new Map();
+  for (const g of groups) {
+    let c = checks.get(g.check_id);
+    if (!c) checks.set(g.check_id, c = { check_id: g.check_id, bySeverity: {}, counted: 0, total: 0 });
+    c.total += g.count;
+    if (g.status_code !== status) continue;
+    c.counted += g.count;
+    c.bySeverity[g.severity] = (c.bySeverity[g.severity] || 0) + g.count;
+  }
+  const order = severityOrder(groups);
+  const rows = [...checks.values()];
+  rows.sort((x, y) => {
+    for (const s of order) {
+      const d = (y.bySeverity[s] || 0) - (x.bySeverity[s] || 0);
+      if (d) return d;
+    }
+    return y.total - x.total || (x.check_id < y.check_id ? -1 : x.check_id > y.check_id ? 1 : 0);
+  });
+  return rows;
+}
+
+// severityOrder is SEVERITIES followed by any other severity groups name.
+function severityOrder(groups) {
+  const extra = [...new Set(groups.map((g) => g.severity))].filter((s) => !SEVERITIES.includes(s)).sort();
+  return [...SEVERITIES, ...extra];
+}
+
+// loadChecks draws the grouped view: GET …/counts grouped by check_id,
+// status_code and severity under the list's filters (one request, read
+// from the finding summaries, so it costs the number of groups, not of
+// findings). It counts the status the list is filtered to, else FAIL.
+async function loadChecks() {
+  const my = generation;
+  const status = view.filters.status_code || 'FAIL';
+  const q = filterParams(view.filters);
+  q.set('group_by', 'check_id,status_code,severity');
+  const table = $('checks-table');
+  let doc;
+  try {
+    doc = await api(base() + '/counts?' + q);
+  } catch (e) {
+    if (my !== generation) return;
+    table.tHead.rows[0].replaceChildren();
+    table.tBodies[0].replaceChildren();
+    $('findings-message').textContent = 'Could not count findings by check: ' + e.message;
+    return;
+  }
+  if (my !== generation) return;
+  const groups = doc.data.map((g) => g.attributes);
+  const rows = rankChecks(groups, status);
+  const counted = new Set(groups.filter((g) => g.status_code === status).map((g) => g.severity));
+  const columns = severityOrder(groups).filter((s) => SEVERITY_COLUMNS.includes(s) || counted.has(s));
+  const word = status === 'FAIL' ? 'Failing' : status;
+  const head = [el('th', 'Check'), ...columns.map((s) => el('th', s[0].toUpperCase() + s.slice(1), 'num')),
+    el('th', word, 'num'), el('th', 'Findings', 'num')];
+  for (const th of head) th.scope = 'col';
+  table.tHead.rows[0].replaceChildren(...head);
+  table.tBodies[0].replaceChildren(...rows.map((c) => {
+    const name = el('th', null, 'c-check');
+    name.scope = 'row';
+    const link = el('a', c.check_id || '(no check)');
+    // The list of this check's findings under the same filters.
+    link.href = hashOf({ ...view, group: '', filters: { ...view.filters, check_id: c.check_id } });
+    name.append(link);
+    const tr = el('tr');
+    tr.dataset.check = c.check_id;
+    tr.append(name, ...columns.map((s) => {
+      const n = c.bySeverity[s] || 0;
+      return el('td', n, 'num sev-' + s + (n ? '' : ' zero'));
+    }), el('td', c.counted, 'num counted' + (c.counted ? '' : ' zero')), el('td', c.total, 'num'));
+    return tr;
+  }));
+  const failing = rows.filter((c) => c.counted).length;
+  $('findings-message').textContent = !rows.length
+    ? emptyText()
+    : rows.length + (rows.length === 1 ? ' check, ' : ' checks, ') + failing + (status === 'FAIL' ? ' failing' : ' with ' + status + ' findings') +
+      (doc.meta.count_estimated ? ' (counted among the first ' + doc.meta.total + ' matches of the search)' : '');
+}
+
 // fromForm is the view the filter form asks for.
 function fromForm() {
   const form = $('findings-filters').elements;
@@ -331,6 +437,9 @@ $('findings-filters').addEventListener('change', (ev) => {
   if (ev.target.tagName === 'SELECT') go(fromForm());
 });
 $('findings-clear').addEventListener('click', () => go({ ...view, filters: {} }));
+$('findings-layout').addEventListener('change', (ev) => {
+  if (ev.target.name === 'findings-layout') go({ ...fromForm(), group: ev.target.value === 'check' ? 'check' : '' });
+});
 $('findings-state').addEventListener('change', (ev) => {
   if (ev.target.name === 'findings-state') go({ ...fromForm(), history: ev.target.value === 'history' });
 });
