@@ -240,6 +240,29 @@ func TestWebUIFindingsByCheck(t *testing.T) {
 		})
 	}
 
+	t.Run("severities the fixture lacks rank in OCSF's order", func(t *testing.T) {
+		p := open(t, 1280, "#/findings?group=check")
+		table(p, len(all))
+		// Counts as the API answers them, ranked by the page's own code:
+		// fatal is worse than critical, a severity outside OCSF's (purple)
+		// ranks after all of OCSF's, and a check without
+		// failing findings comes last whatever its other findings.
+		got, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](`(async () => {
+			const m = await import('/assets/findings.js');
+			const g = (check_id, status_code, severity, count) => ({ check_id, status_code, severity, count });
+			return m.rankChecks([
+				g('a', 'FAIL', 'critical', 1), g('b', 'FAIL', 'fatal', 1), g('c', 'FAIL', 'critical', 1), g('c', 'FAIL', 'high', 2),
+				g('d', 'PASS', 'critical', 9), g('e', 'FAIL', 'high', 1), g('e', 'PASS', 'low', 2), g('f', 'FAIL', 'high', 1),
+				g('f', 'FAIL', 'purple', 1),
+			], 'FAIL').map((c) => c.check_id + ':' + c.counted + '/' + c.total).join(' ') })()`, chromedp.EvalAwaitPromise))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "b:1/1 c:3/3 a:1/1 f:2/2 e:1/3 d:0/9"; got != want {
+			t.Errorf("ranked %q, want %q", got, want)
+		}
+	})
+
 	t.Run("the grouped view honours the list's filters and keeps them in the URL", func(t *testing.T) {
 		filters := []string{"filter[region]", "eu-west-1", "filter[provider_uid]", "123456789012"}
 		inRegion := want("FAIL", filters...)

@@ -399,10 +399,16 @@ async function loadChecks() {
   table.tBodies[0].replaceChildren(...rows.map((c) => {
     const name = el('th', null, 'c-check');
     name.scope = 'row';
-    const link = el('a', c.check_id || '(no check)');
-    // The list of this check's findings under the same filters.
-    link.href = hashOf({ ...view, group: '', filters: { ...view.filters, check_id: c.check_id } });
-    name.append(link);
+    if (c.check_id) {
+      // The list of this check's findings under the same filters.
+      const link = el('a', c.check_id);
+      link.href = hashOf({ ...view, group: '', filters: { ...view.filters, check_id: c.check_id } });
+      name.append(link);
+    } else {
+      // Records without metadata.event_code: the list cannot be filtered
+      // to an empty check id, so there is nothing to open.
+      name.textContent = '(no check)';
+    }
     const tr = el('tr');
     tr.dataset.check = c.check_id;
     tr.append(name, ...columns.map((s) => {
