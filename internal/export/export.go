@@ -111,6 +111,9 @@ func NewWriter(w io.Writer, f Format, current bool) *Writer {
 	return x
 }
 
+// Format is the writer's format.
+func (x *Writer) Format() Format { return x.format }
+
 // Count is how many findings were written.
 func (x *Writer) Count() int { return x.n }
 
