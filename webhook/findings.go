@@ -69,6 +69,7 @@ func (s *Server) findingRoutes(mux *http.ServeMux) {
 	mux.Handle("/api/v1/findings/latest", s.methods(map[string]handlerFunc{http.MethodGet: s.listLatestFindings}))
 	mux.Handle("/api/v1/findings/latest/counts", s.methods(map[string]handlerFunc{http.MethodGet: s.countLatestFindings}))
 	mux.Handle("/api/v1/findings/{id}", s.methods(map[string]handlerFunc{http.MethodGet: s.getFinding}))
+	s.exportRoutes(mux)
 }
 
 func (s *Server) listFindings(w http.ResponseWriter, r *http.Request) error {

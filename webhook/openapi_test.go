@@ -242,6 +242,9 @@ func TestOpenAPI(t *testing.T) {
 				if path == "/api/v1/findings/counts" || path == "/api/v1/findings/latest/counts" {
 					target += "?group_by=severity" // required
 				}
+				if strings.HasSuffix(path, "/export") {
+					target += "?format=ocsf" // or an Accept header naming one
+				}
 				var body []byte
 				hdr := http.Header{}
 				switch {
@@ -296,6 +299,10 @@ func TestOpenAPI(t *testing.T) {
 			{"GET", "/api/v1/providers?filter[origin]=imported"},
 			{"GET", "/api/v1/providers/" + prov.Name},
 			{"GET", "/api/v1/providers/none-such"},
+			{"GET", "/api/v1/findings/export?format=csv&filter[severity__in]=critical,low&sort=uid"},
+			{"GET", "/api/v1/findings/latest/export?format=ocsf&filter[status_code]=FAIL"},
+			{"GET", "/api/v1/findings/latest/export?format=xml"},
+			{"GET", "/api/v1/findings/export?format=csv&page[size]=2"},
 		} {
 			req, r := exchange(t, tc.method, tc.target, nil, nil)
 			validate(t, req, r)

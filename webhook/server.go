@@ -131,6 +131,16 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
 // methods dispatches by method and renders returned errors as JSON:API errors.
 func (s *Server) methods(byMethod map[string]handlerFunc) http.Handler {
+	return s.dispatch(byMethod, true)
+}
+
+// methodsNegotiated is methods for handlers that answer in other media
+// types than JSON:API (exports) and check the Accept header themselves.
+func (s *Server) methodsNegotiated(byMethod map[string]handlerFunc) http.Handler {
+	return s.dispatch(byMethod, false)
+}
+
+func (s *Server) dispatch(byMethod map[string]handlerFunc, jsonAPIOnly bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h, ok := byMethod[r.Method]
 		if !ok {
@@ -147,7 +157,7 @@ func (s *Server) methods(byMethod map[string]handlerFunc) http.Handler {
 			writeError(w, errorf(405, CodeMethodNotAllowed, "method %s is not allowed on %s", r.Method, r.URL.Path))
 			return
 		}
-		if !acceptsJSONAPI(r.Header.Values("Accept")) {
+		if jsonAPIOnly && !acceptsJSONAPI(r.Header.Values("Accept")) {
 			writeError(w, errorf(406, CodeNotAcceptable, "responses are %s (also readable as application/json); the Accept header allows neither", MediaType).headerSource("Accept"))
 			return
 		}

@@ -5,11 +5,18 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/chromedp"
+
+	"github.com/posture-dev/posture/internal/export"
+	"github.com/posture-dev/posture/webhook"
 )
 
 // longTitle and longResource are a title and a resource ARN longer than
@@ -204,6 +211,64 @@ func TestWebUIFindingsDoors(t *testing.T) {
 		if q := hash(p); q.Get("search") != "accessanalyzer" || q.Get("severity") != "critical" || q.Get("view") != "history" {
 			t.Errorf("after Apply the fragment holds %v", q)
 		}
+	})
+
+	t.Run("Export downloads the list with its filters", func(t *testing.T) {
+		p := open(t, "#/findings?status_code=FAIL&severity=high&sort=check_id")
+		want := count("/api/v1/findings/latest", "filter[status_code]", "FAIL", "filter[severity]", "high")
+		if want == 0 {
+			t.Fatal("no high failure in the current state: the export would prove nothing")
+		}
+		message(p, findingsText(want))
+		href, _ := p.eval(`document.querySelector('#findings-export-csv').getAttribute('href')`).(string)
+		u, err := url.Parse(href)
+		if err != nil || u.Path != webhook.PathLatestFindingsExport || u.Query().Get("format") != "csv" ||
+			u.Query().Get("filter[status_code]") != "FAIL" || u.Query().Get("filter[severity]") != "high" || u.Query().Get("sort") != "check_id" {
+			t.Fatalf("Export CSV links to %q; want the current state's export with the list's filters and order", href)
+		}
+		dir := t.TempDir()
+		done := make(chan string, 1)
+		listen := func(ev any) {
+			if e, ok := ev.(*cdpbrowser.EventDownloadProgress); ok && e.State == cdpbrowser.DownloadProgressStateCompleted {
+				select {
+				case done <- e.GUID:
+				default:
+				}
+			}
+		}
+		_ = chromedp.Listen(p.ctx, listen)
+		_ = chromedp.ListenBrowser(p.ctx, listen)
+		events := true
+		if _, err := chromedp.Call(p.ctx, cdpbrowser.SetDownloadBehavior, cdpbrowser.SetDownloadBehaviorParams{
+			Behavior: cdpbrowser.SetDownloadBehaviorBehaviorAllowAndName, BrowserContextID: chromedp.FromContext(p.ctx).BrowserContextID,
+			DownloadPath: dir, EventsEnabled: &events,
+		}); err != nil {
+			t.Fatal(err)
+		}
+		p.do(chromedp.Click(chromedp.ID("findings-export-csv")))
+		var guid string
+		select {
+		case guid = <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("clicking Export CSV downloaded nothing in 30 s")
+		}
+		f, err := os.Open(filepath.Join(dir, guid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		rows := readCSVExport(t, f, export.CurrentColumns)
+		if len(rows) != want {
+			t.Fatalf("the download holds %d rows; the list shows %d", len(rows), want)
+		}
+		for i, r := range rows {
+			if r["status_code"] != "FAIL" || r["severity"] != "high" || (i > 0 && r["check_id"] < rows[i-1]["check_id"]) {
+				t.Fatalf("row %d = %v: not a high failure in check order", i+1, r)
+			}
+		}
+		// The history's export follows the switch.
+		p.do(chromedp.Click(chromedp.CSS(`#findings-state input[value=history]`)))
+		p.waitJS("the export links follow the history", `document.querySelector('#findings-export-ocsf').getAttribute('href').startsWith('`+webhook.PathFindingsExport+`?')`)
 	})
 
 	t.Run("Check and Region offer the values that exist", func(t *testing.T) {

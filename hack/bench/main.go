@@ -18,8 +18,11 @@
 //     ratio to the smallest size; and ingestion into the full table
 //     against ingestion into a new empty database, in pairs run back to
 //     back (-read-probes; -probe-into, a new tenant for each pair or the
-//     loaded one; probes.go). -read-hold then keeps each
-//     engine's database and API server up for EXPLAIN by hand.
+//     loaded one; probes.go). At the largest size, one export of every
+//     finding (OCSF, through the REST API) with this process's heap and
+//     RSS peak during it (export.go; -read-export=false skips it).
+//     -read-hold then keeps each engine's database and API server up for
+//     EXPLAIN by hand.
 //
 // PostgreSQL is a throwaway server (pgtest.Start: fsync off, like every
 // test here), so the figures are CPU and protocol bound, not disk bound;
@@ -93,6 +96,7 @@ func main() {
 	flag.StringVar(&o.leaveOut, "leave-out", "", "What each read structure costs ingestion: \"all\", a part of a structure's name, or \"none\" (the ingestion alone, every structure kept); ingests the first -records report with every structure and without that one, in -repeat pairs, and prints the differences per 100,000 records (nothing else runs).")
 	flag.BoolVar(&o.check, "check", false, "make bench-check: the 100,000-record ingestion (3 runs) and the read shapes at 10,000 and 1,000,000 findings on both engines, one process; fails when PostgreSQL's worker / COPY passes 3×, SQLite's worker falls below 3,000 records/s, or a read shape's p95 at 1M passes 3× its p95 at 10k (documented exceptions listed apart). Sets -records, -repeat, -big-mib, -read-sizes and -read-probes unless given.")
 	cpuProfile := flag.String("cpuprofile", "", "Write this process's CPU profile to the file (the in-process worker of -leave-out and of the read phase; the upload's API server).")
+	flag.BoolVar(&exportPhase, "read-export", true, "After the read shapes at the largest read size, export that size's findings once as OCSF through the REST API and print this process's Go heap and RSS peak during the export (export.go).")
 	readShapes := flag.String("read-shapes", "", "A regular expression: time only the read shapes whose names it matches (e.g. '^latest: sort').")
 	flag.Parse()
 	if *readShapes != "" {

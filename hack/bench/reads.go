@@ -220,6 +220,11 @@ func runReadsOn(ctx context.Context, b *bench, gen *reportgen.Generator, sizes [
 		}
 	}
 	printReads(b.engine, sizes, shapes, results)
+	if exportPhase {
+		if err := rb.exportMemory(ctx); err != nil {
+			return out, err
+		}
+	}
 	fmt.Printf("\n%s ingestion of %d records (worker), time relative to an empty table, median of %d pairs:", b.engine, probeRecords, probes)
 	for _, size := range sizes {
 		fmt.Printf(" %d: %.2f×;", size, probeAt[size])
@@ -296,6 +301,10 @@ func timeHeld(ctx context.Context, engine, dsn string, probes int, probeInto str
 	}
 	return nil
 }
+
+// exportPhase (-read-export) exports the largest size once and prints
+// the memory it took (export.go).
+var exportPhase = true
 
 // shapeFilter, when set (-read-shapes), keeps the shapes whose names it
 // matches: a change measured against a held database times what it

@@ -100,7 +100,7 @@ jobs (ingestions). docs/cli.md describes every command and environment variable.
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(a.scanCommand(), a.pushCommand(), a.ingestionsCommand(), a.tokenCommand())
+	root.AddCommand(a.scanCommand(), a.pushCommand(), a.ingestionsCommand(), a.tokenCommand(), a.exportCommand())
 
 	// ran is read once the command has run.
 	err := root.ExecuteContext(ctx)

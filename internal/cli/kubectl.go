@@ -90,7 +90,7 @@ docs/kubernetes-api.md describes the API and the RBAC it needs.`,
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
 	k.bindKubeconfigFlags(root.PersistentFlags())
-	root.AddCommand(k.pushCommand(), k.getCommand(), k.waitCommand(), k.errorsCommand())
+	root.AddCommand(k.pushCommand(), k.getCommand(), k.waitCommand(), k.errorsCommand(), k.exportCommand())
 	return root
 }
 

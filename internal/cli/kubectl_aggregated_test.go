@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +26,7 @@ import (
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/internal/apitest"
+	"github.com/posture-dev/posture/internal/export"
 	"github.com/posture-dev/posture/internal/servingcert"
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/testenv"
@@ -146,6 +148,38 @@ func TestKubectlPluginThroughKubeAggregator(t *testing.T) {
 		r := plugin("get", "findings", "-n", tenantNS, "--history", "--field-selector", "severity="+sev, "-o", "name", "--chunk-size", "100")
 		if got := len(strings.Fields(r.stdout)); r.code != ExitOK || got != want {
 			t.Errorf("severity=%s: %d names, the store has %d: %s", sev, got, want, r)
+		}
+	})
+
+	t.Run("export writes the REST export's file, page by page", func(t *testing.T) {
+		// The current state as CSV: byte for byte the REST export.
+		r := plugin("export", "-n", tenantNS, "--chunk-size", "250")
+		if want := restExport(t, env, "/findings/latest/export?format=csv"); r.code != ExitOK || r.stdout != string(want) {
+			t.Fatalf("export: %d bytes, the REST export %d: %s", len(r.stdout), len(want), r.stderr)
+		}
+		// The history as OCSF, into a file: every record, in the list's order.
+		file := filepath.Join(t.TempDir(), "all.ocsf.json")
+		r = plugin("export", "-n", tenantNS, "--history", "--format", "ocsf", "--output-file", file, "--chunk-size", "400")
+		if r.code != ExitOK {
+			t.Fatalf("%s", r)
+		}
+		got := recordUIDs(t, []byte(readFile(t, file)))
+		if want := recordUIDs(t, restExport(t, env, "/findings/export?format=ocsf")); len(got) != total || !slices.Equal(got, want) {
+			t.Fatalf("the OCSF file holds %d records; the REST export %d, the store %d", len(got), len(want), total)
+		}
+		// Field selectors as for get.
+		r = plugin("export", "-n", tenantNS, "--history", "--field-selector", "statusCode=FAIL")
+		rows := csvRows(t, []byte(r.stdout), export.Columns)
+		if r.code != ExitOK || len(rows) == 0 || len(rows) >= total {
+			t.Fatalf("statusCode=FAIL: %d of %d rows: %s", len(rows), total, r.stderr)
+		}
+		for _, row := range rows {
+			if row[5] != "FAIL" {
+				t.Fatalf("statusCode=FAIL exported %q", row)
+			}
+		}
+		if r := plugin("export", "-n", tenantNS, "--format", "xml"); r.code != ExitUsage {
+			t.Errorf("--format xml: %s", r)
 		}
 	})
 

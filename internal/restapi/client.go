@@ -291,3 +291,56 @@ func IsJSON(contentType string) bool {
 	mt, _, _ := mime.ParseMediaType(contentType)
 	return mt == MediaType || mt == "application/json"
 }
+
+// Open sends one call that asks for accept and returns a 2xx answer with
+// its body unread, for an answer too large to hold (an export): the caller
+// reads and closes it. Any other answer is an *Error, as from Do.
+func (c *Client) Open(ctx context.Context, call Call, accept string) (*http.Response, error) {
+	u := c.URL(call.Path, call.Query)
+	fail := &Error{Method: call.Method, URL: u, Header: http.Header{}}
+	req, err := http.NewRequestWithContext(ctx, call.Method, u.String(), call.Body)
+	if err != nil {
+		fail.Cause = err
+		return nil, fail
+	}
+	for k, v := range call.Header {
+		req.Header[k] = v
+	}
+	req.Header.Set("Accept", accept)
+	if authz := firstNonEmpty(call.Authorization, c.Authorization); authz != "" {
+		req.Header.Set("Authorization", authz)
+	}
+	if c.UserAgent != "" {
+		req.Header.Set("User-Agent", c.UserAgent)
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+			err = ctxErr
+		}
+		fail.Cause = UnwrapURLError(err)
+		return nil, fail
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	fail.Status, fail.Header = resp.StatusCode, resp.Header
+	limit := c.MaxResponseBytes
+	if limit <= 0 {
+		limit = DefaultMaxResponseBytes
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit))
+	if err != nil {
+		fail.Cause = fmt.Errorf("reading the response: %w", UnwrapURLError(err))
+		return nil, fail
+	}
+	fail.Body = body
+	if IsJSON(resp.Header.Get("Content-Type")) {
+		var d Document
+		if json.Unmarshal(body, &d) == nil {
+			fail.Errors = d.Errors
+		}
+	}
+	return nil, fail
+}

@@ -208,8 +208,13 @@ func (f *findingStorage) List(ctx context.Context, opts *metainternalversion.Lis
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
+	records := includeRecords(ctx)
 	for i := range page.Rows {
-		list.Items = append(list.Items, *toFinding(&page.Rows[i], tenant.NamespaceName()))
+		item := toFinding(&page.Rows[i], tenant.NamespaceName())
+		if records && len(page.Rows[i].Raw) > 0 {
+			item.Record = &runtime.RawExtension{Raw: page.Rows[i].Raw}
+		}
+		list.Items = append(list.Items, *item)
 	}
 	if page.Next != nil {
 		list.Continue = findings.EncodeCursor(*page.Next, binding)

@@ -210,7 +210,7 @@ func New(o Options) (*Server, error) {
 		frontProxyCA = rh.CAContentProvider
 	}
 	cfg.BuildHandlerChainFunc = func(api http.Handler, c *genericapiserver.Config) http.Handler {
-		return untilFrontProxyTrusted(genericapiserver.DefaultBuildHandlerChain(s.interceptUploads(api), c), frontProxyCA)
+		return untilFrontProxyTrusted(genericapiserver.DefaultBuildHandlerChain(s.interceptUploads(withRecordsOption(api)), c), frontProxyCA)
 	}
 	// No admission plugins, no etcd, no priority-and-fairness state of its
 	// own: the server only reads the store and creates Ingestions.

@@ -147,7 +147,7 @@ func (u *UI) serveAPI(w http.ResponseWriter, r *http.Request) {
 		u.api.ServeHTTP(w, r)
 		return
 	}
-	if r.Header.Get(CSRFHeader) == "" {
+	if r.Header.Get(CSRFHeader) == "" && !isDownload(r) {
 		writeError(w, http.StatusForbidden, "csrf_header_missing", "a request authenticated by the UI session cookie must carry the "+CSRFHeader+" header")
 		return
 	}
@@ -176,6 +176,26 @@ func (u *UI) serveAPI(w http.ResponseWriter, r *http.Request) {
 	r.Header.Del("Cookie")
 	sw := &statusWriter{ResponseWriter: w}
 	u.api.ServeHTTP(sw, r)
+}
+
+// DownloadPaths are the API's exports, which the Findings page offers as
+// links: a browser saves what a link answers straight to disk, however
+// large, where a script's fetch would hold the whole file in memory, but a
+// link cannot send CSRFHeader. A GET of these needs no header: it changes
+// nothing, another site cannot read its answer, and SameSite=Strict keeps
+// the cookie off the requests another site starts, links included.
+var DownloadPaths = []string{"/api/v1/findings/export", "/api/v1/findings/latest/export"}
+
+func isDownload(r *http.Request) bool {
+	if r.Method != http.MethodGet {
+		return false
+	}
+	for _, p := range DownloadPaths {
+		if r.URL.Path == p {
+			return true
+		}
+	}
+	return false
 }
 
 // statusWriter ends the session when the API rejects its token: the user was
@@ -283,7 +303,7 @@ func (e *apiFailure) Error() string {
 // out) of the session. Sign-in takes the body of POST /api/v1/tokens.
 func (u *UI) serveSession(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
-	if r.Header.Get(CSRFHeader) == "" {
+	if r.Header.Get(CSRFHeader) == "" && !isDownload(r) {
 		// Also keeps another site from signing a visitor in to its account.
 		writeError(w, http.StatusForbidden, "csrf_header_missing", "requests to "+SessionPath+" must carry the "+CSRFHeader+" header")
 		return

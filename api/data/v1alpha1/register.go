@@ -47,6 +47,11 @@ const LatestSelector = "latest"
 // (delta=resolved), as REST's filter[delta] does.
 const DeltaSelector = "delta"
 
+// IncludeRecordsParam, =true on a list of findings, has each item carry
+// its OCSF record (Finding.Record), which only a get returns otherwise:
+// what kubectl posture export --format ocsf pages through.
+const IncludeRecordsParam = "includeRecords"
+
 func addFieldLabels(s *runtime.Scheme) error {
 	for kind, labels := range map[string][]string{
 		"Finding": FindingFieldSelectors, "Scan": ScanFieldSelectors, "IngestionError": ErrorFieldSelectors,

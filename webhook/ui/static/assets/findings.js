@@ -105,7 +105,20 @@ function filterParams(filters, except = []) {
   return q;
 }
 
+// exportHref is the list's export in format (csv or ocsf): the same
+// filters and order, every finding, as a file the browser saves to disk
+// as it arrives (a link, which the session lets through without the
+// page's header; docs/api.md).
+export function exportHref(v, format) {
+  const q = filterParams(v.filters);
+  q.set('sort', v.sort);
+  q.set('format', format);
+  return (v.history ? '/api/v1/findings' : '/api/v1/findings/latest') + '/export?' + q;
+}
+
 function drawControls() {
+  $('findings-export-csv').href = exportHref(view, 'csv');
+  $('findings-export-ocsf').href = exportHref(view, 'ocsf');
   for (const r of document.querySelectorAll('input[name="findings-state"]')) r.checked = (r.value === 'history') === view.history;
   $('findings-state-note').textContent = view.history
     ? 'History: every finding ever stored, from every scan.'
