@@ -303,7 +303,7 @@ func (e *apiFailure) Error() string {
 // out) of the session. Sign-in takes the body of POST /api/v1/tokens.
 func (u *UI) serveSession(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
-	if r.Header.Get(CSRFHeader) == "" && !isDownload(r) {
+	if r.Header.Get(CSRFHeader) == "" {
 		// Also keeps another site from signing a visitor in to its account.
 		writeError(w, http.StatusForbidden, "csrf_header_missing", "requests to "+SessionPath+" must carry the "+CSRFHeader+" header")
 		return
