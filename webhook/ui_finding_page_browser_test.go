@@ -122,7 +122,7 @@ func TestWebUIFindingPage(t *testing.T) {
 	p.do(chromedp.Navigate(b.base + "/#/findings/" + newest))
 	p.waitJS("the finding's description shown", `!!document.querySelector('#finding-description h2')`)
 	p.waitJS("its observations listed", `document.querySelectorAll('#finding-observations tbody tr').length === 2`)
-	p.screenshot("finding")
+	p.screenshot("finding-page")
 
 	t.Run("Markdown is formatting, and nothing in it runs", func(t *testing.T) {
 		ax := p.axNodes("#finding-description")
