@@ -257,8 +257,8 @@ func (s *Server) platformTools() []platformTool {
 		},
 		readTool[getFindingIn]{
 			tool: &mcpsdk.Tool{
-				Name:        "get_finding",
-				Title:       "Get a finding",
+				Name:  "get_finding",
+				Title: "Get a finding",
 				Description: "Reads one finding as its page in the web UI shows it: title, severity, status, check, account; description, risk " +
 					"and remediation (Markdown) with its references; related URLs; the resource (name, type, region, partition, labels, uid); " +
 					"the same finding's observations across scans (newest first: time, status, scan; the first " + fmt.Sprint(observationsShown) +
