@@ -32,7 +32,18 @@ var findingListAttrs = []string{"uid", "check_id", "title", "severity", "severit
 	"region", "provider_type", "provider_uid", "resource_uid", "scan_id", "ingestion_id", "time",
 	"inserted_at", "updated_at", "first_seen_at", "delta"}
 
-var findingFields = set(append([]string{"record"}, findingListAttrs...)...)
+// findingPageAttrs are what a finding's page shows beyond the listed
+// attributes, read from the record (findings.DetailOf). GET
+// /findings/{id} sends them by default; a listing only when
+// fields[findings] names them.
+var findingPageAttrs = []string{"description", "description_html", "risk", "risk_html", "remediation", "related_urls",
+	"resource", "account"}
+
+var findingFields = set(append(append([]string{"record"}, findingListAttrs...), findingPageAttrs...)...)
+
+// observationAttrs are the attributes of a finding's observations across
+// scans (GET /findings/{id}/observations): each is the finding of one scan.
+var observationAttrs = []string{"scan_id", "ingestion_id", "status_code", "status", "severity", "severity_id", "time", "inserted_at"}
 
 // currentOnly are the attributes only a finding of the current state
 // carries (/findings/latest): when its uid was first seen for its account,
@@ -70,6 +81,7 @@ func (s *Server) findingRoutes(mux *http.ServeMux) {
 	mux.Handle("/api/v1/findings/latest/counts", s.methods(map[string]handlerFunc{http.MethodGet: s.countLatestFindings}))
 	mux.Handle("/api/v1/findings/{id}", s.methods(map[string]handlerFunc{http.MethodGet: s.getFinding}))
 	s.exportRoutes(mux)
+	mux.Handle("/api/v1/findings/{id}/observations", s.methods(map[string]handlerFunc{http.MethodGet: s.listObservations}))
 }
 
 func (s *Server) listFindings(w http.ResponseWriter, r *http.Request) error {
@@ -328,9 +340,21 @@ func findingResource(r *http.Request, f *store.Finding, fields map[string]bool) 
 		all["delta"] = f.Delta
 	}
 	attrs := make(map[string]any, len(fields))
+	var detail *findings.Detail
 	for k := range fields {
 		if k == "record" {
 			attrs[k] = rawRecord(f.Raw)
+			continue
+		}
+		if slices.Contains(findingPageAttrs, k) {
+			if detail == nil {
+				// As with rawRecord: a stored record that is not a JSON
+				// object leaves the page's fields empty rather than
+				// breaking the page.
+				d, _ := findings.DetailOf(f)
+				detail = &d
+			}
+			attrs[k] = detailAttr(detail, k)
 			continue
 		}
 		if _, ok := all[k]; !ok && currentOnly[k] {
@@ -342,6 +366,90 @@ func findingResource(r *http.Request, f *store.Finding, fields map[string]bool) 
 	}
 	return resource{Type: "findings", ID: f.ID, Attributes: attrs,
 		Links: map[string]any{"self": absoluteURL(r, mustURL("/api/v1/findings/"+f.ID))}}
+}
+
+// detailAttr is attribute k of findingPageAttrs.
+func detailAttr(d *findings.Detail, k string) any {
+	switch k {
+	case "description":
+		return d.Description
+	case "description_html":
+		return d.DescriptionHTML
+	case "risk":
+		return d.Risk
+	case "risk_html":
+		return d.RiskHTML
+	case "remediation":
+		return d.Remediation
+	case "related_urls":
+		return d.RelatedURLs
+	case "resource":
+		return d.Resource
+	case "account":
+		return d.Account
+	}
+	panic("unknown finding page attribute " + k)
+}
+
+// listObservations is a finding's history: its findings of every scan
+// that reported its uid for its account, newest first, one page of them.
+// Each is a finding of its own (its id reads it); the attributes are what
+// changes from one scan to the next.
+func (s *Server) listObservations(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.authorizeRead(r)
+	if err != nil {
+		return err
+	}
+	q, aerr := parseList(r, listSpec{resourceType: "findings", fields: set(observationAttrs...)})
+	if aerr != nil {
+		return aerr
+	}
+	id := r.PathValue("id")
+	f, err := s.Store.GetFinding(r.Context(), p.Tenant, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return errorf(404, CodeNotFound, "no finding %q in this tenant", id).parameter("id")
+	}
+	if err != nil {
+		return err
+	}
+	if offset := (q.page - 1) * q.size; offset > restapi.MaxPageOffset {
+		return errorf(400, CodeInvalid, "page[number]=%d with page[size]=%d skips %d observations; at most %d can be skipped",
+			q.page, q.size, offset, restapi.MaxPageOffset).parameter("page[number]")
+	}
+	rows, count, err := s.Store.FindingObservations(r.Context(), p.Tenant, store.ObservationQuery{UID: f.UID,
+		ProviderType: f.ProviderType, ProviderUID: f.ProviderUID, Page: store.Page{Number: q.page, Size: q.size}})
+	if err != nil {
+		return err
+	}
+	pg, links, aerr := pageOf(r, q, count)
+	if aerr != nil {
+		return aerr
+	}
+	fields := q.fields
+	if fields == nil {
+		fields = set(observationAttrs...)
+	}
+	data := make([]resource, 0, len(rows))
+	for _, o := range rows {
+		all := map[string]any{
+			"scan_id":      o.ScanID,
+			"ingestion_id": o.IngestionID,
+			"status_code":  o.StatusCode,
+			"status":       o.Status,
+			"severity":     o.Severity,
+			"severity_id":  o.SeverityID,
+			"time":         o.Time.UTC().Format(time.RFC3339Nano),
+			"inserted_at":  o.InsertedAt.UTC().Format(time.RFC3339Nano),
+		}
+		attrs := make(map[string]any, len(fields))
+		for k := range fields {
+			attrs[k] = all[k]
+		}
+		data = append(data, resource{Type: "findings", ID: o.ID, Attributes: attrs,
+			Links: map[string]any{"self": absoluteURL(r, mustURL("/api/v1/findings/"+o.ID))}})
+	}
+	writeJSON(w, http.StatusOK, document{Data: data, Links: links, Meta: meta{Version: APIVersion, Pagination: &pg}})
+	return nil
 }
 
 // rawRecord passes the stored record through as JSON. Records were checked

@@ -15,6 +15,43 @@ var findingAttrs = []string{"uid", "check_id", "title", "severity", "severity_id
 	"provider_type", "provider_uid", "resource_uid", "scan_id", "ingestion_id", "time", "inserted_at", "updated_at",
 	"first_seen_at", "delta"}
 
+// findingPageAttrs are what get_finding adds to findingAttrs: the REST
+// API's page attributes in Markdown. Their *_html forms, the sanitized
+// HTML a browser inserts, are left out: an agent reads the Markdown.
+var findingPageAttrs = []string{"description", "risk", "remediation", "related_urls", "resource", "account"}
+
+// observationsShown is how many of a finding's observations across scans
+// get_finding returns, newest first; the count says how many there are.
+const observationsShown = 10
+
+// finding reads one finding with its page attributes and its newest
+// observations across scans, in two requests.
+func (c *caller) finding(ctx context.Context, id string, record bool) (map[string]any, error) {
+	fields := append(slices.Clone(findingAttrs), findingPageAttrs...)
+	if record {
+		fields = append(fields, "record")
+	}
+	f, err := c.one(ctx, restapi.PathFindings+"/"+id, url.Values{"fields[findings]": {strings.Join(fields, ",")}})
+	if err != nil {
+		return nil, err
+	}
+	if rem, ok := f["remediation"].(map[string]any); ok {
+		delete(rem, "description_html")
+	}
+	doc, err := c.s.api.get(ctx, c.authz, restapi.PathFindings+"/"+id+"/observations",
+		url.Values{"page[size]": {fmt.Sprint(observationsShown)}})
+	if err != nil {
+		return nil, fmt.Errorf("read the observations of finding %s across scans: %w", id, err)
+	}
+	obs, err := listFrom(doc)
+	if err != nil {
+		return nil, fmt.Errorf("read the observations of finding %s across scans: %w", id, err)
+	}
+	f["observations"] = obs.Items
+	f["observation_count"] = obs.Count
+	return f, nil
+}
+
 func lower(vs []string) []string {
 	out := make([]string, len(vs))
 	for i, v := range vs {

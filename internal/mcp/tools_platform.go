@@ -257,9 +257,12 @@ func (s *Server) platformTools() []platformTool {
 		},
 		readTool[getFindingIn]{
 			tool: &mcpsdk.Tool{
-				Name:        "get_finding",
-				Title:       "Get a finding",
-				Description: "Reads one finding with its full OCSF record (description, remediation, resources, compliance notes).",
+				Name:  "get_finding",
+				Title: "Get a finding",
+				Description: "Reads one finding as its page in the web UI shows it: title, severity, status, check, account; description, risk " +
+					"and remediation (Markdown) with its references; related URLs; the resource (name, type, region, partition, labels, uid); " +
+					"the same finding's observations across scans (newest first: time, status, scan; the first " + fmt.Sprint(observationsShown) +
+					", with their count); and, unless include_record is false, the full OCSF record (compliance notes and the rest).",
 				InputSchema: inputSchema[getFindingIn](nil),
 			},
 			run: func(ctx context.Context, c *caller, in getFindingIn) (any, error) {
@@ -267,11 +270,7 @@ func (s *Server) platformTools() []platformTool {
 				if err != nil {
 					return nil, err
 				}
-				q := query{}
-				if in.IncludeRecord != nil && !*in.IncludeRecord {
-					url.Values(q).Set("fields[findings]", strings.Join(findingAttrs, ","))
-				}
-				return c.one(ctx, restapi.PathFindings+"/"+id, url.Values(q))
+				return c.finding(ctx, id, in.IncludeRecord == nil || *in.IncludeRecord)
 			},
 		},
 		readTool[overviewIn]{

@@ -59,6 +59,53 @@ type Finding struct {
 	FirstSeenAt string          `json:"first_seen_at,omitempty"`
 	Delta       string          `json:"delta,omitempty"`
 	Record      json.RawMessage `json:"record,omitempty"`
+
+	// What a finding's page shows, read from its record. The Markdown
+	// texts come as written and as sanitized HTML (*HTML), safe to insert
+	// into a page: no script, no event handler, links only to http and
+	// https.
+	Description     string              `json:"description,omitempty"`
+	DescriptionHTML string              `json:"description_html,omitempty"`
+	Risk            string              `json:"risk,omitempty"`
+	RiskHTML        string              `json:"risk_html,omitempty"`
+	Remediation     *FindingRemediation `json:"remediation,omitempty"`
+	RelatedURLs     []Link              `json:"related_urls,omitempty"`
+	Resource        *FindingResource    `json:"resource,omitempty"`
+	Account         *FindingAccount     `json:"account,omitempty"`
+}
+
+// FindingRemediation is how to fix a finding: remediation.desc (Markdown)
+// and remediation.references.
+type FindingRemediation struct {
+	Description     string `json:"description"`
+	DescriptionHTML string `json:"description_html"`
+	References      []Link `json:"references"`
+}
+
+// Link is a reference a report names. Href is set only when Text is an
+// absolute http or https URL, the only links a page opens; a reference
+// may as well be a command to run, which is text.
+type Link struct {
+	Text string `json:"text"`
+	Href string `json:"href,omitempty"`
+}
+
+// FindingResource is the finding's resource, the record's first.
+type FindingResource struct {
+	UID       string   `json:"uid"`
+	Name      string   `json:"name"`
+	Type      string   `json:"type"`
+	Region    string   `json:"region"`
+	Partition string   `json:"partition"`
+	Labels    []string `json:"labels"`
+}
+
+// FindingAccount is the account the finding belongs to: the provider
+// type and account uid it is stored under, and cloud.account.name.
+type FindingAccount struct {
+	Provider string `json:"provider"`
+	UID      string `json:"uid"`
+	Name     string `json:"name"`
 }
 
 // FindingCount is one group of the findings counts ("finding-counts"):

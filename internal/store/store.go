@@ -158,6 +158,13 @@ type FindingReads interface {
 	// ignored.
 	ListFindings(ctx context.Context, tenant string, q FindingQuery) ([]Finding, int, error)
 	GetFinding(ctx context.Context, tenant, id string) (Finding, error)
+	// FindingObservations lists the observations of a finding across
+	// scans: the tenant's findings with q's uid and account, one per scan
+	// that reported it, newest event time first (then newest insertion),
+	// one page of them and their number. It reads the uid's entries of an
+	// index on (tenant, uid), so it costs the finding's scans, not the
+	// tenant's findings.
+	FindingObservations(ctx context.Context, tenant string, q ObservationQuery) ([]Observation, int, error)
 	// ListScans lists newest first (inserted_at descending).
 	ListScans(ctx context.Context, tenant string, q ScanQuery) ([]Scan, int, error)
 	// FindingCounts counts the findings matching q (its filters; sort and
@@ -331,6 +338,31 @@ type Finding struct {
 	// findings) or empty.
 	FirstSeenAt *time.Time
 	Delta       string
+}
+
+// ObservationQuery names a finding across scans: its uid within an
+// account. A uid is only one finding within its account; a report may
+// reuse a placeholder uid for another account's resource, which is not
+// the same finding.
+type ObservationQuery struct {
+	UID          string
+	ProviderType string
+	ProviderUID  string
+	Page         Page // Number from 1; Size 0 means 10
+}
+
+// Observation is one scan's finding of a finding's uid: when, in which
+// scan and ingestion, and what the check found then.
+type Observation struct {
+	ID          string // the finding's id in that scan
+	ScanID      string
+	IngestionID string
+	StatusCode  string
+	Status      string
+	Severity    string
+	SeverityID  int
+	Time        time.Time
+	InsertedAt  time.Time
 }
 
 // Scan groups findings produced by one scanner run.

@@ -68,6 +68,7 @@ func TestQueryPlans(t *testing.T) {
 		return explainLines(t, conn, st)
 	}
 	storetest.CheckPlans(t, s, engine.Postgres, explain)
+	t.Run("observations", func(t *testing.T) { storetest.CheckObservationPlans(t, engine.Postgres, explain) })
 }
 
 // planStore opens a fresh store holding storetest.WritePlanFindings and a

@@ -24,6 +24,9 @@ func TestQueryPlans(t *testing.T) {
 	defer s.Close()
 	storetest.WritePlanFindings(t, s)
 	storetest.CheckPlans(t, s, engine.SQLite, func(t *testing.T, st engine.Statement) []string { return explainPlan(t, s, st) })
+	t.Run("observations", func(t *testing.T) {
+		storetest.CheckObservationPlans(t, engine.SQLite, func(t *testing.T, st engine.Statement) []string { return explainPlan(t, s, st) })
+	})
 }
 
 // explainPlan returns SQLite's plan of st, a line per node, each indented

@@ -440,3 +440,27 @@ func WritePlanFindings(t *testing.T, s store.Store) {
 		}
 	}
 }
+
+// CheckObservationPlans explains, through explain, the statements of
+// FindingObservations for a uid of WritePlanFindings that two scans
+// reported, and fails unless both find the rows through the (tenant, uid)
+// index (engine.ObservationIndex) and neither reads every finding: what a
+// finding's page costs must not grow with the tenant.
+func CheckObservationPlans(t *testing.T, dialect engine.Dialect, explain func(t *testing.T, st engine.Statement) []string) {
+	f := PlanFindings(1)[0]
+	count, page := engine.Observations(dialect, "tenant-a", store.ObservationQuery{UID: f.UID, ProviderType: f.ProviderType,
+		ProviderUID: f.ProviderUID, Page: store.Page{Number: 2, Size: 10}})
+	full := regexp.MustCompile(`(?m)^\s*(->\s*)?(SCAN findings\b|Seq Scan on findings\b|Parallel Seq Scan on findings\b)`)
+	// SQLite: "SEARCH findings USING INDEX findings_uid (tenant=? AND
+	// uid=?)"; PostgreSQL: an index or bitmap index scan of findings_uid
+	// with both columns in its condition.
+	byUID := regexp.MustCompile(`SEARCH findings USING INDEX ` + engine.ObservationIndex + ` \(tenant=\? AND uid=\?\)|` +
+		`(Index Scan|Bitmap Index Scan) (using|on) ` + engine.ObservationIndex + `\b.*\n.*Index Cond: \(\(tenant = .*\) AND \(uid = .*\)\)`)
+	for _, st := range []engine.Statement{count, page} {
+		plan := explain(t, st)
+		text := strings.Join(plan, "\n")
+		if full.MatchString(text) || !byUID.MatchString(text) {
+			t.Errorf("observations do not read the uid's entries of %s alone\n%s\nplan:\n  %s", engine.ObservationIndex, st.SQL, strings.Join(plan, "\n  "))
+		}
+	}
+}

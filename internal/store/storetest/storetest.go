@@ -59,6 +59,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ListFindingsAfterKey", testListFindingsAfterKey},
 		{"ListFindingsByNumber", testListFindingsByNumber},
 		{"GetFinding", testGetFinding},
+		{"FindingObservations", testFindingObservations},
 		{"ListScans", testListScans},
 		{"FindingCounts", testFindingCounts},
 		{"SearchSemantics", testSearchSemantics},
