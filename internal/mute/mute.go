@@ -164,7 +164,7 @@ type Rules []CompiledRule
 // CompiledRule is a stored rule with its matcher.
 type CompiledRule struct {
 	store.MuteRule
-	*Matcher
+	Matcher *Matcher
 }
 
 // CompileRules compiles the rules that compile; a stored rule that does
