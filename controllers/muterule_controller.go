@@ -89,7 +89,7 @@ func (r *MuteRuleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if tenant != nil {
 		f.Tenant = tenant.Name
 	}
-	if _, err := mute.Compile(MuteMatchOf(rule.Spec.Match)); err != nil {
+	if _, err := mute.Compile(mute.MatchOf(rule.Spec.Match)); err != nil {
 		f.Invalid = err.Error()
 	}
 	expired := rule.Spec.ExpiresAt != nil && !f.Now.Before(rule.Spec.ExpiresAt.Time)
@@ -101,7 +101,7 @@ func (r *MuteRuleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 			return ctrl.Result{}, fmt.Errorf("remove the marks of MuteRule %s/%s: %w", rule.Namespace, rule.Name, err)
 		}
 	default:
-		if err := r.Store.PutMuteRule(ctx, f.Tenant, StoredMuteRule(&rule)); err != nil {
+		if err := r.Store.PutMuteRule(ctx, f.Tenant, mute.Stored(&rule)); err != nil {
 			return ctrl.Result{}, fmt.Errorf("store MuteRule %s/%s: %w", rule.Namespace, rule.Name, err)
 		}
 		p, err := r.Store.ApplyMuteRule(ctx, f.Tenant, rule.Name, r.batch())
@@ -130,22 +130,6 @@ func (r *MuteRuleReconciler) batch() int {
 		return r.Batch
 	}
 	return DefaultMuteBatch
-}
-
-// MuteMatchOf is a MuteRule's match as the store and the matcher take it.
-func MuteMatchOf(m posturev1.MuteMatch) store.MuteMatch {
-	return store.MuteMatch{CheckID: m.CheckID, Account: m.Account, Region: m.Region, ResourceUID: m.ResourceUID,
-		ResourceName: m.ResourceName, Severity: m.Severity, StatusCode: m.StatusCode}
-}
-
-// StoredMuteRule is rule as the store keeps it.
-func StoredMuteRule(rule *posturev1.MuteRule) store.MuteRule {
-	out := store.MuteRule{Name: rule.Name, Generation: rule.Generation, Reason: rule.Spec.Reason, Match: MuteMatchOf(rule.Spec.Match)}
-	if rule.Spec.ExpiresAt != nil {
-		t := rule.Spec.ExpiresAt.Time
-		out.ExpiresAt = &t
-	}
-	return out
 }
 
 // muteFacts is what a MuteRule reconcile observed and did.

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/internal/findings"
 	"github.com/posture-dev/posture/internal/store"
 )
@@ -176,6 +177,22 @@ func CompileRules(rules []store.MuteRule) Rules {
 		if m, err := Compile(r.Match); err == nil {
 			out = append(out, CompiledRule{MuteRule: r, Matcher: m})
 		}
+	}
+	return out
+}
+
+// MatchOf is a MuteRule's match as the store and the matcher take it.
+func MatchOf(m posturev1.MuteMatch) store.MuteMatch {
+	return store.MuteMatch{CheckID: m.CheckID, Account: m.Account, Region: m.Region, ResourceUID: m.ResourceUID,
+		ResourceName: m.ResourceName, Severity: m.Severity, StatusCode: m.StatusCode}
+}
+
+// Stored is a MuteRule as the store keeps it.
+func Stored(rule *posturev1.MuteRule) store.MuteRule {
+	out := store.MuteRule{Name: rule.Name, Generation: rule.Generation, Reason: rule.Spec.Reason, Match: MatchOf(rule.Spec.Match)}
+	if rule.Spec.ExpiresAt != nil {
+		t := rule.Spec.ExpiresAt.Time
+		out.ExpiresAt = &t
 	}
 	return out
 }
