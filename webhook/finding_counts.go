@@ -71,6 +71,9 @@ func (s *Server) countFindingsOf(w http.ResponseWriter, r *http.Request, latest 
 		return aerr
 	}
 	fq.Latest = latest
+	if aerr := mutedQuery(&fq, q, latest); aerr != nil {
+		return aerr
+	}
 	if fq.Search != "" {
 		fq.CountLimit = SearchCountsLimit
 	}

@@ -30,7 +30,7 @@ func (s *Server) authorizeRead(r *http.Request) (auth.Principal, error) {
 // two orders of magnitude larger than the rest.
 var findingListAttrs = []string{"uid", "check_id", "title", "severity", "severity_id", "status_code", "status",
 	"region", "provider_type", "provider_uid", "resource_uid", "scan_id", "ingestion_id", "time",
-	"inserted_at", "updated_at", "first_seen_at", "delta"}
+	"inserted_at", "updated_at", "first_seen_at", "delta", "muted", "mute"}
 
 // findingPageAttrs are what a finding's page shows beyond the listed
 // attributes, read from the record (findings.DetailOf). GET
@@ -56,7 +56,7 @@ var deltas = set("new", "changed", "resolved")
 var findingList = listSpec{
 	resourceType: "findings",
 	filters: set("severity", "severity__in", "status_code", "status_code__in", "provider_type", "provider_type__in",
-		"provider_uid", "check_id", "region", "scan", "ingestion", "search"),
+		"provider_uid", "check_id", "region", "scan", "ingestion", "search", "muted"),
 	sortKeys:    set("time", "severity_id", "inserted_at", "check_id", "uid"),
 	defaultSort: []string{"-inserted_at"},
 	fields:      findingFields,
@@ -114,6 +114,9 @@ func (s *Server) listFindingsOf(w http.ResponseWriter, r *http.Request, latest b
 		return aerr
 	}
 	fq.Latest = latest
+	if aerr := mutedQuery(&fq, q, latest); aerr != nil {
+		return aerr
+	}
 	fq.CountLimit = CountLimit
 	if fq.Search != "" {
 		fq.CountLimit = searchCountLimit(q)
@@ -339,6 +342,7 @@ func findingResource(r *http.Request, f *store.Finding, fields map[string]bool) 
 	if f.Delta != "" {
 		all["delta"] = f.Delta
 	}
+	muteAttrs(all, f)
 	attrs := make(map[string]any, len(fields))
 	var detail *findings.Detail
 	for k := range fields {

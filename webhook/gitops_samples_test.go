@@ -53,8 +53,11 @@ func TestGitOpsSamples(t *testing.T) {
 		Auth:          authn,
 		Tokens:        authn,
 		BillProviders: true,
-		Setup: func(mgr ctrl.Manager, _ store.Store) error {
+		Setup: func(mgr ctrl.Manager, st store.Store) error {
 			ctx := context.Background()
+			if err := (&controllers.MuteRuleReconciler{Client: mgr.GetClient(), Store: st}).SetupWithManager(ctx, mgr); err != nil {
+				return err
+			}
 			authn.Reader, authn.Secrets = mgr.GetClient(), mgr.GetAPIReader()
 			if err := (&controllers.TenantReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(ctx, mgr); err != nil {
 				return err
@@ -72,6 +75,7 @@ func TestGitOpsSamples(t *testing.T) {
 		for _, o := range []client.Object{
 			&posturev1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "gitops-demo"}},
 			&posturev1.APIKey{ObjectMeta: metav1.ObjectMeta{Name: "ci-scanner", Namespace: "tenant-gitops-demo"}},
+			&posturev1.MuteRule{ObjectMeta: metav1.ObjectMeta{Name: "public-website-buckets", Namespace: "tenant-gitops-demo"}},
 		} {
 			_ = k8s.Delete(context.Background(), o)
 		}
@@ -81,7 +85,8 @@ func TestGitOpsSamples(t *testing.T) {
 	kubectl(t, kc, "apply", "-k", dir)
 
 	// kubectl wait reads the Ready conditions the way GitOps health checks do.
-	for _, obj := range []string{"tenant/gitops-demo", "-n tenant-gitops-demo apikey/ci-scanner", "-n tenant-gitops-demo ingestion/nightly-2026-11-24"} {
+	for _, obj := range []string{"tenant/gitops-demo", "-n tenant-gitops-demo apikey/ci-scanner", "-n tenant-gitops-demo ingestion/nightly-2026-11-24",
+		"-n tenant-gitops-demo muterule/public-website-buckets"} {
 		kubectl(t, kc, append([]string{"wait", "--for=condition=Ready", "--timeout=60s"}, strings.Fields(obj)...)...)
 	}
 	// What kubectl wait saw, read as it read it: the manager's cache may
@@ -114,6 +119,17 @@ func TestGitOpsSamples(t *testing.T) {
 	if n := len(findings.Data); n != 3 {
 		t.Fatalf("GET /api/v1/findings with the adopted key: %d findings, want the report's 3", n)
 	}
+	// The mute rule kept in Git mutes the test bucket's finding: left out
+	// of the current state, listed with filter[muted]=true and its reason.
+	// The rule reads Ready once its pass is done; the ingestion may have
+	// marked the finding before.
+	testenv.Eventually(t, 30*time.Second, "the mute rule to mute one finding", func() (bool, string) {
+		d := scanner.list("/api/v1/findings/latest", "filter[muted]=true")
+		return len(d.Data) == 1, string(scanner.get("/api/v1/findings/latest", "filter[muted]=true").body)
+	})
+	if n := len(scanner.list("/api/v1/findings/latest", "").Data); n != 2 {
+		t.Errorf("the current state with the sample's mute rule: %d findings, want 2", n)
+	}
 
 	// Re-applying the same manifests imports nothing again.
 	out := kubectl(t, kc, "apply", "-k", dir)
@@ -145,6 +161,7 @@ func TestGitOpsSamples(t *testing.T) {
 	// samples declare, and the Provider billing made, reads Current.
 	for _, gvk := range []struct{ kind, ns string }{
 		{"Tenant", ""}, {"APIKey", "tenant-gitops-demo"}, {"Ingestion", "tenant-gitops-demo"}, {"Provider", "tenant-gitops-demo"},
+		{"MuteRule", "tenant-gitops-demo"},
 	} {
 		var list unstructured.UnstructuredList
 		list.SetGroupVersionKind(posturev1.GroupVersion.WithKind(gvk.kind + "List"))

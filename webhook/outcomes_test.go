@@ -397,7 +397,7 @@ func checkReads(t *testing.T, a *api, r report, ingestion string) {
 	t.Run("finding attributes and record", func(t *testing.T) {
 		d := a.list(prefix, "filter[search]="+firstUID)
 		f := d.Data[0]
-		want := []string{"check_id", "ingestion_id", "inserted_at", "provider_type", "provider_uid", "region", "resource_uid",
+		want := []string{"check_id", "ingestion_id", "inserted_at", "mute", "muted", "provider_type", "provider_uid", "region", "resource_uid",
 			"scan_id", "severity", "severity_id", "status", "status_code", "time", "title", "uid", "updated_at"}
 		if f.Type != "findings" || !slices.Equal(keys(f.Attributes), want) {
 			t.Fatalf("listed finding = %+v", f)

@@ -114,7 +114,7 @@ func (s *Server) Handler() http.Handler {
 		mux := http.NewServeMux()
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 		// Each area of the API registers its own routes from its own file.
-		for _, register := range []func(*http.ServeMux){s.ingestionRoutes, s.findingRoutes, s.scanRoutes, s.providerRoutes, s.schemaRoutes, s.tokenRoutes, s.tenantRoutes} {
+		for _, register := range []func(*http.ServeMux){s.ingestionRoutes, s.findingRoutes, s.scanRoutes, s.providerRoutes, s.schemaRoutes, s.tokenRoutes, s.tenantRoutes, s.muteRoutes} {
 			register(mux)
 		}
 		mux.Handle("/api/", s.methods(nil))

@@ -8,7 +8,7 @@ import (
 )
 
 // Permission names of the platform's RBAC.
-// +kubebuilder:validation:Enum=manage_ingestions;manage_providers;manage_scans;manage_users;manage_account;manage_billing;unlimited_visibility
+// +kubebuilder:validation:Enum=manage_ingestions;manage_providers;manage_scans;manage_users;manage_account;manage_billing;unlimited_visibility;mute_findings
 type Permission string
 
 const (
@@ -19,6 +19,9 @@ const (
 	PermissionManageAccount       Permission = "manage_account"
 	PermissionManageBilling       Permission = "manage_billing"
 	PermissionUnlimitedVisibility Permission = "unlimited_visibility"
+	// PermissionMuteFindings lets a user create MuteRules through the API
+	// and the UI (Kubernetes RBAC on muterules decides it for kubectl and GitOps).
+	PermissionMuteFindings Permission = "mute_findings"
 )
 
 // Subscription is the tenant's paid plan. Ingestion needs an active one.

@@ -326,6 +326,9 @@ func serve(ctx context.Context, cfg *rest.Config, f managerFlags, log logr.Logge
 	if err := (&controllers.ProviderReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("set up provider controller: %w", err)
 	}
+	if err := (&controllers.MuteRuleReconciler{Client: mgr.GetClient(), Store: st}).SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("set up muterule controller: %w", err)
+	}
 
 	if err := (&controllers.IngestionReconciler{
 		Client:          mgr.GetClient(),

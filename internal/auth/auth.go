@@ -106,7 +106,7 @@ func AllPermissions() map[posturev1.Permission]bool {
 	for _, p := range []posturev1.Permission{
 		posturev1.PermissionManageIngestions, posturev1.PermissionManageProviders, posturev1.PermissionManageScans,
 		posturev1.PermissionManageUsers, posturev1.PermissionManageAccount, posturev1.PermissionManageBilling,
-		posturev1.PermissionUnlimitedVisibility,
+		posturev1.PermissionUnlimitedVisibility, posturev1.PermissionMuteFindings,
 	} {
 		m[p] = true
 	}

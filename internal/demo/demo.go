@@ -110,7 +110,7 @@ func SeedTenants(ctx context.Context, c client.Client, tenants []Tenant, note fu
 	adminRole := posturev1.Role{Name: "admin", Permissions: []posturev1.Permission{
 		posturev1.PermissionManageIngestions, posturev1.PermissionManageProviders, posturev1.PermissionManageScans,
 		posturev1.PermissionManageUsers, posturev1.PermissionManageAccount, posturev1.PermissionManageBilling,
-		posturev1.PermissionUnlimitedVisibility,
+		posturev1.PermissionUnlimitedVisibility, posturev1.PermissionMuteFindings,
 	}}
 	viewerRole := posturev1.Role{Name: "viewer", Permissions: []posturev1.Permission{posturev1.PermissionUnlimitedVisibility}}
 	type passwordVar struct {

@@ -13,7 +13,7 @@ import (
 // findingAttrs are the listed attributes of a finding (without the record).
 var findingAttrs = []string{"uid", "check_id", "title", "severity", "severity_id", "status_code", "status", "region",
 	"provider_type", "provider_uid", "resource_uid", "scan_id", "ingestion_id", "time", "inserted_at", "updated_at",
-	"first_seen_at", "delta"}
+	"first_seen_at", "delta", "muted", "mute"}
 
 // findingPageAttrs are what get_finding adds to findingAttrs: the REST
 // API's page attributes in Markdown. Their *_html forms, the sanitized

@@ -56,6 +56,7 @@ type searchFindingsIn struct {
 	paging
 	Cursor  string `json:"cursor,omitempty" jsonschema:"next_cursor of the previous answer, to continue with the same filters and sort; page is then ignored"`
 	History bool   `json:"history,omitempty" jsonschema:"search every scan ever ingested, not only the current state (the default: for each account and check, the newest run's findings; a scan or ingestion filter searches every scan too)"`
+	Muted   string `json:"muted,omitempty" jsonschema:"findings a mute rule marks: false leaves them out (the default in the current state), true keeps only them, any lists both (the default in history)"`
 	Delta   string `json:"delta,omitempty" jsonschema:"current state only: new (uid never seen for the account before) or changed (status differs from the check's previous run); resolved lists instead the findings that failed in the check's previous run and now pass or are gone"`
 }
 
@@ -214,12 +215,13 @@ func (s *Server) platformTools() []platformTool {
 					"region, scan, ingestion, text (at least 3 characters) or delta, newest first: by default the current state (for each account and " +
 					"check, the findings of the newest scan that ran the check); history=true searches every scan. Each item has id, uid, check_id, " +
 					"title, severity, status_code, region, provider_type, provider_uid, resource_uid, scan_id and time, and in the current state " +
-					"first_seen_at and delta (new or changed, when one holds); delta=resolved lists the findings a check's newest run resolved. get_finding returns the full OCSF record. count is exact unless count_is_lower_bound " +
+					"first_seen_at and delta (new or changed, when one holds), and muted with mute {rule, reason} when a mute rule accepts the finding (muted findings are left out of the current state unless muted=true or any); delta=resolved lists the findings a check's newest run resolved. get_finding returns the full OCSF record. count is exact unless count_is_lower_bound " +
 					"is true: a text search counts only to the end of the next page (at least count match; list_check_ids with the same search " +
 					"and history counts up to 1,000 of them exactly).",
 				InputSchema: inputSchema[searchFindingsIn](func(p map[string]*jsonschema.Schema) {
 					enum(p["severity"].Items, restapi.Severities...)
 					enum(p["delta"], "new", "changed", "resolved")
+					enum(p["muted"], "true", "false", "any")
 					pageProps(p)
 				}),
 			},
@@ -235,6 +237,7 @@ func (s *Server) platformTools() []platformTool {
 				q.set("filter[ingestion]", in.Ingestion)
 				q.set("filter[search]", in.Search)
 				q.set("sort", in.Sort)
+				q.set("filter[muted]", in.Muted)
 				history := in.History || in.Scan != "" || in.Ingestion != ""
 				if in.Delta != "" {
 					if history {

@@ -56,9 +56,13 @@ type Finding struct {
 	UpdatedAt    string `json:"updated_at"`
 	// FirstSeenAt and Delta come with the current state only
 	// (/findings/latest); Delta only when one holds.
-	FirstSeenAt string          `json:"first_seen_at,omitempty"`
-	Delta       string          `json:"delta,omitempty"`
-	Record      json.RawMessage `json:"record,omitempty"`
+	FirstSeenAt string `json:"first_seen_at,omitempty"`
+	Delta       string `json:"delta,omitempty"`
+	// Muted says whether a mute rule matches the finding; Mute is that
+	// rule and its reason.
+	Muted  bool            `json:"muted"`
+	Mute   *FindingMute    `json:"mute"`
+	Record json.RawMessage `json:"record,omitempty"`
 
 	// What a finding's page shows, read from its record. The Markdown
 	// texts come as written and as sanitized HTML (*HTML), safe to insert
@@ -106,6 +110,24 @@ type FindingAccount struct {
 	Provider string `json:"provider"`
 	UID      string `json:"uid"`
 	Name     string `json:"name"`
+}
+
+// FindingMute is a muted finding's mark: the MuteRule and its reason.
+type FindingMute struct {
+	Rule   string `json:"rule"`
+	Reason string `json:"reason"`
+}
+
+// MuteRule is a mute rule ("mute-rules"): a MuteRule object of the tenant.
+type MuteRule struct {
+	Name            string         `json:"name"`
+	Match           map[string]any `json:"match"`
+	Reason          string         `json:"reason"`
+	ExpiresAt       *string        `json:"expires_at"`
+	MatchedFindings int64          `json:"matched_findings"`
+	Ready           bool           `json:"ready"`
+	Message         string         `json:"message"`
+	CreatedAt       string         `json:"created_at"`
 }
 
 // FindingCount is one group of the findings counts ("finding-counts"):

@@ -42,6 +42,7 @@ type Store interface {
 	IngestionErrors
 	FindingReads
 	TenantData
+	Mutes
 
 	Close() error
 }
@@ -338,6 +339,10 @@ type Finding struct {
 	// findings) or empty.
 	FirstSeenAt *time.Time
 	Delta       string
+
+	// Mute is the finding's mark when a mute rule matches it (set by
+	// ListFindings and GetFinding), nil otherwise.
+	Mute *MuteMark
 }
 
 // ObservationQuery names a finding across scans: its uid within an
@@ -422,6 +427,11 @@ type FindingQuery struct {
 	Page  Page     // Number from 1; Size 0 means 10
 	// After continues a listing after this position (see ListFindings).
 	After *FindingKey
+	// Muted keeps the findings a mute rule marks (MutedOnly), leaves them
+	// out (MutedExcluded) or lists both (MutedAny, the zero value). Counts
+	// stay exact: a summary's count less the marked findings', which are
+	// read through the marks.
+	Muted string
 	// CountLimit, when above 0, bounds the counting that ListFindings and
 	// FindingCounts do when no summary can answer (see Summarized and
 	// ScanSummarized):

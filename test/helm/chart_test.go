@@ -118,7 +118,7 @@ func names(objs []object) []string {
 
 // TestRender asserts the objects each value set renders.
 func TestRender(t *testing.T) {
-	crdNames := []string{"apikeys.posture.dev", "ingestions.posture.dev", "mcpservers.posture.dev", "providers.posture.dev", "tenants.posture.dev"}
+	crdNames := []string{"apikeys.posture.dev", "ingestions.posture.dev", "mcpservers.posture.dev", "muterules.posture.dev", "providers.posture.dev", "tenants.posture.dev"}
 	sqlite := []string{"store.driver=sqlite", "executor=inprocess", "replicaCount=1"}
 	for _, tc := range []struct {
 		name  string
@@ -321,7 +321,7 @@ func TestRender(t *testing.T) {
 				t.Errorf("the edit rules reach the view role")
 			}
 			res := dig(view, "rules", 0, "resources")
-			for _, want := range []string{"tenants", "apikeys", "ingestions", "providers", "mcpservers"} {
+			for _, want := range []string{"tenants", "apikeys", "ingestions", "providers", "mcpservers", "muterules"} {
 				if !slices.Contains(res.([]any), any(want)) {
 					t.Errorf("view lacks %s: %v", want, res)
 				}

@@ -193,11 +193,15 @@ func writeBatch(ctx context.Context, tx pgx.Tx, tenant, ingestionID string, atte
 		stored   int
 		finished *time.Time
 		exists   bool
+		rules    bool
 	)
+	// Whether the tenant has mute rules rides along, so that a tenant
+	// without them pays no round trip for marking the batch.
 	err := tx.QueryRow(ctx, `
-SELECT attempt, finished_at, $3::uuid IS NOT NULL AND EXISTS (SELECT 1 FROM findings WHERE id = $3)
+SELECT attempt, finished_at, $3::uuid IS NOT NULL AND EXISTS (SELECT 1 FROM findings WHERE id = $3),
+    EXISTS (SELECT 1 FROM mute_rules WHERE tenant = $1)
 FROM runs WHERE tenant = $1 AND ingestion_id = $2 FOR KEY SHARE`,
-		tenant, ingestionID, probe).Scan(&stored, &finished, &exists)
+		tenant, ingestionID, probe).Scan(&stored, &finished, &exists, &rules)
 	if isNoRows(err) {
 		return store.ErrNotFound
 	}
@@ -210,6 +214,11 @@ FROM runs WHERE tenant = $1 AND ingestion_id = $2 FOR KEY SHARE`,
 	if len(b.Findings) > 0 {
 		if err := writeFindings(ctx, tx, tenant, ingestionID, now, b.Findings, ids, upsert || exists, leftOut); err != nil {
 			return err
+		}
+		if rules {
+			if err := engine.MarkFindings(ctx, muteTx{tx}, engine.Postgres, tenant, b.Findings, now); err != nil {
+				return fmt.Errorf("postgres: %w", err)
+			}
 		}
 	}
 	if len(b.Scans) > 0 {
@@ -417,6 +426,9 @@ func (s *Store) ListFindings(ctx context.Context, tenant string, q store.Finding
 	if err := s.annotate(ctx, tenant, q, out); err != nil {
 		return nil, 0, err
 	}
+	if err := s.readMarks(ctx, tenant, out); err != nil {
+		return nil, 0, err
+	}
 	return out, total, nil
 }
 
@@ -473,7 +485,11 @@ func (s *Store) GetFinding(ctx context.Context, tenant, id string) (store.Findin
 	if err != nil {
 		return store.Finding{}, fmt.Errorf("postgres: get finding: %w", err)
 	}
-	return f, nil
+	one := []store.Finding{f}
+	if err := s.readMarks(ctx, tenant, one); err != nil {
+		return store.Finding{}, err
+	}
+	return one[0], nil
 }
 
 // ListScans implements store.Store.

@@ -82,6 +82,9 @@ func (s *Store) WriteBatch(ctx context.Context, tenant, ingestionID string, atte
 			if search, err = s.writeFindings(ctx, tx, tenant, ingestionID, ts, b.Findings); err != nil {
 				return err
 			}
+			if err := engine.MarkFindings(ctx, muteTx{tx}, engine.SQLite, tenant, b.Findings, now); err != nil {
+				return fmt.Errorf("sqlite: %w", err)
+			}
 		}
 		for _, sc := range b.Scans {
 			res, err := tx.ExecContext(ctx, upsertScan, tenant, sc.ID, sc.ProviderType, sc.ProviderUID,
@@ -389,6 +392,9 @@ func (s *Store) ListFindings(ctx context.Context, tenant string, q store.Finding
 	if err := s.annotate(ctx, tenant, q, out); err != nil {
 		return nil, 0, err
 	}
+	if err := s.readMarks(ctx, tenant, out); err != nil {
+		return nil, 0, err
+	}
 	return out, total, nil
 }
 
@@ -547,7 +553,11 @@ func (s *Store) GetFinding(ctx context.Context, tenant, id string) (store.Findin
 	if err != nil {
 		return store.Finding{}, fmt.Errorf("sqlite: get finding: %w", err)
 	}
-	return f, nil
+	one := []store.Finding{f}
+	if err := s.readMarks(ctx, tenant, one); err != nil {
+		return store.Finding{}, err
+	}
+	return one[0], nil
 }
 
 // ListScans implements store.Store.

@@ -160,7 +160,20 @@ func PlanProblems(s QueryShape, page bool, plan []string) []string {
 	// The summary by scan, through its key: the tenant's and the scans' groups.
 	readsScanSummary := regexp.MustCompile(`(?m)(SEARCH scan_finding_counts USING PRIMARY KEY \(tenant=\? AND scan_id=\?|Index (Only )?Scan using \w+ on scan_finding_counts\b.*\n\s+Index Cond: \(\(tenant = '[^']*'::text( COLLATE "C")?\) AND \(scan_id = )`).MatchString(text)
 	scanSummarized := counting && s.Query.ScanSummarized()
+	// Muted findings are read through the tenant's marks (finding_mutes'
+	// key) and each one's row by id: the count costs the marks, and one
+	// that leaves them out also the summary's groups.
+	mutedThroughMarks := regexp.MustCompile(`(?m)(SEARCH (finding_mutes|\w+) USING (COVERING )?INDEX sqlite_autoindex_finding_mutes_1 \(tenant=\?|Index (Only )?Scan using finding_mutes_pkey on finding_mutes)`).MatchString(text) &&
+		regexp.MustCompile(`(?m)(SEARCH findings USING INDEX sqlite_autoindex_findings_1 \(id=\?\)|Index Scan using findings_pkey on findings)`).MatchString(text)
+	mutedSummarized := counting && s.Query.Muted != store.MutedAny && (s.Query.Summarized() || s.Query.ScanSummarized())
 	switch {
+	case mutedSummarized:
+		if !mutedThroughMarks {
+			problems = append(problems, "counts the muted findings without reading them through their marks (finding_mutes) and their ids")
+		}
+		if s.Query.Muted == store.MutedExcluded && !readsSummary && !readsScanSummary {
+			problems = append(problems, "counts the unmuted findings without the finding summary")
+		}
 	case counting && s.Query.Summarized():
 		if readsFindings || !readsSummary {
 			problems = append(problems, "counts from the findings, not from the finding summary (finding_counts)")
@@ -213,7 +226,7 @@ func PlanProblems(s QueryShape, page bool, plan []string) []string {
 	// testing each finding's scan (engine.latestWalk): the latest scans'
 	// findings are the newest of their providers and come soon.
 	walksOrder := page && regexp.MustCompile(`SEARCH findings USING (COVERING )?INDEX `+engine.SortIndex(s.FirstSortColumn())+` \(tenant=\?`).MatchString(text)
-	if s.Query.Latest && !resolved && !scanSummarized && !walksOrder && !spanRead && !(indexedSearch(s.Query) && searchIndex && !(counting && regexp.MustCompile(`Bitmap Index Scan on findings_search\b`).MatchString(text))) &&
+	if s.Query.Latest && !resolved && !scanSummarized && !mutedSummarized && !walksOrder && !spanRead && !(indexedSearch(s.Query) && searchIndex && !(counting && regexp.MustCompile(`Bitmap Index Scan on findings_search\b`).MatchString(text))) &&
 		!regexp.MustCompile(`(SEARCH findings USING (COVERING )?INDEX sqlite_autoindex_findings_2 \(tenant=\? AND scan_id=\?|Index Cond: \(\(tenant = [^)]*\) AND \(scan_id = )`).MatchString(text) {
 		problems = append(problems, "does not read the latest scans' findings by (tenant, scan_id)")
 	}
@@ -436,6 +449,18 @@ func WritePlanFindings(t *testing.T, s store.Store) {
 			t.Fatal(err)
 		}
 		if err := s.FinishRun(ctx, tenant, "ing-1", 1, store.Outcome{Status: store.RunSucceeded}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// tenant-a mutes a check, a few findings as mute rules do: the
+	// shapes with FindingQuery.Muted read their marks.
+	if err := s.PutMuteRule(ctx, "tenant-a", store.MuteRule{Name: "check-3", Generation: 1, Reason: "plans",
+		Match: store.MuteMatch{CheckID: "check_3"}}); err != nil {
+		t.Fatal(err)
+	}
+	for p := (store.MuteProgress{}); !p.Done; {
+		var err error
+		if p, err = s.ApplyMuteRule(ctx, "tenant-a", "check-3", 1000); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -126,6 +126,14 @@ func QueryShapes() []QueryShape {
 		QueryShape{Name: "sort check_id, middle page", Query: store.FindingQuery{Sort: []string{"check_id"}, Page: store.Page{Number: 5, Size: 10}}},
 		QueryShape{Name: "sort -severity_id, cursor page", Query: store.FindingQuery{Sort: []string{"-severity_id"}, After: after}},
 		QueryShape{Name: "sort severity_id, filter check", Query: store.FindingQuery{Sort: []string{"severity_id"}, CheckID: "check_3"}},
+		// The API leaves muted findings out of the current state by default.
+		QueryShape{Name: "default list, muted left out", Query: store.FindingQuery{Sort: apiDefaultSort, Muted: store.MutedExcluded}},
+		QueryShape{Name: "sort -severity_id, muted left out", Query: store.FindingQuery{Sort: []string{"-severity_id"}, Muted: store.MutedExcluded}},
+		QueryShape{Name: "muted only", Query: store.FindingQuery{Sort: apiDefaultSort, Muted: store.MutedOnly}},
+		QueryShape{Name: "overview counts, muted left out", By: []string{"severity", "status_code", "provider_type", "provider_uid"},
+			Query: store.FindingQuery{Muted: store.MutedExcluded}},
+		QueryShape{Name: "counts by severity, muted only", By: []string{"severity"}, Query: store.FindingQuery{Muted: store.MutedOnly}},
+		QueryShape{Name: "search, muted left out", Query: store.FindingQuery{Sort: apiDefaultSort, Search: "bucket-27", Muted: store.MutedExcluded}},
 	)
 	for _, l := range latest {
 		l.Name = "latest " + l.Name
@@ -157,6 +165,8 @@ func QueryShapes() []QueryShape {
 			Query: store.FindingQuery{ProviderType: []string{"aws"}}},
 		QueryShape{Name: "counts by severity, failing in one region", By: []string{"severity"},
 			Query: store.FindingQuery{StatusCode: []string{"FAIL"}, Region: "eu-west-1"}},
+		QueryShape{Name: "counts by severity, muted left out", By: []string{"severity"}, Query: store.FindingQuery{Muted: store.MutedExcluded}},
+		QueryShape{Name: "filter muted", Query: store.FindingQuery{Sort: apiDefaultSort, Muted: store.MutedOnly, CountLimit: apiCountLimit}},
 	)
 	return shapes
 }

@@ -73,6 +73,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"DeleteRunKeepsFindings", testDeleteRun},
 		{"DeleteTenantData", testDeleteTenantData},
 		{"EndedSessions", testEndedSessions},
+		{"MuteRules", testMuteRules},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })

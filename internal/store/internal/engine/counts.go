@@ -68,7 +68,7 @@ const ScanSummaryTable = "scan_finding_counts"
 // every scan's groups of the tenant, testing each for the latest scans.
 func scanSummaryFrom(d Dialect, a *Args, tenant string, q store.FindingQuery) (from, where string) {
 	rest := q
-	rest.Latest = false
+	rest.Latest, rest.Muted = false, store.MutedAny
 	from = ScanSummaryTable
 	if q.Latest && d.LatestFindings != nil {
 		from = d.LatestFindings(a, ScanSummaryTable, tenant, " OFFSET 0")
@@ -88,6 +88,9 @@ func scanSummaryFrom(d Dialect, a *Args, tenant string, q store.FindingQuery) (f
 // ten thousand does.
 func findingCount(d Dialect, tenant string, q store.FindingQuery) Statement {
 	a := NewArgs(d)
+	if q.Muted != store.MutedAny && (q.Summarized() || q.ScanSummarized()) {
+		return mutedCount(d, a, tenant, q)
+	}
 	if q.Summarized() {
 		where := FindingWhere(a, tenant, q)
 		return Statement{SQL: `SELECT coalesce(sum(n), 0) FROM ` + SummaryTable + ` WHERE ` + where, Args: a.Vals}
@@ -115,6 +118,8 @@ func FindingCounts(d Dialect, tenant string, q store.FindingQuery, by []string) 
 	a := NewArgs(d)
 	var table, where string
 	switch {
+	case q.Muted != store.MutedAny && (q.Summarized() || q.ScanSummarized()):
+		return mutedGroups(d, a, tenant, q, by), nil
 	case q.Summarized():
 		table, where = SummaryTable, FindingWhere(a, tenant, q)
 	case q.ScanSummarized():
@@ -203,4 +208,54 @@ func ScanGroups(rows Rows, n int) ([]store.FindingGroup, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// The summaries count every finding, muted or not. A count that leaves
+// the muted findings out is the summary's less the muted findings', and a
+// count of the muted findings alone is theirs: those are read through the
+// tenant's marks, so the count costs the summary's groups and the marks,
+// never the findings the summary stands for.
+
+// summarized renders the summary's source and condition for q's filters
+// (q.Summarized() or q.ScanSummarized()), whatever q.Muted says.
+func summarized(d Dialect, a *Args, tenant string, q store.FindingQuery) (from, where string) {
+	q.Muted = store.MutedAny
+	if q.Summarized() {
+		return SummaryTable, FindingWhere(a, tenant, q)
+	}
+	return scanSummaryFrom(d, a, tenant, q)
+}
+
+// mutedFindings renders the source and condition of the muted findings
+// that match q's filters.
+func mutedFindings(a *Args, tenant string, q store.FindingQuery) (from, where string) {
+	q.Muted = store.MutedOnly
+	return "findings", FindingWhere(a, tenant, q)
+}
+
+// mutedCount renders findingCount for a summarizable q with a Muted filter.
+func mutedCount(d Dialect, a *Args, tenant string, q store.FindingQuery) Statement {
+	if q.Muted == store.MutedOnly {
+		from, where := mutedFindings(a, tenant, q)
+		return Statement{SQL: `SELECT count(*) FROM ` + from + ` WHERE ` + where, Args: a.Vals}
+	}
+	from, where := summarized(d, a, tenant, q)
+	mfrom, mwhere := mutedFindings(a, tenant, q)
+	return Statement{SQL: `SELECT (SELECT coalesce(sum(n), 0) FROM ` + from + ` WHERE ` + where + `) - (SELECT count(*) FROM ` + mfrom + ` WHERE ` + mwhere + `)`,
+		Args: a.Vals}
+}
+
+// mutedGroups renders FindingCounts for a summarizable q with a Muted filter.
+func mutedGroups(d Dialect, a *Args, tenant string, q store.FindingQuery, by []string) Statement {
+	cols := strings.Join(by, ", ")
+	mfrom, mwhere := "", ""
+	if q.Muted == store.MutedOnly {
+		mfrom, mwhere = mutedFindings(a, tenant, q)
+		return Statement{SQL: `SELECT ` + cols + `, count(*) FROM ` + mfrom + ` WHERE ` + mwhere + ` GROUP BY ` + cols + ` ORDER BY ` + cols, Args: a.Vals}
+	}
+	from, where := summarized(d, a, tenant, q)
+	mfrom, mwhere = mutedFindings(a, tenant, q)
+	return Statement{SQL: `SELECT ` + cols + `, sum(n) FROM (SELECT ` + cols + `, n FROM ` + from + ` WHERE ` + where +
+		` UNION ALL SELECT ` + cols + `, -1 FROM ` + mfrom + ` WHERE ` + mwhere + `) AS g GROUP BY ` + cols + ` HAVING sum(n) > 0 ORDER BY ` + cols,
+		Args: a.Vals}
 }

@@ -87,4 +87,4 @@ type Rows interface {
 // tables derived from them (the summaries, counting zero; the scans'
 // bounds, which only widen) and to latest_scans, which names accounts
 // and scans: they go by name, after the findings.
-var TenantTables = append([]string{"findings", SummaryTable, ScanSummaryTable, ScanBoundsTable, "latest_scans", "scans", "ingestion_errors", "runs", "blobs"}, CurrentTables...)
+var TenantTables = append([]string{"finding_mutes", "mute_rules", "findings", SummaryTable, ScanSummaryTable, ScanBoundsTable, "latest_scans", "scans", "ingestion_errors", "runs", "blobs"}, CurrentTables...)

@@ -45,6 +45,9 @@ func FindingWhere(a *Args, tenant string, q store.FindingQuery) string {
 	if q.Search != "" {
 		conds = append(conds, searchConds(a, q)...)
 	}
+	if q.Muted != store.MutedAny {
+		conds = append(conds, mutedCond(a, tenant, q.Muted))
+	}
 	return strings.Join(conds, " AND ")
 }
 
