@@ -3,7 +3,6 @@ package webhook_test
 import (
 	"net/http"
 	"net/http/cookiejar"
-	"net/url"
 	"testing"
 )
 
@@ -13,27 +12,7 @@ import (
 // Findings page offers as links, goes without it.
 func TestSessionCookieNeedsTheUIHeader(t *testing.T) {
 	te := startTenancy(t, tenancyOpts{})
-	jar, err := cookiejar.New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	browser := &http.Client{Jar: jar}
-	email := te.emails["demo-viewer"]
-	req, _ := http.NewRequest(http.MethodPost, te.env.URL+"/ui/session", tokensBody("tokens", map[string]string{"email": email, "password": te.pw[email]}))
-	req.Header.Set("Content-Type", "application/vnd.api+json")
-	req.Header.Set("X-Posture-UI", "1")
-	res, err := browser.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if res.StatusCode != http.StatusNoContent {
-		t.Fatalf("sign-in = %d", res.StatusCode)
-	}
-	base, _ := url.Parse(te.env.URL)
-	if len(jar.Cookies(base)) == 0 {
-		t.Fatal("sign-in set no cookie")
-	}
+	browser, _ := signInUI(t, te, te.emails["demo-viewer"])
 
 	cases := []struct {
 		method, path string
@@ -62,4 +41,28 @@ func TestSessionCookieNeedsTheUIHeader(t *testing.T) {
 			}
 		})
 	}
+}
+
+// signInUI signs email in through the UI's session endpoint, as the page
+// does, and returns the browser-like client holding the session cookie and
+// its jar.
+func signInUI(t *testing.T, te *tenancyEnv, email string) (*http.Client, *cookiejar.Jar) {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	browser := &http.Client{Jar: jar}
+	req, _ := http.NewRequest(http.MethodPost, te.env.URL+"/ui/session", tokensBody("tokens", map[string]string{"email": email, "password": te.pw[email]}))
+	req.Header.Set("Content-Type", "application/vnd.api+json")
+	req.Header.Set("X-Posture-UI", "1")
+	res, err := browser.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusNoContent {
+		t.Fatalf("sign-in of %s = %d", email, res.StatusCode)
+	}
+	return browser, jar
 }

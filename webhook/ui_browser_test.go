@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"os/exec"
@@ -1516,23 +1515,7 @@ func TestWebUIHeaders(t *testing.T) {
 // have expired.
 func TestWebUISessionRenewal(t *testing.T) {
 	te := startTenancy(t, tenancyOpts{serverClock: true})
-	jar, err := cookiejar.New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &http.Client{Jar: jar}
-	email := te.emails["demo-viewer"]
-	req, _ := http.NewRequest(http.MethodPost, te.env.URL+"/ui/session", tokensBody("tokens", map[string]string{"email": email, "password": te.pw[email]}))
-	req.Header.Set("Content-Type", "application/vnd.api+json")
-	req.Header.Set("X-Posture-UI", "1")
-	res, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if res.StatusCode != http.StatusNoContent {
-		t.Fatalf("sign-in = %d", res.StatusCode)
-	}
+	c, jar := signInUI(t, te, te.emails["demo-viewer"])
 	base, _ := url.Parse(te.env.URL)
 	cookie := func() string {
 		for _, ck := range jar.Cookies(base) {
