@@ -137,7 +137,9 @@ func TestWebUIMute(t *testing.T) {
 		}
 		unmuted := len(all.Data) - len(muted.Data)
 		row := `document.querySelector('#findings-table a[href="#/findings/` + target.ID + `"]')`
-		message := func(n int) string { return fmt.Sprintf("%d finding", n) + map[bool]string{true: "", false: "s"}[n == 1] }
+		message := func(n int) string {
+			return fmt.Sprintf("%d finding", n) + map[bool]string{true: "", false: "s"}[n == 1]
+		}
 		p.do(chromedp.Navigate(b.base + "/#/findings"))
 		p.waitJS("the current state without the muted", `document.querySelector('#findings-message').textContent === `+strconv.Quote(message(unmuted)))
 		if p.eval(row+` === null`) != true {
