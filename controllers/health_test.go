@@ -71,6 +71,9 @@ func TestHealthOfEveryKind(t *testing.T) {
 		if err := (&controllers.ProviderReconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr); err != nil {
 			return err
 		}
+		if err := (&controllers.MuteRuleReconciler{Client: mgr.GetClient(), Store: st}).SetupWithManager(ctx, mgr); err != nil {
+			return err
+		}
 		if err := (&controllers.MCPServerReconciler{Client: mgr.GetClient(), Defaults: mcpDefaults,
 			RecheckInterval: 200 * time.Millisecond}).SetupWithManager(mgr); err != nil {
 			return err
@@ -124,8 +127,30 @@ func TestHealthOfEveryKind(t *testing.T) {
 		controllers.ReasonProviderBilled, kstatus.CurrentStatus)
 	add("over the plan limit", "Provider", newProvider(t, ns, "aws", "222222222222", posturev1.ProviderConnected),
 		controllers.ReasonProviderOverLimit, kstatus.FailedStatus)
-	add("no tenant", "Provider", newProvider(t, newNamespace(t, "no-tenant"), "gcp", "project-1", posturev1.ProviderConnected),
+	noTenant := newNamespace(t, "no-tenant")
+	add("no tenant", "Provider", newProvider(t, noTenant, "gcp", "project-1", posturev1.ProviderConnected),
 		controllers.ReasonNoTenant, kstatus.FailedStatus)
+
+	// Mute rules. An expired rule is as declared: Current, like an expired
+	// APIKey. (Applying, while a pass runs, is too brief to catch here; a
+	// stale generation below reads InProgress the same way.)
+	rule := func(ns, name string, mutate func(*posturev1.MuteRule)) *posturev1.MuteRule {
+		r := &posturev1.MuteRule{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: posturev1.MuteRuleSpec{Match: posturev1.MuteMatch{CheckID: "s3_*"}, Reason: "accepted"}}
+		if mutate != nil {
+			mutate(r)
+		}
+		if err := k8s.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	add("applied", "MuteRule", rule(ns, "applied", nil), controllers.ReasonMuteApplied, kstatus.CurrentStatus)
+	add("expired", "MuteRule", rule(ns, "expired", func(r *posturev1.MuteRule) { r.Spec.ExpiresAt = &past }),
+		controllers.ReasonMuteExpired, kstatus.CurrentStatus)
+	add("invalid glob", "MuteRule", rule(ns, "invalid", func(r *posturev1.MuteRule) { r.Spec.Match.ResourceUID = "arn:[x" }),
+		controllers.ReasonMuteInvalid, kstatus.FailedStatus)
+	add("no tenant", "MuteRule", rule(noTenant, "orphan", nil), controllers.ReasonNoTenant, kstatus.FailedStatus)
 
 	// MCP servers. Their Deployments' status is the test's to write: there
 	// is no Deployment controller here.
@@ -214,6 +239,7 @@ func TestHealthOfEveryKind(t *testing.T) {
 		}},
 		{"Provider", &posturev1.Provider{}, func(o client.Object) { o.(*posturev1.Provider).Spec.Alias = "renamed" }},
 		{"MCPServer", &posturev1.MCPServer{}, func(o client.Object) { o.(*posturev1.MCPServer).Spec.Replicas = ptr.To[int32](2) }},
+		{"MuteRule", &posturev1.MuteRule{}, func(o client.Object) { o.(*posturev1.MuteRule).Spec.Reason = "accepted again" }},
 	} {
 		t.Run(s.kind+"/stale observedGeneration", func(t *testing.T) {
 			var tc *healthCase
@@ -242,6 +268,7 @@ func TestHealthOfEveryKind(t *testing.T) {
 		"Provider":  newProvider(t, ns, "aws", "333333333333", posturev1.ProviderConnected),
 		"Ingestion": upload(t, st, ingTenant.Name, ingNS, report),
 		"MCPServer": server("fresh", nil),
+		"MuteRule":  rule(ns, "fresh", nil),
 	}
 	for kind, obj := range fresh {
 		t.Run(kind+"/not yet reconciled", func(t *testing.T) {
@@ -330,7 +357,7 @@ func loadArgoChecks(t *testing.T) map[string]string {
 		t.Fatalf("argocd-cm-patch.yaml: %v", err)
 	}
 	scripts := map[string]string{}
-	for _, kind := range []string{"Tenant", "Ingestion", "APIKey", "Provider", "MCPServer"} {
+	for _, kind := range []string{"Tenant", "Ingestion", "APIKey", "Provider", "MCPServer", "MuteRule"} {
 		file := filepath.Join(gitopsDir, "argocd", "health-"+strings.ToLower(kind)+".lua")
 		src, err := os.ReadFile(file)
 		if err != nil {
@@ -436,8 +463,8 @@ func loadFluxChecks(t *testing.T) map[string]fluxCheck {
 		}
 		checks[c.Kind] = c
 	}
-	if len(checks) != 5 {
-		t.Errorf("healthCheckExprs cover %d kinds, want 5", len(checks))
+	if len(checks) != 6 {
+		t.Errorf("healthCheckExprs cover %d kinds, want 6", len(checks))
 	}
 	return checks
 }

@@ -68,6 +68,9 @@ type tenancyOpts struct {
 	// keyRecheck is how often the APIKey controller reads key Secrets again
 	// (its default when zero).
 	keyRecheck time.Duration
+	// mute runs the MuteRule controller and gives the admin role
+	// mute_findings (the viewer role never has it).
+	mute bool
 }
 
 func randomSuffix() string {
@@ -116,6 +119,11 @@ func startTenancy(t *testing.T, opts tenancyOpts) *tenancyEnv {
 			if err := (&controllers.ProviderReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(ctx, mgr); err != nil {
 				return err
 			}
+			if opts.mute {
+				if err := (&controllers.MuteRuleReconciler{Client: mgr.GetClient(), Store: st}).SetupWithManager(ctx, mgr); err != nil {
+					return err
+				}
+			}
 			return (&controllers.APIKeyReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 				Recorder: mgr.GetEventRecorder("posture-apikey"), RecheckInterval: opts.keyRecheck}).SetupWithManager(ctx, mgr)
 		},
@@ -139,6 +147,9 @@ func startTenancy(t *testing.T, opts tenancyOpts) *tenancyEnv {
 		posturev1.PermissionManageUsers, posturev1.PermissionManageAccount, posturev1.PermissionManageBilling,
 		posturev1.PermissionUnlimitedVisibility,
 	}}
+	if opts.mute {
+		admin.Permissions = append(admin.Permissions, posturev1.PermissionMuteFindings)
+	}
 	viewer := posturev1.Role{Name: "viewer", Permissions: []posturev1.Permission{posturev1.PermissionUnlimitedVisibility}}
 	for _, spec := range []struct {
 		label      string

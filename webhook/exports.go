@@ -71,6 +71,11 @@ func (s *Server) exportFindingsOf(w http.ResponseWriter, r *http.Request, latest
 		return aerr
 	}
 	fq.Latest = latest
+	// The export holds what the list shows: the current state's leaves
+	// muted findings out unless asked, as its list does.
+	if aerr := mutedQuery(&fq, q, latest); aerr != nil {
+		return aerr
+	}
 
 	x := export.NewWriter(w, format, latest)
 	rc := http.NewResponseController(w)

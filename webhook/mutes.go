@@ -63,7 +63,9 @@ func (s *Server) muteRoutes(mux *http.ServeMux) {
 	mux.Handle("/api/v1/mute-rules", s.methods(map[string]handlerFunc{http.MethodGet: s.listMuteRules, http.MethodPost: s.createMuteRule}))
 }
 
-var muteRuleList = listSpec{resourceType: "mute-rules", sortKeys: set("name"), defaultSort: []string{"name"}}
+// muteRuleList takes filter[name], the rule's self link: a rule is read
+// by name, as the UI follows the one it created.
+var muteRuleList = listSpec{resourceType: "mute-rules", filters: set("name"), sortKeys: set("name"), defaultSort: []string{"name"}}
 
 func (s *Server) listMuteRules(w http.ResponseWriter, r *http.Request) error {
 	p, err := s.authorizeRead(r)
@@ -80,6 +82,9 @@ func (s *Server) listMuteRules(w http.ResponseWriter, r *http.Request) error {
 	}
 	items := make([]*posturev1.MuteRule, 0, len(list.Items))
 	for i := range list.Items {
+		if name, ok := q.filters["name"]; ok && list.Items[i].Name != name {
+			continue
+		}
 		if list.Items[i].DeletionTimestamp.IsZero() {
 			items = append(items, &list.Items[i])
 		}

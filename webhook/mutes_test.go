@@ -80,6 +80,19 @@ func TestMuteRulesThroughTheAPI(t *testing.T) {
 			t.Errorf("latest counts %s: total %d, want %d", query, d.Meta.Total, want)
 		}
 	}
+	// The exports hold what the lists show.
+	for query, want := range map[string]int{"format=csv": 2, "format=csv&filter[muted]=true": 1, "format=csv&filter[muted]=any": 3} {
+		r := a.get("/api/v1/findings/latest/export", query)
+		if rows := bytes.Count(r.body, []byte("\r\n")) - 1; r.status != http.StatusOK || rows != want {
+			t.Errorf("latest export %s: %d rows (HTTP %d), want %d", query, rows, r.status, want)
+		}
+	}
+	if d := a.list("/api/v1/mute-rules", "filter[name]=accepted"); len(d.Data) != 1 || d.Data[0].ID != "accepted" {
+		t.Errorf("the rule by its name: %v", d.ids())
+	}
+	if d := a.list("/api/v1/mute-rules", "filter[name]=other"); len(d.Data) != 0 {
+		t.Errorf("filter[name] of no rule: %v", d.ids())
+	}
 	one := a.one("/api/v1/findings/"+target.ID, "")
 	if one.Data.Attributes["muted"] != true {
 		t.Errorf("GET /findings/{id} of a muted finding: muted %v", one.Data.Attributes["muted"])

@@ -89,7 +89,10 @@ func (p *page) axNodes(sel string) []axNode {
 		}
 		name := ""
 		if n.Name != nil {
-			name = strings.Trim(string(n.Name.Value), `"`)
+			// The value is JSON: a name such as "Mute…" arrives escaped.
+			if json.Unmarshal(n.Name.Value, &name) != nil {
+				name = strings.Trim(string(n.Name.Value), `"`)
+			}
 		}
 		out = append(out, axNode{strings.Trim(string(n.Role.Value), `"`), name})
 	}

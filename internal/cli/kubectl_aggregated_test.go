@@ -27,6 +27,7 @@ import (
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/internal/apitest"
 	"github.com/posture-dev/posture/internal/export"
+	"github.com/posture-dev/posture/internal/mute"
 	"github.com/posture-dev/posture/internal/servingcert"
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/testenv"
@@ -129,7 +130,7 @@ func TestKubectlPluginThroughKubeAggregator(t *testing.T) {
 		} {
 			r := plugin(append([]string{"get", "findings", "-n", tenantNS, "--chunk-size", "250"}, tc.args...)...)
 			lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-			if r.code != ExitOK || strings.Join(strings.Fields(lines[0]), " ") != "NAME SEVERITY STATUS CODE CHECK RESOURCE PROVIDER DELTA FIRST SEEN AGE" {
+			if r.code != ExitOK || strings.Join(strings.Fields(lines[0]), " ") != "NAME SEVERITY STATUS CODE CHECK RESOURCE PROVIDER DELTA FIRST SEEN MUTED AGE" {
 				t.Fatalf("get findings %v: header %q: %s", tc.args, lines[0], r)
 			}
 			if len(lines)-1 != tc.want {
@@ -148,6 +149,62 @@ func TestKubectlPluginThroughKubeAggregator(t *testing.T) {
 		r := plugin("get", "findings", "-n", tenantNS, "--history", "--field-selector", "severity="+sev, "-o", "name", "--chunk-size", "100")
 		if got := len(strings.Fields(r.stdout)); r.code != ExitOK || got != want {
 			t.Errorf("severity=%s: %d names, the store has %d: %s", sev, got, want, r)
+		}
+	})
+
+	t.Run("muted findings: left out of the current state, the MUTED column, muted=", func(t *testing.T) {
+		rows, _, err := env.Store.ListFindings(ctx, env.Tenant, store.FindingQuery{Latest: true, Page: store.Page{Number: 1, Size: 1}})
+		if err != nil || len(rows) == 0 {
+			t.Fatalf("the current state: %v", err)
+		}
+		// The marks as the MuteRule controller writes them (no controller
+		// runs here): the rule stored, then its pass to the end.
+		rule := &posturev1.MuteRule{ObjectMeta: metav1.ObjectMeta{Name: "accepted", Namespace: tenantNS, Generation: 1},
+			Spec: posturev1.MuteRuleSpec{Match: posturev1.MuteMatch{CheckID: rows[0].CheckID}, Reason: "accepted by the team"}}
+		if err := env.Store.PutMuteRule(ctx, env.Tenant, mute.Stored(rule)); err != nil {
+			t.Fatal(err)
+		}
+		for done := false; !done; {
+			p, err := env.Store.ApplyMuteRule(ctx, env.Tenant, rule.Name, 2000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done = p.Done
+		}
+		count := func(q store.FindingQuery) int {
+			q.Latest, q.Page = true, store.Page{Number: 1, Size: 1}
+			_, n, err := env.Store.ListFindings(ctx, env.Tenant, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		muted := count(store.FindingQuery{Muted: store.MutedOnly})
+		if muted == 0 {
+			t.Fatal("the rule muted nothing; the test would prove nothing")
+		}
+		for _, tc := range []struct {
+			selector     []string
+			rows, marked int
+		}{
+			{nil, count(store.FindingQuery{Muted: store.MutedExcluded}), 0},
+			{[]string{"--field-selector", "muted=true"}, muted, muted},
+			{[]string{"--field-selector", "muted=any"}, count(store.FindingQuery{Muted: store.MutedAny}), muted},
+		} {
+			r := plugin(append([]string{"get", "findings", "-n", tenantNS, "--chunk-size", "250"}, tc.selector...)...)
+			lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+			if r.code != ExitOK || len(lines)-1 != tc.rows {
+				t.Fatalf("get findings %v: %d rows, the store %d: %s", tc.selector, len(lines)-1, tc.rows, r.stderr)
+			}
+			marked := 0
+			for _, l := range lines[1:] {
+				if slices.Contains(strings.Fields(l), "accepted") {
+					marked++
+				}
+			}
+			if marked != tc.marked {
+				t.Errorf("get findings %v: %d rows name the rule under MUTED, want %d", tc.selector, marked, tc.marked)
+			}
 		}
 	})
 

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -113,6 +114,13 @@ func (c *apiClient) BaseURL() string { return restapi.APIRoot(c.api.Base()).Stri
 // get reads path (relative to {base_url}/api/v1, e.g. "/ingestions") as authz.
 func (c *apiClient) get(ctx context.Context, authz, path string, q url.Values) (*restapi.Document, error) {
 	resp, err := c.api.Do(ctx, restapi.Call{Method: http.MethodGet, Path: path, Query: q, Authorization: authz})
+	return document(resp, err)
+}
+
+// post sends body, a JSON:API document, to path as authz.
+func (c *apiClient) post(ctx context.Context, authz, path string, body []byte) (*restapi.Document, error) {
+	resp, err := c.api.Do(ctx, restapi.Call{Method: http.MethodPost, Path: path, Body: bytes.NewReader(body),
+		ContentType: restapi.MediaType, ContentLength: int64(len(body)), Authorization: authz})
 	return document(resp, err)
 }
 

@@ -97,6 +97,25 @@ type listCheckIDsIn struct {
 	History      bool   `json:"history,omitempty" jsonschema:"count every scan ever ingested, not only the current state (the default: for each account and check, the newest run's findings; a scan filter counts every scan too)"`
 }
 
+type listMuteRulesIn struct {
+	Name string `json:"name,omitempty" jsonschema:"only the rule of this name"`
+	Sort string `json:"sort,omitempty" jsonschema:"name or -name (default name)"`
+	paging
+}
+
+type createMuteRuleIn struct {
+	CheckID      string   `json:"check_id,omitempty" jsonschema:"the check (metadata.event_code), exact or a glob"`
+	Account      string   `json:"account,omitempty" jsonschema:"the provider account uid (provider_uid of a finding), exact or a glob"`
+	Region       string   `json:"region,omitempty" jsonschema:"the region, exact or a glob"`
+	ResourceUID  string   `json:"resource_uid,omitempty" jsonschema:"the resource uid (an ARN, a resource id), exact or a glob"`
+	ResourceName string   `json:"resource_name,omitempty" jsonschema:"the resource name, exact or a glob"`
+	Severity     []string `json:"severity,omitempty" jsonschema:"only findings of these severities"`
+	StatusCode   []string `json:"status_code,omitempty" jsonschema:"only findings of these check results, e.g. FAIL"`
+	Reason       string   `json:"reason" jsonschema:"why these findings are accepted; every door shows it beside the mark"`
+	ExpiresAt    string   `json:"expires_at,omitempty" jsonschema:"when the rule stops muting, RFC 3339 (e.g. 2030-01-01T00:00:00Z); never when absent"`
+	Name         string   `json:"name,omitempty" jsonschema:"the rule's name (a Kubernetes name: lower-case letters, digits, -); generated (mute-…) when absent"`
+}
+
 // A platformTool is one row of the platform tools' table: it registers
 // itself on the server.
 type platformTool interface{ register(s *Server) }
@@ -327,6 +346,47 @@ func (s *Server) platformTools() []platformTool {
 			},
 			run: func(ctx context.Context, c *caller, _ tenantUsageIn) (any, error) {
 				return c.one(ctx, restapi.PathTenant, nil)
+			},
+		},
+		listTool[listMuteRulesIn]{
+			name:  "list_mute_rules",
+			title: "List mute rules",
+			description: "Lists the tenant's mute rules (MuteRule objects), by name: each rule's match, reason, expires_at, matched_findings " +
+				"(the stored findings it mutes), ready (its marks are written on every stored finding) and message. A finding a rule matches " +
+				"shows muted with mute {rule, reason} in search_findings and is left out of the current state unless muted=true or any.",
+			schema: func(p map[string]*jsonschema.Schema) {
+				enum(p["sort"], "name", "-name")
+				pageProps(p)
+			},
+			request: func(in listMuteRulesIn) (string, query, error) {
+				q := query{}
+				q.set("filter[name]", in.Name)
+				q.set("sort", in.Sort)
+				q.paging(in.paging)
+				return restapi.PathMuteRules, q, nil
+			},
+		},
+		readTool[createMuteRuleIn]{
+			tool: &mcpsdk.Tool{
+				Name:  "create_mute_rule",
+				Title: "Mute findings",
+				Description: "Creates a mute rule: the tenant's findings that match every field given (at least one) are muted, kept and listed " +
+					"in the history with the rule's reason, and left out of the current state, its counts and get_findings_overview. " +
+					"check_id, account, region, resource_uid and resource_name take an exact value or a glob (* any run of characters, " +
+					"? one, [abc] one of a set); severity and status_code are lists, any of which matches. reason is required. " +
+					"The operator then marks the stored findings in the background: list_mute_rules shows ready and matched_findings. " +
+					"Ask the user before muting: it hides findings. Needs an API key whose user has the mute_findings permission.",
+				InputSchema: inputSchema[createMuteRuleIn](func(p map[string]*jsonschema.Schema) {
+					enum(p["severity"].Items, restapi.Severities...)
+					p["reason"].MinLength = ptr(1)
+					p["reason"].MaxLength = ptr(1024)
+				}),
+				// A rule hides findings but deletes nothing, and the API
+				// refuses a second rule of the same name.
+				Annotations: &mcpsdk.ToolAnnotations{ReadOnlyHint: false, DestructiveHint: ptr(false), IdempotentHint: false, OpenWorldHint: ptr(false)},
+			},
+			run: func(ctx context.Context, c *caller, in createMuteRuleIn) (any, error) {
+				return c.createMuteRule(ctx, in)
 			},
 		},
 		readTool[listCheckIDsIn]{

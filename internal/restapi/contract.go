@@ -32,6 +32,7 @@ const (
 	PathLatestFindings = "/findings/latest"
 	PathScans          = "/scans"
 	PathProviders      = "/providers"
+	PathMuteRules      = "/mute-rules"
 	PathTenant         = "/tenant"
 	PathTokens         = "/tokens"
 	PathTokensRefresh  = "/tokens/refresh"

@@ -18,7 +18,7 @@ import (
 var (
 	docTools      = []string{"list_docs", "search_docs", "get_doc", "get_ocsf_reference"}
 	platformTools = []string{"list_ingestions", "get_ingestion", "list_ingestion_errors", "upload_report", "search_findings",
-		"get_finding", "get_findings_overview", "list_providers", "list_scans", "get_tenant_usage", "list_check_ids"}
+		"get_finding", "get_findings_overview", "list_providers", "list_scans", "get_tenant_usage", "list_mute_rules", "create_mute_rule", "list_check_ids"}
 )
 
 // minimalArgs are arguments that pass each platform tool's input schema.
@@ -27,6 +27,7 @@ var minimalArgs = map[string][]string{
 	"list_ingestion_errors": {"id=" + uuid.NewString()},
 	"upload_report":         {"filename=r.ocsf.json", "content=" + jsonString("[]")},
 	"get_finding":           {"id=f-1"},
+	"create_mute_rule":      {"check_id=x", "reason=r"},
 }
 
 func TestToolsOverHTTPWithAPIKey(t *testing.T) {
@@ -44,11 +45,11 @@ func TestToolsOverHTTPWithAPIKey(t *testing.T) {
 		if tool.InputSchema["type"] != "object" {
 			t.Errorf("tool %s input schema type %v, want object", tool.Name, tool.InputSchema["type"])
 		}
-		if tool.Name == "upload_report" {
+		if tool.Name == "upload_report" || tool.Name == "create_mute_rule" {
 			if tool.Annotations.ReadOnlyHint || tool.Annotations.DestructiveHint == nil || *tool.Annotations.DestructiveHint {
-				t.Errorf("upload_report annotations %+v: want readOnlyHint false and destructiveHint false", tool.Annotations)
+				t.Errorf("%s annotations %+v: want readOnlyHint false and destructiveHint false", tool.Name, tool.Annotations)
 			}
-			if _, ok := tool.InputSchema["properties"].(map[string]any)["path"]; ok {
+			if _, ok := tool.InputSchema["properties"].(map[string]any)["path"]; ok && tool.Name == "upload_report" {
 				t.Error("upload_report offers path over HTTP: a remote client must not read the server's files")
 			}
 		} else if !tool.Annotations.ReadOnlyHint {
@@ -356,6 +357,27 @@ func TestUploadThenFindFindings(t *testing.T) {
 		t.Errorf("list_scans count %d after an ingestion", scans.Count)
 	}
 	mustSucceed(t, target, "list_providers")
+
+	// A mute rule through the tools: created (the object; no controller
+	// runs here to apply it), then listed by name.
+	var rule struct {
+		Name  string         `json:"name"`
+		Match map[string]any `json:"match"`
+	}
+	mustSucceed(t, target, "create_mute_rule", "name=accepted", "check_id="+first["check_id"].(string), "reason=accepted by the team").decode(t, &rule)
+	if rule.Name != "accepted" || rule.Match["checkId"] != first["check_id"] {
+		t.Errorf("create_mute_rule answered %+v", rule)
+	}
+	var rules struct {
+		Items []struct {
+			Name   string `json:"name"`
+			Reason string `json:"reason"`
+		} `json:"items"`
+	}
+	mustSucceed(t, target, "list_mute_rules", "name=accepted").decode(t, &rules)
+	if len(rules.Items) != 1 || rules.Items[0].Reason != "accepted by the team" {
+		t.Errorf("list_mute_rules %+v; want the rule created", rules)
+	}
 	var errs struct{ Count int }
 	mustSucceed(t, target, "list_ingestion_errors", "id="+ing.ID).decode(t, &errs)
 	if errs.Count != 0 {
@@ -422,6 +444,8 @@ func TestAPIFailuresAreToolErrors(t *testing.T) {
 		if n := strings.Count(strings.ToLower(r.text()), "administrator"); n != 1 {
 			t.Errorf("the 403 error names the administrator %d times, want once: %q", n, r.text())
 		}
+		mustFail(t, httpTarget(srv.URL, "Bearer "+env.APIKey), "create_mute_rule", []string{"permission denied (HTTP 403)", "mute_findings"},
+			"check_id=s3_*", "reason=accepted")
 	})
 	t.Run("429", func(t *testing.T) {
 		key := apitest.NewKey()

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/controllers"
 	"github.com/posture-dev/posture/internal/apitest"
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/testenv"
@@ -154,6 +155,10 @@ func startAggregated(t *testing.T, postgres bool, maxUpload int64) (*apitest.Env
 			if err != nil {
 				return err
 			}
+			// MuteRules mark findings, which every door then shows.
+			if err := (&controllers.MuteRuleReconciler{Client: mgr.GetClient(), Store: st}).SetupWithManager(context.Background(), mgr); err != nil {
+				return err
+			}
 			return mgr.Add(srv)
 		},
 	})
@@ -210,7 +215,7 @@ func TestThroughKubeAggregator(t *testing.T) {
 		k := kubectl{t: t, kubeconfig: k.kubeconfig}
 		lines := strings.Split(strings.TrimSpace(k.ok("get", "findings", "-n", ns)), "\n")
 		header := strings.Fields(lines[0])
-		want := []string{"NAME", "SEVERITY", "STATUS", "CODE", "CHECK", "RESOURCE", "PROVIDER", "DELTA", "FIRST", "SEEN", "AGE"}
+		want := []string{"NAME", "SEVERITY", "STATUS", "CODE", "CHECK", "RESOURCE", "PROVIDER", "DELTA", "FIRST", "SEEN", "MUTED", "AGE"}
 		if !slices.Equal(header, want) {
 			t.Errorf("header %q, want %q", header, want)
 		}

@@ -167,6 +167,20 @@ func (f *findingStorage) List(ctx context.Context, opts *metainternalversion.Lis
 		}
 		q.Delta = v
 	}
+	switch v, set := filters[datav1.MutedSelector]; {
+	case !set && q.Latest:
+		// The current state leaves muted findings out, as REST's does.
+		q.Muted = store.MutedExcluded
+	case !set || v == "any":
+		q.Muted = store.MutedAny
+	case v == "true":
+		q.Muted = store.MutedOnly
+	case v == "false":
+		q.Muted = store.MutedExcluded
+	default:
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("field selector %s=%s: want true (only the muted findings), false (leave them out; "+
+			"the default with %s=true) or any (both; the default of the history)", datav1.MutedSelector, v, datav1.LatestSelector))
+	}
 	if v := filters["severity"]; v != "" {
 		if !findings.ValidSeverity(v) {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("field selector severity=%s: unknown severity; one of %s", v, strings.Join(findings.Severities, ", ")))
@@ -226,12 +240,13 @@ func (f *findingStorage) List(ctx context.Context, opts *metainternalversion.Lis
 func matchesQuery(f *store.Finding, q store.FindingQuery) bool {
 	eq := func(want, got string) bool { return want == "" || want == got }
 	one := func(want []string, got string) bool { return len(want) == 0 || strings.EqualFold(want[0], got) }
+	muted := q.Muted == store.MutedAny || (q.Muted == store.MutedOnly) == (f.Mute != nil)
 	return eq(q.ProviderUID, f.ProviderUID) && eq(q.CheckID, f.CheckID) && eq(q.ScanID, f.ScanID) &&
-		eq(q.IngestionID, f.IngestionID) && one(q.Severity, f.Severity) && one(q.StatusCode, f.StatusCode)
+		eq(q.IngestionID, f.IngestionID) && one(q.Severity, f.Severity) && one(q.StatusCode, f.StatusCode) && muted
 }
 
 func toFinding(f *store.Finding, ns string) *datav1.Finding {
-	return &datav1.Finding{
+	out := &datav1.Finding{
 		TypeMeta:   metav1.TypeMeta{APIVersion: datav1.SchemeGroupVersion.String(), Kind: "Finding"},
 		ObjectMeta: metav1.ObjectMeta{Name: f.ID, Namespace: ns, CreationTimestamp: metav1.NewTime(f.InsertedAt)},
 		UID:        f.UID, CheckID: f.CheckID, Title: f.Title, Severity: f.Severity, SeverityID: f.SeverityID,
@@ -240,6 +255,10 @@ func toFinding(f *store.Finding, ns string) *datav1.Finding {
 		Time: metav1.NewTime(f.Time), UpdatedAt: metav1.NewTime(f.UpdatedAt), Delta: f.Delta,
 		FirstSeenAt: optionalTime(f.FirstSeenAt),
 	}
+	if f.Mute != nil {
+		out.Muted, out.MuteRule, out.MuteReason = true, f.Mute.Rule, f.Mute.Reason
+	}
+	return out
 }
 
 func optionalTime(t *time.Time) *metav1.Time {
@@ -259,7 +278,9 @@ var findingColumns = []metav1.TableColumnDefinition{
 	{Name: "Provider", Type: "string", Description: "The provider account (type/uid)."},
 	{Name: "Delta", Type: "string", Description: "In the current state (latest=true): new or changed since the run before; empty otherwise."},
 	{Name: "First Seen", Type: "string", Description: "In the current state: since the account first reported the check's finding."},
+	{Name: "Muted", Type: "string", Description: "The MuteRule that mutes the finding, empty when none does; its reason is muteReason (-o yaml) or the wide output's Mute Reason."},
 	{Name: "Age", Type: "string", Description: "Since the finding was first stored."},
+	{Name: "Mute Reason", Type: "string", Priority: 1, Description: "Why the MuteRule mutes the finding (-o wide)."},
 }
 
 func (*findingStorage) ConvertToTable(_ context.Context, obj runtime.Object, _ runtime.Object) (*metav1.Table, error) {
@@ -273,7 +294,8 @@ func (*findingStorage) ConvertToTable(_ context.Context, obj runtime.Object, _ r
 		if f.FirstSeenAt != nil {
 			firstSeen = age(*f.FirstSeenAt)
 		}
-		t.Rows = append(t.Rows, row(f, f.Name, f.Severity, f.StatusCode, f.CheckID, f.ResourceUID, provider, f.Delta, firstSeen, age(f.CreationTimestamp)))
+		t.Rows = append(t.Rows, row(f, f.Name, f.Severity, f.StatusCode, f.CheckID, f.ResourceUID, provider, f.Delta, firstSeen,
+			f.MuteRule, age(f.CreationTimestamp), f.MuteReason))
 	}
 	return t, eachItem(obj, t, func(o runtime.Object) { add(o.(*datav1.Finding)) })
 }

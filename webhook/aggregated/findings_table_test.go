@@ -26,6 +26,7 @@ func TestFindingTableDelta(t *testing.T) {
 		{"new in the current state", store.Finding{ID: "f1", Delta: "new", FirstSeenAt: &seen}, "new", "3h"},
 		{"changed in the current state", store.Finding{ID: "f2", Delta: "changed", FirstSeenAt: &seen}, "changed", "3h"},
 		{"history", store.Finding{ID: "f3"}, "", ""},
+		{"muted", store.Finding{ID: "f4", Mute: &store.MuteMark{Rule: "accepted", Reason: "by design"}}, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := toFinding(&tc.row, "tenant-a")
@@ -42,6 +43,13 @@ func TestFindingTableDelta(t *testing.T) {
 			}
 			if got := cells[cols["First Seen"]]; got != tc.firstSeen {
 				t.Errorf("FIRST SEEN cell %q, want %q", got, tc.firstSeen)
+			}
+			rule, reason := "", ""
+			if tc.row.Mute != nil {
+				rule, reason = tc.row.Mute.Rule, tc.row.Mute.Reason
+			}
+			if got := cells[cols["Muted"]]; got != rule || cells[cols["Mute Reason"]] != reason || f.Muted != (rule != "") || f.MuteReason != reason {
+				t.Errorf("MUTED cell %q, MUTE REASON %q, muted %v; want %q, %q", got, cells[cols["Mute Reason"]], f.Muted, rule, reason)
 			}
 			if len(cells) != len(findingColumns) {
 				t.Errorf("%d cells for %d columns", len(cells), len(findingColumns))

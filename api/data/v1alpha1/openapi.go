@@ -77,6 +77,8 @@ func schemaOf(ref common.ReferenceCallback, t reflect.Type) (spec.Schema, string
 		return schemaOf(ref, t.Elem())
 	case reflect.String:
 		return *spec.StringProperty(), ""
+	case reflect.Bool:
+		return *spec.BooleanProperty(), ""
 	case reflect.Int, reflect.Int32, reflect.Int64:
 		return *spec.Int64Property(), ""
 	case reflect.Slice:

@@ -32,7 +32,7 @@ func AddToScheme(s *runtime.Scheme) error {
 // except a finding's latest (LatestSelector), which picks the current state
 // rather than matching a field.
 var (
-	FindingFieldSelectors = []string{"severity", "statusCode", "providerUID", "checkID", "scan", "ingestion", LatestSelector, DeltaSelector}
+	FindingFieldSelectors = []string{"severity", "statusCode", "providerUID", "checkID", "scan", "ingestion", LatestSelector, DeltaSelector, MutedSelector}
 	ScanFieldSelectors    = []string{"providerUID", "providerType", "ingestion"}
 	ErrorFieldSelectors   = []string{"ingestion"}
 )
@@ -46,6 +46,11 @@ const LatestSelector = "latest"
 // or changed (delta=new, delta=changed), or lists the resolved ones
 // (delta=resolved), as REST's filter[delta] does.
 const DeltaSelector = "delta"
+
+// MutedSelector chooses the muted findings as REST's filter[muted] does:
+// muted=false leaves them out (the default with latest=true), muted=true
+// keeps only them, muted=any lists both (the default of the history).
+const MutedSelector = "muted"
 
 // IncludeRecordsParam, =true on a list of findings, has each item carry
 // its OCSF record (Finding.Record), which only a get returns otherwise:

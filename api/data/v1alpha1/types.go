@@ -38,6 +38,13 @@ type Finding struct {
 	// ("new") or changed its status ("changed"). History leaves them out.
 	FirstSeenAt *metav1.Time `json:"firstSeenAt,omitempty"`
 	Delta       string       `json:"delta,omitempty"`
+	// Muted says a MuteRule of the tenant matches the finding; MuteRule and
+	// MuteReason name the rule (the first by name when several match) and
+	// its reason. The current state (latest=true) leaves muted findings
+	// out unless the field selector muted=true or muted=any asks for them.
+	Muted      bool   `json:"muted,omitempty"`
+	MuteRule   string `json:"muteRule,omitempty"`
+	MuteReason string `json:"muteReason,omitempty"`
 	// Record is the full OCSF record as uploaded; only a get returns it.
 	Record *runtime.RawExtension `json:"record,omitempty"`
 }

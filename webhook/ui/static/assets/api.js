@@ -10,9 +10,12 @@ export { MEDIA };
 export const POLL_MS = 1000;
 
 export class APIError extends Error {
-  constructor(status, detail) {
+  // source is the error's source ({pointer} into the body sent, or
+  // {parameter}), so a form can point at the field the API refused.
+  constructor(status, detail, source) {
     super(detail);
     this.status = status;
+    this.source = source || {};
   }
 }
 
@@ -42,7 +45,7 @@ export async function api(path, opts = {}) {
   if (res.status === 401 && !path.startsWith('/ui/session')) {
     sessionEnded('Your session ended; sign in again.');
   }
-  if (!res.ok) throw new APIError(res.status, errorDetail(body, res));
+  if (!res.ok) throw new APIError(res.status, errorDetail(body, res), body && body.errors && body.errors[0] && body.errors[0].source);
   return body;
 }
 

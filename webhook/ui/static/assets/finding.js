@@ -5,7 +5,8 @@
 
 import { api } from './api.js';
 import { $, el, when, showView, pager, readList } from './dom.js';
-import { listHash } from './findings.js';
+import { listHash, muteMark } from './findings.js';
+import * as mute from './mute.js';
 
 const OBSERVATIONS_PAGE = 10;
 
@@ -31,6 +32,7 @@ async function read(id) {
   $('finding-observations-message').textContent = '';
   $('finding-record').textContent = '';
   $('finding-raw').open = false;
+  $('mute-open').hidden = true;
   for (const p of document.querySelectorAll('#finding-view .finding-part')) p.hidden = true;
   $('finding-observations-pager').hidden = true;
   let a;
@@ -45,8 +47,12 @@ async function read(id) {
   const account = a.account || { provider: a.provider_type, uid: a.provider_uid, name: '' };
   const rows = [['Severity', badge(a.severity, 'sev-' + a.severity)], ['Status', status(a.status_code, a.status)],
     ['Check', a.check_id], ['Account', account.provider + ' ' + account.uid + (account.name ? ' (' + account.name + ')' : '')],
-    ['Region', a.region], ['Time', when(a.time)], ['Scan', a.scan_id], ['Ingestion', a.ingestion_id], ['UID', a.uid]];
+    ['Region', a.region], ['Time', when(a.time)], ['Scan', a.scan_id], ['Ingestion', a.ingestion_id], ['UID', a.uid],
+    ['Muted', muted(a)]];
   $('finding-summary').replaceChildren(...definitions(rows));
+  // Mute… is for roles with the mute_findings permission; the API refuses
+  // the others anyway.
+  mute.offer(a, () => { if (shown === id) read(id); });
 
   // The *_html attributes are the server's sanitized rendering (no
   // script, no handler, links only to http and https); the page's CSP
@@ -102,6 +108,16 @@ async function readObservations(id) {
   }));
   $('finding-observations-pager').hidden = doc.meta.pagination.pages <= 1;
   pager('finding-observations-pager', observations, doc.meta.pagination.pages, () => readObservations(id));
+}
+
+// muted is the summary's word on the finding's mark: which rule muted it
+// and why, or No.
+function muted(a) {
+  if (!a.muted) return 'No';
+  const m = a.mute || { rule: '', reason: '' };
+  const span = el('span', null, 'mute-says');
+  span.append(muteMark(m), ' by rule ', el('code', m.rule), ': ', el('span', m.reason));
+  return span;
 }
 
 function definitions(rows) {

@@ -16,11 +16,24 @@ import { usageText } from './providers.js';
 
 // The list's filters, the API's filter[…] names, in the order an empty
 // result names them. delta exists in the current state only.
-const FILTERS = ['severity', 'status_code', 'delta', 'check_id', 'region', 'provider_type', 'provider_uid', 'scan', 'ingestion', 'search'];
+const FILTERS = ['severity', 'status_code', 'delta', 'muted', 'check_id', 'region', 'provider_type', 'provider_uid', 'scan', 'ingestion', 'search'];
 const FILTER_WORDS = {
-  severity: 'severity', status_code: 'status', delta: 'change', check_id: 'check', region: 'region',
+  severity: 'severity', status_code: 'status', delta: 'change', muted: 'muted', check_id: 'check', region: 'region',
   provider_type: 'provider', provider_uid: 'account', scan: 'scan', ingestion: 'ingestion', search: 'search',
 };
+// muted takes true, false or any; its default is the API's: the current
+// state leaves muted findings out (false), the history lists them (any).
+// Only a value other than the view's default is a filter, in the URL and
+// in the requests, so a link means the same in either view.
+const MUTED = ['false', 'true', 'any'];
+const mutedDefault = (history) => (history ? 'any' : 'false');
+
+// keep says whether a filter's value v is one the view v.history takes.
+function keep(name, value, history) {
+  if (name === 'delta') return !history;
+  if (name === 'muted') return MUTED.includes(value) && value !== mutedDefault(history);
+  return true;
+}
 const DEFAULT_SORT = '-inserted_at';
 
 // cursors[n] is page n's page[cursor], from links.next of page n - 1.
@@ -40,7 +53,7 @@ export function parseHash(hash) {
   const filters = {};
   for (const name of FILTERS) {
     const v = (q.get(name) || '').trim();
-    if (v && !(name === 'delta' && history)) filters[name] = v;
+    if (v && keep(name, v, history)) filters[name] = v;
   }
   const group = q.get('group') === 'check' ? 'check' : '';
   return { history, group, filters, sort: q.get('sort') || DEFAULT_SORT };
@@ -52,7 +65,7 @@ export function hashOf(v) {
   if (v.history) q.set('view', 'history');
   if (v.group) q.set('group', v.group);
   for (const name of FILTERS) {
-    if (v.filters[name] && !(name === 'delta' && v.history)) q.set(name, v.filters[name]);
+    if (v.filters[name] && keep(name, v.filters[name], v.history)) q.set(name, v.filters[name]);
   }
   if (v.sort && v.sort !== DEFAULT_SORT) q.set('sort', v.sort);
   const s = q.toString();
@@ -137,6 +150,10 @@ function drawControls() {
     const v = view.filters[name] || '';
     // A value from a link that the list does not offer yet (a check the
     // counts have not answered) still shows as chosen.
+    if (name === 'muted') {
+      control.value = v || mutedDefault(view.history);
+      continue;
+    }
     if (control.tagName === 'SELECT' && v && ![...control.options].some((o) => o.value === v)) control.append(option(v, v));
     control.value = v;
   }
@@ -203,6 +220,7 @@ export function findingRow(f) {
   const link = el('a', a.title || a.uid);
   link.href = '#/findings/' + encodeURIComponent(f.id);
   title.append(link);
+  if (a.muted) title.append(' ', muteMark(a.mute));
   const sev = el('td');
   sev.append(el('span', a.severity, 'badge sev-' + a.severity));
   const change = el('td', null, 'c-change');
@@ -217,6 +235,18 @@ export function findingRow(f) {
   tr.append(sev, el('td', a.status_code), change, el('td', a.check_id, 'c-check'), title, el('td', a.region, 'c-region'),
     el('td', a.resource_uid, 'c-resource'), el('td', when(a.time), 'c-time'));
   return tr;
+}
+
+// muteMark is the mark of a muted finding: a badge whose accessible name
+// (and tooltip) says which rule muted it and why.
+export function muteMark(mute) {
+  const m = mute || { rule: '', reason: '' };
+  const says = 'Muted by rule ' + m.rule + ': ' + m.reason;
+  const mark = el('span', 'muted', 'badge mute-mark');
+  mark.setAttribute('role', 'img');
+  mark.setAttribute('aria-label', says);
+  mark.title = says;
+  return mark;
 }
 
 // counts reads GET …/counts grouped by `by` under the params given.
@@ -443,7 +473,7 @@ function fromForm() {
   const filters = {};
   for (const name of FILTERS) {
     const v = form[name].value.trim();
-    if (v) filters[name] = v;
+    if (v && keep(name, v, view.history)) filters[name] = v;
   }
   return { ...view, filters, sort: form.sort.value };
 }
