@@ -186,8 +186,10 @@ func StatusOf(err error) int {
 	return 0
 }
 
-// Do sends one call. Any answer but a 2xx is an *Error.
-func (c *Client) Do(ctx context.Context, call Call) (*Response, error) {
+// send sends call asking for accept and returns the answer with its body
+// unread, or nil and the *Error of a request that got none. The *Error is
+// returned either way, named for the call, for the caller to fill in.
+func (c *Client) send(ctx context.Context, call Call, accept string) (*http.Response, *Error) {
 	u := c.URL(call.Path, call.Query)
 	fail := &Error{Method: call.Method, URL: u, Header: http.Header{}}
 	req, err := http.NewRequestWithContext(ctx, call.Method, u.String(), call.Body)
@@ -201,7 +203,7 @@ func (c *Client) Do(ctx context.Context, call Call) (*Response, error) {
 	for k, v := range call.Header {
 		req.Header[k] = v
 	}
-	req.Header.Set("Accept", MediaType)
+	req.Header.Set("Accept", accept)
 	if call.Body != nil && call.ContentType != "" {
 		req.Header.Set("Content-Type", call.ContentType)
 	}
@@ -220,6 +222,16 @@ func (c *Client) Do(ctx context.Context, call Call) (*Response, error) {
 		fail.Cause = UnwrapURLError(err)
 		return nil, fail
 	}
+	return resp, fail
+}
+
+// Do sends one call. Any answer but a 2xx is an *Error.
+func (c *Client) Do(ctx context.Context, call Call) (*Response, error) {
+	resp, fail := c.send(ctx, call, MediaType)
+	if resp == nil {
+		return nil, fail
+	}
+	u := fail.URL
 	defer resp.Body.Close()
 	limit := c.MaxResponseBytes
 	if limit <= 0 {
@@ -296,29 +308,8 @@ func IsJSON(contentType string) bool {
 // its body unread, for an answer too large to hold (an export): the caller
 // reads and closes it. Any other answer is an *Error, as from Do.
 func (c *Client) Open(ctx context.Context, call Call, accept string) (*http.Response, error) {
-	u := c.URL(call.Path, call.Query)
-	fail := &Error{Method: call.Method, URL: u, Header: http.Header{}}
-	req, err := http.NewRequestWithContext(ctx, call.Method, u.String(), call.Body)
-	if err != nil {
-		fail.Cause = err
-		return nil, fail
-	}
-	for k, v := range call.Header {
-		req.Header[k] = v
-	}
-	req.Header.Set("Accept", accept)
-	if authz := firstNonEmpty(call.Authorization, c.Authorization); authz != "" {
-		req.Header.Set("Authorization", authz)
-	}
-	if c.UserAgent != "" {
-		req.Header.Set("User-Agent", c.UserAgent)
-	}
-	resp, err := c.HTTP.Do(req)
-	if err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
-			err = ctxErr
-		}
-		fail.Cause = UnwrapURLError(err)
+	resp, fail := c.send(ctx, call, accept)
+	if resp == nil {
 		return nil, fail
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
