@@ -242,6 +242,16 @@ func testBlobSweepIncomplete(t *testing.T, s store.Store) {
 	case err := <-putErr:
 		t.Fatalf("PutBlob returned %v before its reader stalled", err)
 	}
+	// The last chunk read may still be on its way to the store (an engine
+	// may write one chunk while it reads the next); it gets there while
+	// the client stalls.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		blobs, chunks, err := c.CountBlobs(ctx, tenantA)
+		must(t, err, "CountBlobs")
+		if blobs == 2 && chunks == 3 || time.Now().After(deadline) {
+			break
+		}
+	}
 	counts("while the upload stalls", 2, 3)
 
 	n, err := j.SweepIncompleteBlobs(ctx, time.Now().Add(-time.Hour))
