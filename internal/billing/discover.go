@@ -84,27 +84,31 @@ func collect(ctx context.Context, r io.Reader, limit int) ([]Account, error) {
 // the writes; a report naming more than MaxAccounts fails the next Write
 // with a *TooManyAccountsError.
 type Collector struct {
-	pw       *io.PipeWriter
+	pw       *pipe
 	done     chan struct{}
 	once     sync.Once
 	accounts []Account
 	err      error
 }
 
+// collectorBuffer is how far an intake may run ahead of its collector: a
+// few of the chunks it stores, bounded per upload.
+const collectorBuffer = 4 << 20
+
 // NewCollector starts a collector; Finish or Abort must end it.
 func NewCollector(ctx context.Context) *Collector {
-	pr, pw := io.Pipe()
-	c := &Collector{pw: pw, done: make(chan struct{})}
+	p := newPipe(collectorBuffer)
+	c := &Collector{pw: p, done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
-		c.accounts, c.err = collect(ctx, pr, MaxAccounts)
+		c.accounts, c.err = collect(ctx, p, MaxAccounts)
 		if c.err != nil {
-			pr.CloseWithError(c.err)
+			p.CloseRead(c.err)
 			return
 		}
 		// A malformed report ends the decoding early; the intake's own
 		// check refuses it, and the writes must not block meanwhile.
-		_, _ = io.Copy(io.Discard, pr)
+		_, _ = io.Copy(io.Discard, p)
 	}()
 	return c
 }
@@ -115,14 +119,14 @@ func (c *Collector) Write(p []byte) (int, error) { return c.pw.Write(p) }
 // Finish ends the report (all of it has been written) and returns its
 // accounts.
 func (c *Collector) Finish() ([]Account, error) {
-	c.once.Do(func() { c.pw.Close() })
+	c.once.Do(func() { c.pw.CloseWrite(nil) })
 	<-c.done
 	return c.accounts, c.err
 }
 
 // Abort ends a collector whose intake failed; it may follow Finish.
 func (c *Collector) Abort() {
-	c.once.Do(func() { c.pw.CloseWithError(errors.New("billing: intake aborted")) })
+	c.once.Do(func() { c.pw.CloseWrite(errors.New("billing: intake aborted")) })
 	<-c.done
 }
 
