@@ -1,6 +1,7 @@
 package controllers_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -135,19 +136,17 @@ func upload(t *testing.T, st store.Store, tenant, namespace, path string) *postu
 // report's accounts, and creates its Ingestion: what an upgrade finds queued.
 func uploadUnrecorded(t *testing.T, st store.Store, tenant, namespace, path string) *posturev1.Ingestion {
 	t.Helper()
-	f, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	counting := ocsf.NewCountingReader(f)
-	blob, err := st.PutBlob(context.Background(), tenant, counting)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := counting.Result()
+	n, err := ocsf.Count(bytes.NewReader(data))
 	if err != nil {
 		t.Fatalf("count %s: %v", path, err)
+	}
+	blob, err := st.PutBlob(context.Background(), tenant, bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
 	}
 	return createUpload(t, blob, n, tenant, namespace, path)
 }

@@ -37,31 +37,41 @@ func (e *TooManyAccountsError) Error() string {
 // itself. It reads the report a second time, so it only serves reports
 // stored before intake recorded their accounts (see Collector).
 func DiscoverAccounts(ctx context.Context, r io.Reader) ([]Account, error) {
-	return collect(ctx, r, 0)
+	got, err := collect(ctx, r, 0)
+	return got.accounts, err
+}
+
+// collected is what collect read of a report: the accounts of its valid
+// records, how many records it has, and, for a report that is not a valid
+// array, why (the accounts are then those found before).
+type collected struct {
+	accounts []Account
+	records  int
+	bad      *ocsf.FileError
 }
 
 // collect is the one rule of which accounts a report names; limit > 0
 // bounds them with a *TooManyAccountsError.
-func collect(ctx context.Context, r io.Reader, limit int) ([]Account, error) {
+func collect(ctx context.Context, r io.Reader, limit int) (collected, error) {
 	reader := ocsf.NewReader(bufio.NewReaderSize(r, 256<<10))
 	validator := ocsf.NewValidator()
 	seen := map[Account]bool{}
-	var accounts []Account
+	var out collected
 	for i := 0; ; i++ {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return out, err
 		}
 		// The record is only read by Check, before the next one.
 		rec, err := reader.NextBorrowed()
 		if errors.Is(err, io.EOF) {
-			return accounts, nil
+			out.records = i
+			return out, nil
 		}
-		var fe *ocsf.FileError
-		if errors.As(err, &fe) {
-			return accounts, nil
+		if errors.As(err, &out.bad) {
+			return out, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read record %d to find its account: %w", i, err)
+			return out, fmt.Errorf("read record %d to find its account: %w", i, err)
 		}
 		f, problems := validator.Check(rec)
 		if len(problems) > 0 {
@@ -69,26 +79,28 @@ func collect(ctx context.Context, r io.Reader, limit int) ([]Account, error) {
 		}
 		a := Account{f.ProviderType, f.ProviderUID}
 		if !seen[a] {
-			if limit > 0 && len(accounts) == limit {
-				return nil, &TooManyAccountsError{Limit: limit, Record: i}
+			if limit > 0 && len(out.accounts) == limit {
+				return out, &TooManyAccountsError{Limit: limit, Record: i}
 			}
 			seen[a] = true
-			accounts = append(accounts, a)
+			out.accounts = append(out.accounts, a)
 		}
 	}
 }
 
-// Collector finds a report's accounts from the bytes an intake already
-// passes along (it is the io.Writer of an io.TeeReader), so the report is
-// not read again to bill it. It decodes on its own goroutine, in step with
-// the writes; a report naming more than MaxAccounts fails the next Write
-// with a *TooManyAccountsError.
+// Collector reads a report from the bytes an intake already passes along
+// (it is the io.Writer of an io.TeeReader), so the report is not read again
+// to bill or count it: it finds the accounts, counts the records and checks
+// that the report is one JSON array. It decodes on its own goroutine, up to
+// collectorBuffer bytes behind the writes. A report naming more than
+// MaxAccounts fails a later Write with a *TooManyAccountsError, and one
+// that is not a valid array with its *ocsf.FileError.
 type Collector struct {
-	pw       *pipe
-	done     chan struct{}
-	once     sync.Once
-	accounts []Account
-	err      error
+	pw   *pipe
+	done chan struct{}
+	once sync.Once
+	got  collected
+	err  error
 }
 
 // collectorBuffer is how far an intake may run ahead of its collector: a
@@ -101,14 +113,19 @@ func NewCollector(ctx context.Context) *Collector {
 	c := &Collector{pw: p, done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
-		c.accounts, c.err = collect(ctx, p, MaxAccounts)
-		if c.err != nil {
+		c.got, c.err = collect(ctx, p, MaxAccounts)
+		switch {
+		case c.err != nil:
 			p.CloseRead(c.err)
-			return
+		case c.got.bad != nil:
+			// The intake stops at the next write rather than store a
+			// report that will be refused.
+			p.CloseRead(c.got.bad)
+		default:
+			// Whatever follows a complete array has been refused
+			// above, so this only drains an empty tail.
+			_, _ = io.Copy(io.Discard, p)
 		}
-		// A malformed report ends the decoding early; the intake's own
-		// check refuses it, and the writes must not block meanwhile.
-		_, _ = io.Copy(io.Discard, p)
 	}()
 	return c
 }
@@ -121,7 +138,20 @@ func (c *Collector) Write(p []byte) (int, error) { return c.pw.Write(p) }
 func (c *Collector) Finish() ([]Account, error) {
 	c.once.Do(func() { c.pw.CloseWrite(nil) })
 	<-c.done
-	return c.accounts, c.err
+	return c.got.accounts, c.err
+}
+
+// Records is the number of the report's records, or the *ocsf.FileError
+// saying why it is not a valid array; it follows Finish.
+func (c *Collector) Records() (int, error) {
+	<-c.done
+	switch {
+	case c.err != nil:
+		return 0, c.err
+	case c.got.bad != nil:
+		return 0, c.got.bad
+	}
+	return c.got.records, nil
 }
 
 // Abort ends a collector whose intake failed; it may follow Finish.

@@ -1,7 +1,6 @@
 package ocsf
 
 import (
-	"errors"
 	"io"
 )
 
@@ -34,73 +33,6 @@ func Count(r io.Reader) (int, error) {
 			return 0, err
 		}
 	}
-}
-
-// CountingReader passes every byte of a report through to its caller while
-// counting records, so an upload can be stored and checked in one pass.
-// Counting happens inline in Read; there is no goroutine and no buffering.
-type CountingReader struct {
-	r       io.Reader
-	s       *tokenizer
-	ferr    *FileError
-	readErr error
-	done    bool
-	count   int
-}
-
-// errNotDone is returned by Result when the input has not been read to EOF.
-var errNotDone = errors.New("ocsf: CountingReader.Result called before Read returned io.EOF")
-
-// NewCountingReader wraps r; see CountingReader.
-func NewCountingReader(r io.Reader) *CountingReader {
-	return &CountingReader{r: r, s: newTokenizer()}
-}
-
-// Read reads from the wrapped reader and returns exactly what it returned.
-// A malformed report does not make Read fail: the bytes are passed on
-// unchanged and the verdict is given by Result (or early by Err).
-func (c *CountingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	if n > 0 && c.ferr == nil && !c.done {
-		c.ferr = c.s.feed(p[:n])
-	}
-	switch {
-	case err == io.EOF && !c.done:
-		c.done = true
-		if c.ferr == nil {
-			c.count, c.ferr = c.s.finish()
-		}
-	case err != nil && err != io.EOF:
-		c.readErr = err
-	}
-	return n, err
-}
-
-// Result gives the record count, or the *FileError describing why the report
-// is not a valid JSON array. Call it after Read returned io.EOF; the verdict
-// is already known then, so it never blocks. Before EOF it returns the
-// wrapped reader's error if there was one, else a non-FileError error.
-func (c *CountingReader) Result() (int, error) {
-	switch {
-	case c.ferr != nil:
-		return 0, c.ferr
-	case c.done:
-		return c.count, nil
-	case c.readErr != nil:
-		return 0, c.readErr
-	default:
-		return 0, errNotDone
-	}
-}
-
-// Err returns the *FileError as soon as one is known, before EOF, so an
-// upload of an obviously bad file (say, an object) can be abandoned early.
-// It returns nil while the report still looks valid.
-func (c *CountingReader) Err() error {
-	if c.ferr != nil {
-		return c.ferr
-	}
-	return nil
 }
 
 // Record is one element of the report's top-level array.

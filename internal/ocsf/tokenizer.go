@@ -3,7 +3,7 @@
 //
 // Whole-file syntax is checked by a hand-written incremental tokenizer rather
 // than a general JSON decoder so that memory stays independent of the file
-// size (Count and CountingReader hold no part of the file; Reader holds one
+// size (Count holds no part of the file; Reader holds one
 // record), every error carries an exact byte offset, and all entry points
 // agree byte for byte on what a valid file is, whatever the read chunking.
 //

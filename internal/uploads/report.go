@@ -21,7 +21,8 @@ func (e *TooLargeError) Error() string {
 // StoreReport streams a report into a new blob of the tenant while checking
 // its shape, counting its records and finding its accounts: the one path by
 // which every report is stored, uploaded (Accept) or declared in Git. A
-// malformed report ends the copy at the first bad byte and is returned as an
+// malformed report ends the copy soon after its first bad byte (the check
+// runs beside the copy, at most a few MiB behind) and is returned as an
 // *ocsf.FileError, one past limit bytes as a *TooLargeError, one naming more
 // than billing.MaxAccounts accounts as a *billing.TooManyAccountsError. A
 // failure of r itself (a client gone, a network source broken off) is a
@@ -30,12 +31,12 @@ func (e *TooLargeError) Error() string {
 // kept.
 func StoreReport(ctx context.Context, st store.Blobs, tenant string, r io.Reader, limit int64) (store.Blob, int, error) {
 	lr := &capReader{r: r, left: limit}
-	// The accounts are found from the same bytes, so billing never reads
-	// the stored report again.
+	// The records are counted, the shape checked and the accounts found
+	// from the same bytes, beside the copy, so neither billing nor the
+	// count reads the stored report again.
 	accounts := billing.NewCollector(ctx)
 	defer accounts.Abort()
-	counting := ocsf.NewCountingReader(io.TeeReader(lr, accounts))
-	blob, err := st.PutReport(ctx, tenant, shapeChecked{counting}, accounts.Stored)
+	blob, err := st.PutReport(ctx, tenant, io.TeeReader(lr, accounts), accounts.Stored)
 	if err != nil {
 		read := limit - lr.left
 		if lr.exceeded {
@@ -54,7 +55,7 @@ func StoreReport(ctx context.Context, st store.Blobs, tenant string, r io.Reader
 		}
 		return store.Blob{}, 0, &StoreError{Read: read, Err: err}
 	}
-	records, err := counting.Result()
+	records, err := accounts.Records()
 	if err != nil {
 		if derr := st.DeleteBlob(context.WithoutCancel(ctx), tenant, blob.ID); derr != nil && !errors.Is(derr, store.ErrNotFound) {
 			return store.Blob{}, 0, fmt.Errorf("%w (and deleting its stored copy %s failed: %v)", err, blob.ID, derr)
@@ -118,16 +119,4 @@ func (c *capReader) note(err error) error {
 		c.err = err
 	}
 	return err
-}
-
-// shapeChecked ends the copy as soon as the report is known to be malformed,
-// so a large bad report is not stored whole only to be deleted.
-type shapeChecked struct{ c *ocsf.CountingReader }
-
-func (s shapeChecked) Read(p []byte) (int, error) {
-	n, err := s.c.Read(p)
-	if ferr := s.c.Err(); ferr != nil {
-		return n, ferr
-	}
-	return n, err
 }

@@ -151,3 +151,45 @@ func TestStoreReportRecordsAccounts(t *testing.T) {
 		})
 	}
 }
+
+// spaces is a reader of a bad start and then n spaces, counting what was
+// read of it.
+type spaces struct {
+	head string
+	n    int64
+	read int64
+}
+
+func (s *spaces) Read(p []byte) (int, error) {
+	if s.read >= int64(len(s.head))+s.n {
+		return 0, io.EOF
+	}
+	p = p[:min(int64(len(p)), int64(len(s.head))+s.n-s.read)]
+	for i := range p {
+		if at := s.read + int64(i); at < int64(len(s.head)) {
+			p[i] = s.head[at]
+		} else {
+			p[i] = ' '
+		}
+	}
+	s.read += int64(len(p))
+	return len(p), nil
+}
+
+// TestStoreReportStopsEarly: a report known to be malformed from its first
+// byte is refused without reading it all, and nothing of it is kept.
+func TestStoreReportStopsEarly(t *testing.T) {
+	st := newStore(t)
+	body := &spaces{head: `{"not":"an array"}`, n: 1 << 30}
+	_, _, err := uploads.StoreReport(context.Background(), st, "t", body, 2<<30)
+	var fe *ocsf.FileError
+	if !errors.As(err, &fe) || fe.Offset != 0 {
+		t.Fatalf("err = %v, want the file error at byte 0", err)
+	}
+	if body.read > 64<<20 {
+		t.Fatalf("read %d bytes of a report malformed at its first byte, want the copy stopped within 64 MiB", body.read)
+	}
+	if blobs, chunks, err := st.(storetest.BlobCounter).CountBlobs(context.Background(), "t"); err != nil || blobs != 0 || chunks != 0 {
+		t.Errorf("a refused report left %d blobs and %d chunks (%v)", blobs, chunks, err)
+	}
+}
