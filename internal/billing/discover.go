@@ -37,7 +37,7 @@ func (e *TooManyAccountsError) Error() string {
 // itself. It reads the report a second time, so it only serves reports
 // stored before intake recorded their accounts (see Collector).
 func DiscoverAccounts(ctx context.Context, r io.Reader) ([]Account, error) {
-	got, err := collect(ctx, r, 0)
+	got, err := collect(ctx, ocsf.NewReader(bufio.NewReaderSize(r, 256<<10)).NextBorrowed, 0)
 	return got.accounts, err
 }
 
@@ -51,9 +51,9 @@ type collected struct {
 }
 
 // collect is the one rule of which accounts a report names; limit > 0
-// bounds them with a *TooManyAccountsError.
-func collect(ctx context.Context, r io.Reader, limit int) (collected, error) {
-	reader := ocsf.NewReader(bufio.NewReaderSize(r, 256<<10))
+// bounds them with a *TooManyAccountsError. next yields the report's
+// records, as ocsf.Reader.NextBorrowed does.
+func collect(ctx context.Context, next func() (ocsf.Record, error), limit int) (collected, error) {
 	validator := ocsf.NewValidator()
 	seen := map[Account]bool{}
 	var out collected
@@ -62,7 +62,7 @@ func collect(ctx context.Context, r io.Reader, limit int) (collected, error) {
 			return out, err
 		}
 		// The record is only read by Check, before the next one.
-		rec, err := reader.NextBorrowed()
+		rec, err := next()
 		if errors.Is(err, io.EOF) {
 			out.records = i
 			return out, nil
@@ -113,7 +113,9 @@ func NewCollector(ctx context.Context) *Collector {
 	c := &Collector{pw: p, done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
-		c.got, c.err = collect(ctx, p, MaxAccounts)
+		records := newReadAhead(ocsf.NewReader(p))
+		defer records.stop()
+		c.got, c.err = collect(ctx, records.next, MaxAccounts)
 		switch {
 		case c.err != nil:
 			p.CloseRead(c.err)
