@@ -116,6 +116,7 @@ func NewCollector(ctx context.Context) *Collector {
 		records := newReadAhead(ocsf.NewReader(p))
 		defer records.stop()
 		c.got, c.err = collect(ctx, records.next, MaxAccounts)
+		// Otherwise the report was read to its end.
 		switch {
 		case c.err != nil:
 			p.CloseRead(c.err)
@@ -123,10 +124,6 @@ func NewCollector(ctx context.Context) *Collector {
 			// The intake stops at the next write rather than store a
 			// report that will be refused.
 			p.CloseRead(c.got.bad)
-		default:
-			// Whatever follows a complete array has been refused
-			// above, so this only drains an empty tail.
-			_, _ = io.Copy(io.Discard, p)
 		}
 	}()
 	return c

@@ -2,8 +2,6 @@ package postgres
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -65,38 +63,19 @@ func (s *Store) removeBlob(ctx context.Context, id string) error {
 }
 
 func (s *Store) writeChunks(ctx context.Context, id uuid.UUID, r io.Reader, accounts func() ([]store.Account, error)) (store.Blob, error) {
-	h := sha256.New()
-	// The next chunk is read (and the report checked as it passes) while
-	// the last one is written: an upload is otherwise the sum of the two,
-	// where each could use a core of its own.
-	w := s.startChunkWriter(ctx, id)
-	var size int64
-	seq := 0
-	for {
-		buf := w.buffer()
-		n, rerr := engine.ReadChunk(r, buf)
-		if n > 0 {
-			h.Write(buf[:n])
-			if err := w.write(seq, buf[:n]); err != nil {
-				return store.Blob{}, err
-			}
-			seq++
-			size += int64(n)
-		} else {
-			w.give(buf)
+	c, err := engine.CopyChunks(r, func(seq int, data []byte) error {
+		if _, err := s.pool.Exec(ctx, `INSERT INTO blob_chunks (blob_id, seq, data) VALUES ($1, $2, $3)`, id, seq, data); err != nil {
+			return fmt.Errorf("chunk %d: %w", seq, err)
 		}
-		if rerr != nil && rerr != io.EOF {
-			_ = w.close()
-			return store.Blob{}, fmt.Errorf("postgres: put blob: read: %w", rerr)
-		}
-		if rerr == io.EOF {
-			break
-		}
+		return nil
+	}, func(now time.Time) error {
+		_, err := s.pool.Exec(ctx, `UPDATE blobs SET touched_at = $1 WHERE id = $2`, now, id)
+		return err
+	})
+	if err != nil {
+		return store.Blob{}, fmt.Errorf("postgres: put blob %s: %w", id, err)
 	}
-	if err := w.close(); err != nil {
-		return store.Blob{}, err
-	}
-	b := store.Blob{ID: id.String(), Size: size, SHA256: hex.EncodeToString(h.Sum(nil))}
+	b := store.Blob{ID: id.String(), Size: c.Size, SHA256: c.SHA256}
 	var stored *string
 	if accounts != nil {
 		list, err := accounts()
@@ -111,7 +90,7 @@ func (s *Store) writeChunks(ctx context.Context, id uuid.UUID, r io.Reader, acco
 	}
 	tag, err := s.pool.Exec(ctx,
 		`UPDATE blobs SET size = $1, sha256 = $2, chunks = $3, accounts = $4, complete = true WHERE id = $5`,
-		b.Size, b.SHA256, seq, stored, id)
+		b.Size, b.SHA256, c.Chunks, stored, id)
 	if err != nil {
 		return store.Blob{}, fmt.Errorf("postgres: put blob: %w", err)
 	}
@@ -119,93 +98,6 @@ func (s *Store) writeChunks(ctx context.Context, id uuid.UUID, r io.Reader, acco
 		return store.Blob{}, fmt.Errorf("postgres: put blob %s: swept as stalled before it completed", id)
 	}
 	return b, nil
-}
-
-// chunkWriter writes a blob's chunks, one statement each, on a goroutine of
-// its own, while the caller reads the next into the other of two buffers.
-type chunkWriter struct {
-	ctx     context.Context
-	pool    *pgxpool.Pool
-	id      uuid.UUID
-	todo    chan writtenChunk
-	free    chan []byte
-	done    chan struct{}
-	err     error // the first failure, read after done or through failed
-	failed  chan struct{}
-	touched time.Time
-}
-
-type writtenChunk struct {
-	seq  int
-	data []byte
-}
-
-func (s *Store) startChunkWriter(ctx context.Context, id uuid.UUID) *chunkWriter {
-	w := &chunkWriter{ctx: ctx, pool: s.pool, id: id, todo: make(chan writtenChunk, 1), free: make(chan []byte, 2),
-		done: make(chan struct{}), failed: make(chan struct{}), touched: time.Now()}
-	w.free <- make([]byte, engine.ChunkSize)
-	w.free <- make([]byte, engine.ChunkSize)
-	go w.run()
-	return w
-}
-
-func (w *chunkWriter) run() {
-	defer close(w.done)
-	for c := range w.todo {
-		if w.err == nil {
-			if w.err = w.insert(c); w.err != nil {
-				close(w.failed)
-			}
-		}
-		w.free <- c.data[:cap(c.data)]
-	}
-}
-
-func (w *chunkWriter) insert(c writtenChunk) error {
-	// One statement per chunk rather than one transaction per blob: an
-	// upload is as slow as its client, and a long transaction would pin a
-	// connection and hold back vacuum meanwhile.
-	if _, err := w.pool.Exec(w.ctx, `INSERT INTO blob_chunks (blob_id, seq, data) VALUES ($1, $2, $3)`,
-		w.id, c.seq, c.data); err != nil {
-		return fmt.Errorf("postgres: put blob %s chunk %d: %w", w.id, c.seq, err)
-	}
-	if now := time.Now(); now.Sub(w.touched) >= engine.TouchInterval {
-		// Tells the sweep this upload is alive.
-		if _, err := w.pool.Exec(w.ctx, `UPDATE blobs SET touched_at = $1 WHERE id = $2`, now, w.id); err != nil {
-			return fmt.Errorf("postgres: put blob %s: %w", w.id, err)
-		}
-		w.touched = now
-	}
-	return nil
-}
-
-// buffer returns a buffer free to read the next chunk into.
-func (w *chunkWriter) buffer() []byte { return <-w.free }
-
-// give returns a buffer that holds no chunk.
-func (w *chunkWriter) give(buf []byte) { w.free <- buf }
-
-// write hands a chunk over, or returns the failure of an earlier one.
-func (w *chunkWriter) write(seq int, data []byte) error {
-	select {
-	case <-w.failed:
-		w.free <- data
-		return w.close()
-	default:
-	}
-	w.todo <- writtenChunk{seq: seq, data: data}
-	return nil
-}
-
-// close waits for the chunks handed over and returns the first failure.
-func (w *chunkWriter) close() error {
-	select {
-	case <-w.done:
-	default:
-		close(w.todo)
-		<-w.done
-	}
-	return w.err
 }
 
 // OpenBlob implements store.Store.

@@ -2,9 +2,7 @@ package sqlite
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -41,40 +39,19 @@ func (s *Store) PutReport(ctx context.Context, tenant string, r io.Reader, accou
 }
 
 func (s *Store) writeChunks(ctx context.Context, id string, r io.Reader, accounts func() ([]store.Account, error)) (store.Blob, error) {
-	h := sha256.New()
-	buf := make([]byte, engine.ChunkSize)
-	var size int64
-	seq := 0
-	touched := time.Now()
-	for {
-		n, rerr := engine.ReadChunk(r, buf)
-		if n > 0 {
-			h.Write(buf[:n])
-			// One short transaction per chunk: an upload is as slow as its
-			// client, and must not hold the database's only write lock.
-			if _, err := s.w.ExecContext(ctx,
-				`INSERT INTO blob_chunks (blob_id, seq, data) VALUES (?1, ?2, ?3)`,
-				id, seq, buf[:n]); err != nil {
-				return store.Blob{}, fmt.Errorf("sqlite: put blob %s chunk %d: %w", id, seq, err)
-			}
-			if now := time.Now(); now.Sub(touched) >= engine.TouchInterval {
-				// Tells the sweep this upload is alive.
-				if _, err := s.w.ExecContext(ctx, `UPDATE blobs SET touched_at = ?1 WHERE id = ?2`, micros(now), id); err != nil {
-					return store.Blob{}, fmt.Errorf("sqlite: put blob %s: %w", id, err)
-				}
-				touched = now
-			}
-			seq++
-			size += int64(n)
+	c, err := engine.CopyChunks(r, func(seq int, data []byte) error {
+		if _, err := s.w.ExecContext(ctx, `INSERT INTO blob_chunks (blob_id, seq, data) VALUES (?1, ?2, ?3)`, id, seq, data); err != nil {
+			return fmt.Errorf("chunk %d: %w", seq, err)
 		}
-		if rerr == io.EOF {
-			break
-		}
-		if rerr != nil {
-			return store.Blob{}, fmt.Errorf("sqlite: put blob: read: %w", rerr)
-		}
+		return nil
+	}, func(now time.Time) error {
+		_, err := s.w.ExecContext(ctx, `UPDATE blobs SET touched_at = ?1 WHERE id = ?2`, micros(now), id)
+		return err
+	})
+	if err != nil {
+		return store.Blob{}, fmt.Errorf("sqlite: put blob %s: %w", id, err)
 	}
-	b := store.Blob{ID: id, Size: size, SHA256: hex.EncodeToString(h.Sum(nil))}
+	b := store.Blob{ID: id, Size: c.Size, SHA256: c.SHA256}
 	var stored sql.NullString
 	if accounts != nil {
 		list, err := accounts()
@@ -88,7 +65,7 @@ func (s *Store) writeChunks(ctx context.Context, id string, r io.Reader, account
 	}
 	res, err := s.w.ExecContext(ctx,
 		`UPDATE blobs SET size = ?1, sha256 = ?2, chunks = ?3, accounts = ?4, complete = 1 WHERE id = ?5`,
-		b.Size, b.SHA256, seq, stored, id)
+		b.Size, b.SHA256, c.Chunks, stored, id)
 	if err != nil {
 		return store.Blob{}, fmt.Errorf("sqlite: put blob: %w", err)
 	}

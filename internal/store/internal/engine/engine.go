@@ -10,12 +10,12 @@
 // order, its pages and its counts; latest_spans.go and walk.go choose how
 // the latest findings' pages and common searches are read; maintain.go
 // groups a batch for the summaries; accounts.go stores a report's
-// accounts; discard.go removes failed uploads in the background.
+// accounts; chunks.go copies an upload into a blob's chunks; discard.go
+// removes failed uploads in the background.
 package engine
 
 import (
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/posture-dev/posture/internal/store"
@@ -38,22 +38,6 @@ const TouchInterval = time.Minute
 
 // DefaultPageSize applies when Page.Size is 0, matching the REST API default.
 const DefaultPageSize = 10
-
-// ReadChunk fills buf from r. It returns io.EOF, possibly with n > 0, only
-// when r ended; any other error is r's own. Unlike io.ReadFull it does not
-// turn a short read into io.ErrUnexpectedEOF, which a source may return
-// itself to say it was cut off (a truncated multipart part does).
-func ReadChunk(r io.Reader, buf []byte) (int, error) {
-	n := 0
-	for n < len(buf) {
-		m, err := r.Read(buf[n:])
-		n += m
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
-}
 
 // Now is the store's clock: UTC and truncated to microseconds, the precision
 // both engines keep, so that what a caller is given equals what it reads back.
