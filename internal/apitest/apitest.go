@@ -14,6 +14,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"go.uber.org/zap/zapcore"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -125,6 +127,22 @@ type Env struct {
 
 // Authorization is the header value for APIKey.
 func (e *Env) Authorization() string { return "Api-Key " + e.APIKey }
+
+// Ingest stores report in the tenant and runs the worker on it in the test's
+// process, as ingestion id: no Job, no controller, and its findings stored
+// when Ingest returns.
+func (e *Env) Ingest(t testing.TB, id string, report io.Reader) {
+	t.Helper()
+	ctx := context.Background()
+	blob, err := e.Store.PutBlob(ctx, e.Tenant, report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &ingest.Worker{Store: e.Store, Log: logr.Discard()}
+	if err := w.Run(ctx, ingest.Attempt{Tenant: e.Tenant, IngestionID: id, BlobID: blob.ID, Attempt: 1, ReportSHA256: blob.SHA256}); err != nil {
+		t.Fatalf("ingest %s: %v", id, err)
+	}
+}
 
 // API is a client of the env's API, the one postctl and the MCP server use,
 // authenticated as APIKey.

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,11 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/posture-dev/posture/internal/apitest"
-	"github.com/posture-dev/posture/internal/ingest"
 )
 
 // TestCurrentStateThroughRESTAndMCP uploads apitest.CurrentScenario's
@@ -39,14 +38,7 @@ func testCurrentDoors(t *testing.T, postgres bool) {
 	upload := func(doc []byte) {
 		t.Helper()
 		n++
-		blob, err := env.Store.PutBlob(ctx, env.Tenant, strings.NewReader(string(doc)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		w := &ingest.Worker{Store: env.Store, Log: logr.Discard()}
-		if err := w.Run(ctx, ingest.Attempt{Tenant: env.Tenant, IngestionID: fmt.Sprintf("ing-%d", n), BlobID: blob.ID, Attempt: 1, ReportSHA256: blob.SHA256}); err != nil {
-			t.Fatalf("ingest report %d: %v", n, err)
-		}
+		env.Ingest(t, fmt.Sprintf("ing-%d", n), bytes.NewReader(doc))
 	}
 
 	cs := inMemoryClient(t, env.URL, env.APIKey)

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,7 +15,6 @@ import (
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/controllers"
 	"github.com/posture-dev/posture/internal/apitest"
-	"github.com/posture-dev/posture/internal/ingest"
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/testenv"
 )
@@ -50,14 +48,7 @@ func TestMuteRuleTools(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer report.Close()
-	blob, err := env.Store.PutBlob(ctx, env.Tenant, report)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &ingest.Worker{Store: env.Store, Log: logr.Discard()}
-	if err := w.Run(ctx, ingest.Attempt{Tenant: env.Tenant, IngestionID: "mute", BlobID: blob.ID, Attempt: 1, ReportSHA256: blob.SHA256}); err != nil {
-		t.Fatal(err)
-	}
+	env.Ingest(t, "mute", report)
 	cs := inMemoryClient(t, env.URL, env.APIKey)
 
 	type finding struct {

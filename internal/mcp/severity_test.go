@@ -7,11 +7,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/go-logr/logr"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/posture-dev/posture/internal/apitest"
-	"github.com/posture-dev/posture/internal/ingest"
 )
 
 // TestToolsAnswerOneSeverity ingests the example report, which labels its
@@ -27,14 +25,7 @@ func TestToolsAnswerOneSeverity(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer report.Close()
-	blob, err := env.Store.PutBlob(ctx, env.Tenant, report)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &ingest.Worker{Store: env.Store, Log: logr.Discard()}
-	if err := w.Run(ctx, ingest.Attempt{Tenant: env.Tenant, IngestionID: "example", BlobID: blob.ID, Attempt: 1, ReportSHA256: blob.SHA256}); err != nil {
-		t.Fatalf("ingest the example report: %v", err)
-	}
+	env.Ingest(t, "example", report)
 
 	cs := inMemoryClient(t, env.URL, env.APIKey)
 	call := func(t *testing.T, name string, args map[string]any, out any) {
