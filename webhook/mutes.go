@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
+	"github.com/posture-dev/posture/internal/findings"
 	"github.com/posture-dev/posture/internal/mute"
 	"github.com/posture-dev/posture/internal/store"
 )
@@ -25,27 +26,14 @@ import (
 // mute_findings permission here, where the manager's client creates the
 // object for the caller (docs/decisions/0024-mute-rules.md).
 
-// muteds are filter[muted]'s values.
-var muteds = set("true", "false", "any")
-
-// mutedQuery sets fq.Muted from filter[muted]: the current state leaves
-// muted findings out unless asked; the history lists them all.
+// mutedQuery sets fq.Muted from filter[muted] (findings.Muted).
 func mutedQuery(fq *store.FindingQuery, q listQuery, latest bool) *apiError {
-	v, ok := q.filters["muted"]
-	switch {
-	case !ok && latest:
-		fq.Muted = store.MutedExcluded
-	case !ok:
-		fq.Muted = store.MutedAny
-	case !muteds[v]:
-		return errorf(400, CodeInvalid, "unknown filter[muted] %q; one of %s", v, joinKeys(muteds)).parameter("filter[muted]")
-	case v == "true":
-		fq.Muted = store.MutedOnly
-	case v == "false":
-		fq.Muted = store.MutedExcluded
-	default:
-		fq.Muted = store.MutedAny
+	v, given := q.filters["muted"]
+	muted, ok := findings.Muted(v, given, latest)
+	if !ok {
+		return errorf(400, CodeInvalid, "unknown filter[muted] %q; one of %s", v, joinKeys(set(findings.MutedValues...))).parameter("filter[muted]")
 	}
+	fq.Muted = muted
 	return nil
 }
 

@@ -28,6 +28,28 @@ var Severities = slices.Clone(ocsf.SeverityCaptions)
 // ValidSeverity reports whether v (any case) is one of Severities.
 func ValidSeverity(v string) bool { return slices.Contains(Severities, strings.ToLower(v)) }
 
+// MutedValues are what REST's filter[muted] and the aggregated API's field
+// selector muted= take.
+var MutedValues = []string{"true", "false", "any"}
+
+// Muted is the store's mute condition for v, the muted filter's value when
+// one was given (set): the current state (latest) leaves muted findings out
+// unless asked, the history lists them all. ok is false for a value not
+// among MutedValues.
+func Muted(v string, set, latest bool) (muted string, ok bool) {
+	switch {
+	case !set && latest:
+		return store.MutedExcluded, true
+	case !set || v == "any":
+		return store.MutedAny, true
+	case v == "true":
+		return store.MutedOnly, true
+	case v == "false":
+		return store.MutedExcluded, true
+	}
+	return "", false
+}
+
 // A cursor is the last row's position in the sort order (every sort column
 // and the id that breaks ties) and a binding to the query it was issued
 // for. It is opaque to clients: base64url of a JSON array [binding, time µs,

@@ -167,17 +167,9 @@ func (f *findingStorage) List(ctx context.Context, opts *metainternalversion.Lis
 		}
 		q.Delta = v
 	}
-	switch v, set := filters[datav1.MutedSelector]; {
-	case !set && q.Latest:
-		// The current state leaves muted findings out, as REST's does.
-		q.Muted = store.MutedExcluded
-	case !set || v == "any":
-		q.Muted = store.MutedAny
-	case v == "true":
-		q.Muted = store.MutedOnly
-	case v == "false":
-		q.Muted = store.MutedExcluded
-	default:
+	v, set := filters[datav1.MutedSelector]
+	var ok bool
+	if q.Muted, ok = findings.Muted(v, set, q.Latest); !ok {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("field selector %s=%s: want true (only the muted findings), false (leave them out; "+
 			"the default with %s=true) or any (both; the default of the history)", datav1.MutedSelector, v, datav1.LatestSelector))
 	}
