@@ -69,6 +69,7 @@ func TestQueryPlans(t *testing.T) {
 	}
 	storetest.CheckPlans(t, s, engine.Postgres, explain)
 	t.Run("observations", func(t *testing.T) { storetest.CheckObservationPlans(t, engine.Postgres, explain) })
+	t.Run("merge", func(t *testing.T) { storetest.CheckMergePlans(t, engine.Postgres, explain) })
 }
 
 // planStore opens a fresh store holding storetest.WritePlanFindings and a

@@ -27,6 +27,9 @@ func TestQueryPlans(t *testing.T) {
 	t.Run("observations", func(t *testing.T) {
 		storetest.CheckObservationPlans(t, engine.SQLite, func(t *testing.T, st engine.Statement) []string { return explainPlan(t, s, st) })
 	})
+	t.Run("merge", func(t *testing.T) {
+		storetest.CheckMergePlans(t, engine.SQLite, func(t *testing.T, st engine.Statement) []string { return explainPlan(t, s, st) })
+	})
 }
 
 // explainPlan returns SQLite's plan of st, a line per node, each indented

@@ -489,3 +489,42 @@ func CheckObservationPlans(t *testing.T, dialect engine.Dialect, explain func(t 
 		}
 	}
 }
+
+// CheckMergePlans asks for the plan of each statement of the merge into the
+// current state (engine.CurrentMerge) and fails when one reads every
+// finding, or probes a uid's findings (through engine.ObservationIndex)
+// twice under one name: a merge must cost the findings it concerns, each
+// probed once. SQLite copies a subquery's column into every place the
+// outer query reads it, and a probe in that column then runs once for each.
+func CheckMergePlans(t *testing.T, dialect engine.Dialect, explain func(t *testing.T, st engine.Statement) []string) {
+	// SQLite names a table by its alias and reads a subquery ("scans",
+	// "probed") with SCAN too; PostgreSQL may scan the small tables of
+	// the current state, never findings.
+	full := regexp.MustCompile(`(?m)^\s*(?:->\s*)?(?:SCAN (\w+)$|(?:Parallel )?Seq Scan on (findings)\b)`)
+	subqueries := map[string]bool{"scans": true, "probed": true}
+	// SQLite: "SEARCH g USING INDEX findings_uid (tenant=? AND uid=?)";
+	// PostgreSQL: "Index Scan using findings_uid on findings g".
+	probe := regexp.MustCompile(`SEARCH (\w+) USING (?:COVERING )?INDEX ` + engine.ObservationIndex + `\b|` +
+		`Index (?:Only )?Scan using ` + engine.ObservationIndex + ` on findings (\w+)`)
+	for i, st := range engine.CurrentMerge(dialect, "tenant-a", "ingestion-a", 2) {
+		plan := explain(t, st)
+		text := strings.Join(plan, "\n")
+		var problems []string
+		for _, m := range full.FindAllStringSubmatch(text, -1) {
+			if name := m[1] + m[2]; !subqueries[name] {
+				problems = append(problems, "reads every row of "+name)
+			}
+		}
+		seen := map[string]bool{}
+		for _, m := range probe.FindAllStringSubmatch(text, -1) {
+			alias := m[1] + m[2]
+			if seen[alias] {
+				problems = append(problems, "probes the uid of "+alias+" twice")
+			}
+			seen[alias] = true
+		}
+		for _, p := range problems {
+			t.Errorf("merge statement %d %s\n%s\nplan:\n  %s", i, p, st.SQL, strings.Join(plan, "\n  "))
+		}
+	}
+}
