@@ -49,7 +49,10 @@ type readStructure struct {
 
 // readStructures lists what ingestion maintains beyond the findings' heap
 // and their primary key (and, on SQLite, the natural key the upsert
-// resolves conflicts on).
+// resolves conflicts on). findings_uid is not among them: the merge into
+// the current state probes each new finding's uid through it, and without
+// it read the tenant's findings once per finding (an ingestion of 100,000
+// findings did not end in 20 minutes).
 func readStructures() []readStructure {
 	idx := func(name, serves string) readStructure {
 		return readStructure{name: "index " + name, serves: serves,
@@ -72,7 +75,6 @@ func readStructures() []readStructure {
 			// SQLite reads a scan through the natural key, which the upsert needs.
 			postgres: []string{"DROP INDEX findings_scan"}},
 		idx("findings_facets", "filters on the count dimensions"),
-		idx("findings_uid", "sort=uid"),
 		idx("findings_check_order", "sort=check_id, filter[check_id]"),
 		idx("findings_default_order", "sort=severity_id"),
 		idx("findings_ingestion", "filter[ingestion]"),
