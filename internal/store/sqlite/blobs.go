@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io"
@@ -252,10 +251,9 @@ const reclaimStep = 1024
 // reclaim hands the pages that deletions freed back to the file system
 // (auto_vacuum is INCREMENTAL); without it the file never shrinks. It runs in
 // steps of reclaimStep pages, each its own write, so a GiB of freed pages
-// does not hold the write lock for minutes. The checkpoint then copies the
-// shrunken database out of the WAL, which is what truncates the file, and
-// empties the WAL (which may have grown to journal_size_limit); it never
-// waits for readers (see truncateWAL).
+// does not hold the write lock for minutes. The passive checkpoint then
+// copies the shrunken database out of the WAL, which is what truncates the
+// file; it never waits for readers.
 func (s *Store) reclaim(ctx context.Context) error {
 	last := -1
 	for {
@@ -280,32 +278,7 @@ func (s *Store) reclaim(ctx context.Context) error {
 		}
 		last = free
 	}
-	return s.truncateWAL(ctx)
-}
-
-// truncateWAL copies the WAL into the database and empties it. A reader
-// still reading from the WAL keeps it from being emptied: the checkpoint
-// then copies what it can and gives up at once (busy_timeout 0 for its
-// statement alone), rather than hold the write lock while the reader ends;
-// a later checkpoint empties it.
-func (s *Store) truncateWAL(ctx context.Context) error {
-	conn, err := s.w.Conn(ctx)
-	if err != nil {
-		return fmt.Errorf("sqlite: checkpoint: %w", err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, `PRAGMA busy_timeout(0)`); err != nil {
-		return fmt.Errorf("sqlite: checkpoint: %w", err)
-	}
-	var busy, log, copied int
-	err = conn.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &log, &copied)
-	if _, resetErr := conn.ExecContext(ctx, fmt.Sprintf(`PRAGMA busy_timeout(%d)`, busyTimeout.Milliseconds())); resetErr != nil {
-		// A writer that no longer waits for the lock must not go back to
-		// the pool.
-		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-		return errors.Join(err, fmt.Errorf("sqlite: checkpoint: %w", resetErr))
-	}
-	if err != nil {
+	if _, err := s.w.ExecContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`); err != nil {
 		return fmt.Errorf("sqlite: checkpoint: %w", err)
 	}
 	return nil

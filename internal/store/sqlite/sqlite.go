@@ -83,12 +83,8 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	// of findings, and each insert read its pages back from the file and
 	// wrote dirty ones to the WAL before the batch committed (a third of an
 	// ingestion's time, profiled). temp_store keeps a statement's journal in
-	// memory. wal_autocheckpoint lets the WAL grow to journal_size_limit
-	// (16,384 pages of 4 KiB) before a commit copies it into the database:
-	// at SQLite's default of 1,000 pages, a page an ingestion rewrites in
-	// batch after batch (an index's, a summary's) was copied back at nearly
-	// every commit, about a tenth of the worker's time.
-	w, err := sql.Open("sqlite", path+"?"+pragmas+"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=journal_size_limit(67108864)&_pragma=wal_autocheckpoint(16384)"+
+	// memory.
+	w, err := sql.Open("sqlite", path+"?"+pragmas+"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=journal_size_limit(67108864)"+
 		fmt.Sprintf("&_pragma=cache_size(%d)&_pragma=temp_store(memory)", -writerCacheKiB)+"&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
