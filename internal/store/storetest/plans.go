@@ -497,10 +497,11 @@ func CheckObservationPlans(t *testing.T, dialect engine.Dialect, explain func(t 
 // probed once. SQLite copies a subquery's column into every place the
 // outer query reads it, and a probe in that column then runs once for each.
 func CheckMergePlans(t *testing.T, dialect engine.Dialect, explain func(t *testing.T, st engine.Statement) []string) {
-	// SQLite names a table by its alias and reads a subquery ("scans",
-	// "probed") with SCAN too; PostgreSQL may scan the small tables of
-	// the current state, never findings.
-	full := regexp.MustCompile(`(?m)^\s*(?:->\s*)?(?:SCAN (\w+)$|(?:Parallel )?Seq Scan on (findings)\b)`)
+	// SQLite names a table by its alias, scans it with or without an
+	// index, and reads a subquery ("scans", "probed") with SCAN too;
+	// PostgreSQL may scan the small tables of the current state, never
+	// findings.
+	full := regexp.MustCompile(`(?m)^\s*(?:->\s*)?(?:SCAN (\w+)(?:$| USING )|(?:Parallel )?Seq Scan on (findings)\b)`)
 	subqueries := map[string]bool{"scans": true, "probed": true}
 	// SQLite: "SEARCH g USING INDEX findings_uid (tenant=? AND uid=?)";
 	// PostgreSQL: "Index Scan using findings_uid on findings g".

@@ -151,7 +151,7 @@ func currentMergeStatement(i int, p mergeParams) (string, bool) {
 	// once keeps a subquery whose column the outer query reads twice from
 	// being merged into it: SQLite copies the column's expression into each
 	// place that reads it, and the correlated probe of the deltas then ran
-	// twice per finding (a third of the merge's time). SQLite never merges a
+	// twice per finding (about a fifth of the merge's time). SQLite never merges a
 	// subquery that has an OFFSET, and takes an OFFSET only after a LIMIT.
 	once := fence
 	if once == "" {
