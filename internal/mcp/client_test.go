@@ -12,11 +12,18 @@ import (
 // close when the test does.
 func inMemoryClient(t *testing.T, apiURL, token string) *mcpsdk.ClientSession {
 	t.Helper()
-	ctx := context.Background()
 	s, err := New(Config{APIBaseURL: apiURL + "/api/v1", DefaultToken: token})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return inMemorySession(t, s)
+}
+
+// inMemorySession is an MCP client session with s; both ends close when
+// the test does.
+func inMemorySession(t *testing.T, s *Server) *mcpsdk.ClientSession {
+	t.Helper()
+	ctx := context.Background()
 	ct, st := mcpsdk.NewInMemoryTransports()
 	ss, err := s.SDK().Connect(ctx, st, nil)
 	if err != nil {

@@ -278,3 +278,33 @@ func TestToolPanicIsAnErrorResult(t *testing.T) {
 		t.Fatalf("after the panic: %v %+v", err, res)
 	}
 }
+
+// A panic in the SDK's part of a call, before or after our tool's handler
+// (a raw handler stands in for it here), is an error result naming the
+// tool, not the end of the process: the SDK runs each request on a
+// goroutine of its own.
+func TestPanicOutsideToolHandlerIsAnErrorResult(t *testing.T) {
+	s, err := New(Config{APIBaseURL: "http://127.0.0.1:9/api/v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SDK().AddTool(&mcpsdk.Tool{Name: "explode_raw", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcpsdk.CallToolRequest) (*mcpsdk.CallToolResult, error) {
+			var m map[string]any
+			m["x"] = 1 // the SDK's panic once: assignment to entry in nil map
+			return nil, nil
+		})
+	cs := inMemorySession(t, s)
+	ctx := context.Background()
+	res, err := cs.CallTool(ctx, &mcpsdk.CallToolParams{Name: "explode_raw"})
+	if err != nil {
+		t.Fatalf("a panic outside the tool's handler broke the call: %v", err)
+	}
+	if !res.IsError || !strings.Contains(res.Content[0].(*mcpsdk.TextContent).Text, "internal error in explode_raw") {
+		t.Errorf("result %+v; want an error result naming the tool", res)
+	}
+	res, err = cs.CallTool(ctx, &mcpsdk.CallToolParams{Name: "get_ocsf_reference", Arguments: map[string]any{"field": "class_uid"}})
+	if err != nil || res.IsError {
+		t.Fatalf("after the panic: %v %+v", err, res)
+	}
+}

@@ -5,6 +5,7 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -84,6 +86,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.sdk = mcpsdk.NewServer(&mcpsdk.Implementation{Name: "posture", Title: "Posture security posture", Version: cfg.Version},
 		&mcpsdk.ServerOptions{Instructions: instructions, Logger: quiet(cfg.Logger)})
+	s.sdk.AddReceivingMiddleware(s.guard)
 	s.registerDocTools()
 	s.registerPlatformTools()
 	return s, nil
@@ -173,6 +176,40 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(w, r)
 	})
+}
+
+// guard wraps every MCP request the server receives. The SDK handles each
+// request on a goroutine of its own, out of reach of the HTTP recoverer, so
+// a panic there ends the process: guard turns it into an answer (an error
+// result for a tool call, an internal error otherwise).
+//
+// It also reads "arguments": null in a tool call as no arguments. The SDK
+// (v1.8.0, applySchema in mcp/tool.go) decodes the arguments into a map,
+// which a null leaves nil, and then writes the input schema's defaults
+// into it: "assignment to entry in nil map" for every tool with a default
+// (page, page_size, limit, wait_seconds). Without arguments the SDK starts
+// from an empty map, as it does for {}.
+func (s *Server) guard(next mcpsdk.MethodHandler) mcpsdk.MethodHandler {
+	return func(ctx context.Context, method string, req mcpsdk.Request) (res mcpsdk.Result, err error) {
+		call, _ := req.(*mcpsdk.CallToolRequest)
+		if call != nil && call.Params != nil && bytes.Equal(bytes.TrimSpace(call.Params.Arguments), []byte("null")) {
+			call.Params.Arguments = nil
+		}
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if call != nil && call.Params != nil {
+				s.log.Error("tool call panicked", "tool", call.Params.Name, "panic", v, "stack", string(debug.Stack()))
+				res, err = toolError(fmt.Errorf("internal error in %s; the server log has the details", call.Params.Name)), nil
+				return
+			}
+			s.log.Error("MCP request panicked", "method", method, "panic", v, "stack", string(debug.Stack()))
+			res, err = nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error in " + method + "; the server log has the details"}
+		}()
+		return next(ctx, method, req)
+	}
 }
 
 // caller is one tool invocation's view of the API.
