@@ -280,6 +280,22 @@ func (b *bench) leaveOutRun(ctx context.Context, path string, records int, s rea
 			return leaveOutRun{}, err
 		}
 	}
+	r, err := b.ingest(ctx, path, records)
+	if err != nil {
+		return leaveOutRun{}, err
+	}
+	if b.statements {
+		if err := b.printStatements(ctx, records); err != nil {
+			return leaveOutRun{}, err
+		}
+	}
+	return r, nil
+}
+
+// ingest stores the report at path as a blob and runs ingest.Worker on it
+// in process, timing the worker alone; the run must succeed with every
+// record valid.
+func (b *bench) ingest(ctx context.Context, path string, records int) (leaveOutRun, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return leaveOutRun{}, err
@@ -310,11 +326,6 @@ func (b *bench) leaveOutRun(ctx context.Context, path string, records int, s rea
 	}
 	if run.Status != store.RunSucceeded || run.Processed != records || run.Invalid != 0 {
 		return leaveOutRun{}, fmt.Errorf("run ended %s with %d processed, %d invalid (%s); want %d valid", run.Status, run.Processed, run.Invalid, run.Message, records)
-	}
-	if b.statements {
-		if err := b.printStatements(ctx, records); err != nil {
-			return leaveOutRun{}, err
-		}
 	}
 	return r, nil
 }
@@ -461,9 +472,17 @@ func processCPU() time.Duration {
 
 // leaveOut runs the leave-out mode on the first size of -records.
 func leaveOut(o options) error {
+	return withFirstReport(o, "-leave-out", func(engines []string, path string, records int) error {
+		return runLeaveOut(context.Background(), o, engines, path, records, o.leaveOut)
+	})
+}
+
+// withFirstReport generates the report of the first size of -records and
+// hands it, with the engines of -engines, to run.
+func withFirstReport(o options, mode string, run func(engines []string, path string, records int) error) error {
 	sizes, err := parseSizes("-records", o.sizes)
 	if err != nil || len(sizes) == 0 {
-		return fmt.Errorf("-leave-out needs a size in -records (%v)", err)
+		return fmt.Errorf("%s needs a size in -records (%v)", mode, err)
 	}
 	gen, err := reportgen.New()
 	if err != nil {
@@ -484,5 +503,5 @@ func leaveOut(o options) error {
 			engines = append(engines, e)
 		}
 	}
-	return runLeaveOut(context.Background(), o, engines, path, sizes[0], o.leaveOut)
+	return run(engines, path, sizes[0])
 }

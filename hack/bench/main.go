@@ -75,6 +75,8 @@ type options struct {
 	// leaveOut selects the leave-out mode (leaveout.go): "all", or the
 	// structures whose names contain it.
 	leaveOut string
+	// indexCosts selects the index-cost mode (indexcosts.go).
+	indexCosts bool
 	// check judges the run against the bounds of make bench-check.
 	check bool
 }
@@ -94,6 +96,7 @@ func main() {
 	flag.IntVar(&o.readProbes, "read-probes", 3, "Pairs of probe ingestions (into the read database and into an empty one) at each read size, and with -read-dsn; the ratio printed is their median.")
 	flag.StringVar(&o.probeInto, "probe-into", probeIntoNew, "Tenant the probe ingestions write to: \"new\", a new tenant for each pair (what the table's size costs), or \"loaded\", the tenant the read phase loaded (what a tenant's own findings cost).")
 	flag.StringVar(&o.leaveOut, "leave-out", "", "What each read structure costs ingestion: \"all\", a part of a structure's name, or \"none\" (the ingestion alone, every structure kept); ingests the first -records report with every structure and without that one, in -repeat pairs, and prints the differences per 100,000 records (nothing else runs).")
+	flag.BoolVar(&o.indexCosts, "index-costs", false, "What each index of the findings table (and SQLite's search text) costs at the database: one ingestion of the first -records report fills a database, and its findings are copied in the worker's batches into an empty table shaped like findings with no index, with each one alone and with all of them, -repeat rounds; prints the medians per 100,000 records and, on PostgreSQL, the COPY floor of the same records (nothing else runs).")
 	flag.BoolVar(&o.check, "check", false, "make bench-check: the 100,000-record ingestion (3 runs) and the read shapes at 10,000 and 1,000,000 findings on both engines, one process; fails when PostgreSQL's worker / COPY passes 3×, SQLite's worker falls below 3,000 records/s, or a read shape's p95 at 1M passes 3× its p95 at 10k (documented exceptions listed apart). Sets -records, -repeat, -big-mib, -read-sizes and -read-probes unless given.")
 	cpuProfile := flag.String("cpuprofile", "", "Write this process's CPU profile to the file (the in-process worker of -leave-out and of the read phase; the upload's API server).")
 	flag.BoolVar(&exportPhase, "read-export", true, "After the read shapes at the largest read size, export that size's findings once as OCSF through the REST API and print this process's Go heap and RSS peak during the export (export.go).")
@@ -145,6 +148,13 @@ func main() {
 	if o.repeat < 1 {
 		fmt.Fprintln(os.Stderr, "bench: -repeat must be at least 1")
 		os.Exit(2)
+	}
+	if o.indexCosts {
+		if err := indexCosts(o); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if o.leaveOut != "" {
 		if err := leaveOut(o); err != nil {
