@@ -1,17 +1,11 @@
 package webhook
 
 import (
-	"context"
-	"fmt"
 	"net/http"
 	"net/url"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
-
-	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
-	"github.com/posture-dev/posture/internal/ingestions"
+	"github.com/posture-dev/posture/internal/findings"
 	"github.com/posture-dev/posture/internal/store"
 )
 
@@ -61,7 +55,7 @@ func (s *Server) listScans(w http.ResponseWriter, r *http.Request) error {
 	if aerr != nil {
 		return aerr
 	}
-	reports, err := s.scanReports(r.Context(), p.Namespace, rows)
+	reports, err := s.ingestions().Reports(r.Context(), p.Namespace, rows)
 	if err != nil {
 		return err
 	}
@@ -71,12 +65,7 @@ func (s *Server) listScans(w http.ResponseWriter, r *http.Request) error {
 		if !sc.ScannedAt.IsZero() {
 			scanned = sc.ScannedAt.UTC().Format(time.RFC3339Nano)
 		}
-		failing := map[string]int{}
-		total := 0
-		for severity, n := range sc.Failing {
-			failing[severity] = n
-			total += n
-		}
+		total, failing := findings.Failing(&sc)
 		rep := reports[sc.IngestionID]
 		attrs := map[string]any{
 			"trigger":       sc.Trigger,
@@ -89,63 +78,17 @@ func (s *Server) listScans(w http.ResponseWriter, r *http.Request) error {
 			"scanned_at":    scanned,
 			"fail_count":    total,
 			"fail_counts":   failing,
-			"file_name":     nullable(rep.fileName),
-			"uploaded_by":   nullable(rep.uploadedBy),
-			"source":        nullable(rep.source),
+			"file_name":     nullable(rep.FileName),
+			"uploaded_by":   nullable(rep.UploadedBy),
+			"source":        nullable(rep.Source),
 		}
 		trim(attrs, q.fields)
-		findings := "/api/v1/findings?" + url.Values{"filter[scan]": {sc.ID}}.Encode()
+		findingsLink := "/api/v1/findings?" + url.Values{"filter[scan]": {sc.ID}}.Encode()
 		data = append(data, resource{Type: "scans", ID: sc.ID, Attributes: attrs,
-			Links: map[string]any{"findings": absoluteURL(r, mustURL(findings))}})
+			Links: map[string]any{"findings": absoluteURL(r, mustURL(findingsLink))}})
 	}
 	writeJSON(w, http.StatusOK, document{Data: data, Links: links, Meta: meta{Version: APIVersion, Pagination: &pg}})
 	return nil
-}
-
-// scanReport is what a scan's list entry says of the report it came from.
-type scanReport struct{ fileName, uploadedBy, source string }
-
-// scanReports reads, from the manager's cache, the Ingestions that last
-// wrote the scans: the report's file name, who submitted it and how. An
-// Ingestion deleted since leaves its scans' entries empty (null).
-func (s *Server) scanReports(ctx context.Context, ns string, scans []store.Scan) (map[string]scanReport, error) {
-	out := map[string]scanReport{}
-	for _, sc := range scans {
-		if sc.IngestionID == "" {
-			continue
-		}
-		if _, seen := out[sc.IngestionID]; seen {
-			continue
-		}
-		var ing posturev1.Ingestion
-		err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: sc.IngestionID}, &ing)
-		switch {
-		case apierrors.IsNotFound(err):
-			out[sc.IngestionID] = scanReport{}
-			continue
-		case err != nil:
-			return nil, fmt.Errorf("read ingestion %s/%s, which wrote scan %s: %w", ns, sc.IngestionID, sc.ID, err)
-		}
-		out[sc.IngestionID] = scanReport{fileName: ingestions.FileName(&ing), uploadedBy: ing.Spec.RequestedBy.User, source: reportSource(&ing)}
-	}
-	return out, nil
-}
-
-// reportSource names how an Ingestion's report came: uploaded, or read from
-// a declared ConfigMap, Secret or URL.
-func reportSource(ing *posturev1.Ingestion) string {
-	src := ing.Spec.Source
-	switch {
-	case src.Upload != nil:
-		return "upload"
-	case src.ConfigMapRef != nil:
-		return "configmap"
-	case src.SecretRef != nil:
-		return "secret"
-	case src.URL != nil:
-		return "url"
-	}
-	return ""
 }
 
 // nullable is JSON null for an empty string: a value the API does not know.

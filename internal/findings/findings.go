@@ -188,3 +188,15 @@ func Scan(ctx context.Context, st store.FindingReads, tenant, id string) (store.
 		}
 	}
 }
+
+// Failing is what failed in a scan, as every door says it: the number of
+// its FAIL findings and that number by severity, never nil (an empty map
+// is a scan in which nothing failed).
+func Failing(sc *store.Scan) (total int64, bySeverity map[string]int64) {
+	bySeverity = make(map[string]int64, len(sc.Failing))
+	for severity, n := range sc.Failing {
+		bySeverity[severity] = int64(n)
+		total += int64(n)
+	}
+	return total, bySeverity
+}

@@ -232,6 +232,58 @@ func FileName(i *posturev1.Ingestion) string {
 	return ""
 }
 
+// Source names how an Ingestion's report came (restapi.ReportSources):
+// uploaded, or read from a declared ConfigMap, Secret or URL.
+func Source(i *posturev1.Ingestion) string {
+	src := i.Spec.Source
+	switch {
+	case src.Upload != nil:
+		return "upload"
+	case src.ConfigMapRef != nil:
+		return "configmap"
+	case src.SecretRef != nil:
+		return "secret"
+	case src.URL != nil:
+		return "url"
+	}
+	return ""
+}
+
+// Report is what a scan says of the report it came from, read from the
+// Ingestion that last wrote it: the file name (empty for a declared
+// source), who submitted it and how (Source). All empty when that
+// Ingestion is gone.
+type Report struct{ FileName, UploadedBy, Source string }
+
+// Reports reads the reports of scans in namespace ns, keyed by ingestion
+// name. The REST API and the aggregated API both describe a scan's report
+// with it, so they say the same. It reads the cache only, without
+// APIReader: a scan exists only after its ingestion ran, so the cache has
+// seen it, and an Ingestion deleted since would otherwise cost a read of
+// the API server on every list.
+func (r *Reader) Reports(ctx context.Context, ns string, scans []store.Scan) (map[string]Report, error) {
+	out := map[string]Report{}
+	for _, sc := range scans {
+		if sc.IngestionID == "" {
+			continue
+		}
+		if _, seen := out[sc.IngestionID]; seen {
+			continue
+		}
+		var ing posturev1.Ingestion
+		err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: sc.IngestionID}, &ing)
+		switch {
+		case apierrors.IsNotFound(err):
+			out[sc.IngestionID] = Report{}
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("read ingestion %s/%s, which wrote scan %s: %w", ns, sc.IngestionID, sc.ID, err)
+		}
+		out[sc.IngestionID] = Report{FileName: FileName(&ing), UploadedBy: ing.Spec.RequestedBy.User, Source: Source(&ing)}
+	}
+	return out, nil
+}
+
 // Time is the ingestion's time of a sort key (SortKeys), nil when it has
 // none yet: requested_at falls back to the creation.
 func Time(i *posturev1.Ingestion, field string) *time.Time {

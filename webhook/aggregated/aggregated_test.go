@@ -22,6 +22,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	datav1 "github.com/posture-dev/posture/api/data/v1alpha1"
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/controllers"
 	"github.com/posture-dev/posture/internal/apitest"
@@ -414,6 +415,41 @@ func TestThroughKubeAggregator(t *testing.T) {
 		if r := k.run(nil, "get", errs[0], "-n", ns, "-o", "yaml"); r.err != nil || !strings.Contains(r.stdout, "ingestion: "+dotted.Name) {
 			t.Errorf("kubectl get %s: %v\n%s%s", errs[0], r.err, r.stdout, r.stderr)
 		}
+
+		// A scan says through kubectl what the REST API says of it: when
+		// the scanner ran, what failed, and the report that last wrote it,
+		// uploaded (with its file name) or declared (without one).
+		var uploaded, declared *datav1.Scan
+		failed := false
+		for _, sc := range scansAgree(t, k, env, ns) {
+			switch {
+			case sc.Source != nil && *sc.Source == "upload" && sc.FileName != nil && sc.UploadedBy != nil:
+				uploaded = &sc
+			case sc.Ingestion == dotted.Name && sc.Source != nil && *sc.Source == "configmap" && sc.FileName == nil:
+				declared = &sc
+			}
+			if sc.ScannedAt == nil {
+				t.Errorf("scan %s has findings but no scannedAt", sc.Name)
+			}
+			failed = failed || sc.FailCount > 0 && len(sc.FailCounts) > 0
+		}
+		if uploaded == nil || declared == nil || !failed {
+			t.Fatalf("no uploaded scan (%v), no scan of the declared %s (%v), or none with a FAIL finding (%v): the checks prove nothing",
+				uploaded != nil, dotted.Name, declared != nil, failed)
+		}
+		scanColumns(t, k, ns, *uploaded)
+		// Its Ingestion deleted, the scan no longer knows its report, on
+		// either door.
+		if err := admin.Delete(ctx, dotted); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, 30*time.Second, "scan "+declared.Name+" without its report", func() (bool, string) {
+			out := k.ok("get", "scan/"+declared.Name, "-n", ns, "-o", "json")
+			return !strings.Contains(out, `"source"`), out
+		})
+		if sc := scansAgree(t, k, env, ns)[declared.Name]; sc.Source != nil || sc.UploadedBy != nil || sc.FileName != nil || sc.Ingestion != dotted.Name {
+			t.Errorf("scan %s after its Ingestion was deleted: source %v uploadedBy %v fileName %v ingestion %q", sc.Name, sc.Source, sc.UploadedBy, sc.FileName, sc.Ingestion)
+		}
 	})
 
 	t.Run("table cells show what a report holds and never act on the terminal", func(t *testing.T) {
@@ -479,9 +515,12 @@ func TestThroughKubeAggregator(t *testing.T) {
 
 	t.Run("kubectl explain finds the served kinds", func(t *testing.T) {
 		k := kubectl{t: t, kubeconfig: k.kubeconfig}
-		for resource, field := range map[string]string{"findings": "statusCode", "scans": "findingCount", "ingestionerrors": "recordIndex"} {
-			if r := k.run(nil, "explain", resource); r.err != nil || !strings.Contains(r.stdout, field) {
-				t.Errorf("kubectl explain %s: %v\n%s%s", resource, r.err, r.stdout, r.stderr)
+		for resource, fields := range map[string][]string{"findings": {"statusCode"}, "scans": {"findingCount", "scannedAt", "failCounts", "fileName"}, "ingestionerrors": {"recordIndex"}} {
+			r := k.run(nil, "explain", resource)
+			for _, field := range fields {
+				if r.err != nil || !strings.Contains(r.stdout, field) {
+					t.Errorf("kubectl explain %s does not show %s: %v\n%s%s", resource, field, r.err, r.stdout, r.stderr)
+				}
 			}
 		}
 	})

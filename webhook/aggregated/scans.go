@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/utils/ptr"
 
 	datav1 "github.com/posture-dev/posture/api/data/v1alpha1"
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
@@ -48,7 +49,11 @@ func (st *scanStorage) Get(ctx context.Context, name string, _ *metav1.GetOption
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
-	return toScan(&sc, tenant.NamespaceName()), nil
+	reports, err := st.s.ingestions.Reports(ctx, tenant.NamespaceName(), []store.Scan{sc})
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return toScan(&sc, reports[sc.IngestionID], tenant.NamespaceName()), nil
 }
 
 func (st *scanStorage) List(ctx context.Context, opts *metainternalversion.ListOptions) (runtime.Object, error) {
@@ -79,11 +84,15 @@ func (st *scanStorage) List(ctx context.Context, opts *metainternalversion.ListO
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
+	reports, err := st.s.ingestions.Reports(ctx, tenant.NamespaceName(), rows)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
 	for i := range rows {
 		if name := filters["metadata.name"]; name != "" && rows[i].ID != name {
 			continue
 		}
-		list.Items = append(list.Items, *toScan(&rows[i], tenant.NamespaceName()))
+		list.Items = append(list.Items, *toScan(&rows[i], reports[rows[i].IngestionID], tenant.NamespaceName()))
 	}
 	if page*size < count {
 		list.Continue = pageToken(page+1, binding)
@@ -91,26 +100,57 @@ func (st *scanStorage) List(ctx context.Context, opts *metainternalversion.ListO
 	return list, nil
 }
 
-func toScan(sc *store.Scan, ns string) *datav1.Scan {
-	return &datav1.Scan{
+// toScan is the store's scan with the report rep of the Ingestion that
+// last wrote it (ingestions.Reader.Reports), the facts the REST API's scans
+// carry.
+func toScan(sc *store.Scan, rep ingestions.Report, ns string) *datav1.Scan {
+	failCount, failCounts := findings.Failing(sc)
+	out := &datav1.Scan{
 		TypeMeta:     metav1.TypeMeta{APIVersion: datav1.SchemeGroupVersion.String(), Kind: "Scan"},
 		ObjectMeta:   metav1.ObjectMeta{Name: sc.ID, Namespace: ns, CreationTimestamp: metav1.NewTime(sc.InsertedAt)},
 		ProviderType: sc.ProviderType, ProviderUID: sc.ProviderUID, Trigger: sc.Trigger,
 		Ingestion: sc.IngestionID, FindingCount: sc.FindingCount, UpdatedAt: metav1.NewTime(sc.UpdatedAt),
+		FailCount: failCount, FailCounts: failCounts,
+		FileName: optional(rep.FileName), UploadedBy: optional(rep.UploadedBy), Source: optional(rep.Source),
 	}
+	if !sc.ScannedAt.IsZero() {
+		at := metav1.NewTime(sc.ScannedAt)
+		out.ScannedAt = &at
+	}
+	return out
+}
+
+// optional is nil for an empty string, a value the API does not know, as
+// the REST API's null.
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+var scanColumns = []metav1.TableColumnDefinition{
+	{Name: "Name", Type: "string", Format: "name", Description: "The scan's id (unmapped.scan_id, or derived per ingestion and provider)."},
+	{Name: "Provider", Type: "string", Description: "The provider account (type/uid)."},
+	{Name: "Findings", Type: "integer", Description: "How many findings the scan holds."},
+	{Name: "Fail", Type: "integer", Description: "How many of them are FAIL; failCounts splits them by severity."},
+	{Name: "Ingestion", Type: "string", Description: "The Ingestion that last wrote to the scan."},
+	{Name: "Scanned", Type: "string", Description: "Since the scanner ran, as the scan's findings record it; <unknown> before it has one."},
+	{Name: "Age", Type: "string", Description: "Since the scan was first stored."},
+	{Name: "File", Type: "string", Priority: 1, Description: "The file name of the report that last wrote the scan (-o wide); empty for a declared source or once the Ingestion is deleted."},
+	{Name: "Source", Type: "string", Priority: 1, Description: "How that report came: upload, configmap, secret or url (-o wide)."},
 }
 
 func (*scanStorage) ConvertToTable(_ context.Context, obj runtime.Object, _ runtime.Object) (*metav1.Table, error) {
-	t := &metav1.Table{ColumnDefinitions: []metav1.TableColumnDefinition{
-		{Name: "Name", Type: "string", Format: "name"},
-		{Name: "Provider", Type: "string"},
-		{Name: "Findings", Type: "integer"},
-		{Name: "Ingestion", Type: "string"},
-		{Name: "Age", Type: "string"},
-	}}
+	t := &metav1.Table{ColumnDefinitions: scanColumns}
 	return t, eachItem(obj, t, func(o runtime.Object) {
 		sc := o.(*datav1.Scan)
-		t.Rows = append(t.Rows, row(sc, sc.Name, sc.ProviderType+"/"+sc.ProviderUID, int64(sc.FindingCount), sc.Ingestion, age(sc.CreationTimestamp)))
+		var scanned metav1.Time
+		if sc.ScannedAt != nil {
+			scanned = *sc.ScannedAt
+		}
+		t.Rows = append(t.Rows, row(sc, sc.Name, sc.ProviderType+"/"+sc.ProviderUID, int64(sc.FindingCount), sc.FailCount,
+			sc.Ingestion, age(scanned), age(sc.CreationTimestamp), ptr.Deref(sc.FileName, ""), ptr.Deref(sc.Source, "")))
 	})
 }
 

@@ -81,6 +81,10 @@ func schemaOf(ref common.ReferenceCallback, t reflect.Type) (spec.Schema, string
 		return *spec.BooleanProperty(), ""
 	case reflect.Int, reflect.Int32, reflect.Int64:
 		return *spec.Int64Property(), ""
+	case reflect.Map:
+		// Maps are keyed by string (failCounts by severity).
+		value, dep := schemaOf(ref, t.Elem())
+		return *spec.MapProperty(&value), dep
 	case reflect.Slice:
 		item := ModelName(t.Elem())
 		return *spec.ArrayProperty(&spec.Schema{SchemaProps: spec.SchemaProps{Ref: ref(item)}}), item

@@ -57,7 +57,9 @@ type FindingList struct {
 	Items           []Finding `json:"items"`
 }
 
-// Scan groups the findings of one scanner run.
+// Scan groups the findings of one scanner run. Its creationTimestamp is
+// when it was first stored (the REST API's inserted_at). It says what the
+// REST API's scans say, under the same sources.
 // +kubebuilder:object:root=true
 type Scan struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -70,6 +72,20 @@ type Scan struct {
 	Ingestion    string      `json:"ingestion"`
 	FindingCount int         `json:"findingCount"`
 	UpdatedAt    metav1.Time `json:"updatedAt"`
+	// ScannedAt is when the scanner ran, as the scan's findings record it
+	// (the earliest event time among them); absent before it has one.
+	ScannedAt *metav1.Time `json:"scannedAt,omitempty"`
+	// FailCount counts the scan's FAIL findings, FailCounts them by
+	// severity (lower-case); a severity without one is left out.
+	FailCount  int64            `json:"failCount"`
+	FailCounts map[string]int64 `json:"failCounts"`
+	// FileName, UploadedBy and Source describe the report of the
+	// Ingestion that last wrote the scan: its file name (uploads only),
+	// the user who submitted it, and how it came (upload, configmap,
+	// secret, url). Absent once that Ingestion is deleted.
+	FileName   *string `json:"fileName,omitempty"`
+	UploadedBy *string `json:"uploadedBy,omitempty"`
+	Source     *string `json:"source,omitempty"`
 }
 
 // ScanList is a page of scans.
