@@ -25,6 +25,7 @@ import (
 
 	posturev1 "github.com/posture-dev/posture/api/v1alpha1"
 	"github.com/posture-dev/posture/internal/auth"
+	"github.com/posture-dev/posture/internal/ingest"
 	"github.com/posture-dev/posture/internal/sources"
 	"github.com/posture-dev/posture/internal/store"
 	"github.com/posture-dev/posture/internal/tenancy"
@@ -41,7 +42,7 @@ const (
 )
 
 // CodeWorkerFailed is the ingestion-level error code when the executor gives up.
-const CodeWorkerFailed = "worker_failed"
+const CodeWorkerFailed = ingest.CodeWorkerFailed
 
 // FinalizerIngestion holds a deleted Ingestion until what it owns outside
 // etcd is gone: its running attempt (Job or in-process worker), its uploaded

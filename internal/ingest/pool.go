@@ -3,6 +3,8 @@ package ingest
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime/debug"
 	"sync"
 )
 
@@ -77,6 +79,15 @@ func (p *Pool) Submit(attempt Attempt) error {
 			return
 		}
 		defer func() { <-p.sem }()
+		// The worker fails its own ingestion on a fault of its parse or
+		// writes; what is left (the store failing as the run starts or
+		// ends) leaves the run open for the controller's next attempt,
+		// not the manager down.
+		defer func() {
+			if v := recover(); v != nil {
+				p.Worker.Log.Error(fmt.Errorf("panic: %v", v), "ingestion run stopped on an internal error", "attempt", key, "stack", string(debug.Stack()))
+			}
+		}()
 		if err := p.Worker.Run(ctx, attempt); err != nil && !errors.Is(err, context.Canceled) {
 			p.Worker.Log.Info("ingestion run ended with an error", "attempt", key, "error", err.Error())
 		}

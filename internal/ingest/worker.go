@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -39,6 +40,10 @@ const (
 	CodeMalformed     = "malformed_file"
 	CodeStorage       = "storage_error"
 	CodeTruncated     = "errors_truncated"
+	// CodeWorkerFailed: the worker stopped without a result of its own, on
+	// a fault of its own (a panic) or, as the controller records it, by
+	// dying or timing out attempt after attempt.
+	CodeWorkerFailed = "worker_failed"
 )
 
 // scanNamespace derives scan ids for records that carry no unmapped.scan_id,
@@ -113,7 +118,7 @@ func (w *Worker) Run(ctx context.Context, attempt Attempt) error {
 		return fmt.Errorf("start run: %w", err)
 	}
 	r := &run{w: w, attempt: attempt, log: log, seenScans: map[string]bool{}, scanOwners: map[string]scanOwner{}, derivedScans: map[account]string{}, lastProgress: w.now()}
-	outcome := r.process(ctx)
+	outcome := r.processCaught(ctx)
 	if ctx.Err() != nil {
 		// Stopped from outside (shutdown): leave the run open so the controller
 		// starts a new attempt rather than recording a failure nobody caused.
@@ -320,6 +325,37 @@ func (r *run) process(ctx context.Context) store.Outcome {
 	return store.Outcome{Status: store.RunSucceeded, Progress: r.progress}
 }
 
+// processCaught is process with its faults caught: a panic, in the parse or
+// in a batch's write, fails this ingestion instead of ending the process,
+// which with the in-process executor is the manager, every tenant's
+// ingestions with it, and again at each retry of the same report.
+func (r *run) processCaught(ctx context.Context) (outcome store.Outcome) {
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		r.log.Error(fmt.Errorf("panic: %v", v), "ingestion stopped on an internal error", "record", r.progress.Processed, "stack", string(debug.Stack()))
+		// The writes under way end before the outcome is recorded.
+		for _, w := range r.inflight {
+			<-w.done
+		}
+		r.inflight = nil
+		outcome = r.internalFailure(ctx)
+	}()
+	return r.process(ctx)
+}
+
+// internalFailure fails the run on a fault of the worker's own.
+func (r *run) internalFailure(ctx context.Context) store.Outcome {
+	return r.fail(ctx, CodeWorkerFailed, fmt.Sprintf("the worker stopped on an internal error at record %d; its log has the details", r.progress.Processed))
+}
+
+// errPanicked is a batch write's panic, caught on the goroutine it ran on.
+type errPanicked struct{ value any }
+
+func (e errPanicked) Error() string { return fmt.Sprintf("panic: %v", e.value) }
+
 // scanAccount holds a record to the account of the scan it names: a record
 // of another account would otherwise be counted in that scan, and in that
 // account's latest findings.
@@ -445,12 +481,20 @@ func (r *run) flush(ctx context.Context) error {
 	r.inflight = append(r.inflight, w)
 	go func() {
 		var err error
+		defer func() { w.done <- err }()
+		// A panic here is on a goroutine of its own: out of processCaught's
+		// reach, it would end the process.
+		defer func() {
+			if v := recover(); v != nil {
+				r.log.Error(errPanicked{v}, "batch write stopped on an internal error", "stack", string(debug.Stack()))
+				err = errPanicked{v}
+			}
+		}()
 		if len(b.Findings)+len(b.Errors)+len(b.Scans) > 0 {
 			err = r.withRetry(ctx, func() error {
 				return r.w.Store.WriteBatch(ctx, r.attempt.Tenant, r.attempt.IngestionID, r.attempt.Attempt, b)
 			})
 		}
-		w.done <- err
 	}()
 	return nil
 }
@@ -529,6 +573,9 @@ func (r *run) storageFailure(ctx context.Context, err error) store.Outcome {
 	if r.superseded || ctx.Err() != nil {
 		return store.Outcome{}
 	}
+	if errors.As(err, new(errPanicked)) {
+		return r.internalFailure(ctx)
+	}
 	return r.fail(ctx, CodeStorage, fmt.Sprintf("storing results failed after retries at record %d: %v", r.progress.Processed, err))
 }
 
@@ -536,13 +583,24 @@ func (r *run) storageFailure(ctx context.Context, err error) store.Outcome {
 // reached so far is kept, as the spec asks a failed job to show it.
 func (r *run) fail(ctx context.Context, code, detail string) store.Outcome {
 	jobError := store.Batch{Errors: []store.IngestionError{{Code: code, Detail: detail}}}
-	if err := r.w.Store.WriteBatch(ctx, r.attempt.Tenant, r.attempt.IngestionID, r.attempt.Attempt, jobError); err != nil {
+	if err := r.writeCaught(ctx, jobError); err != nil {
 		if errors.Is(err, store.ErrStaleAttempt) {
 			r.superseded = true
 		}
 		r.log.Error(err, "recording the ingestion-level error failed", "code", code)
 	}
 	return store.Outcome{Status: store.RunFailed, Progress: r.progress, Message: detail}
+}
+
+// writeCaught writes a batch, its panic returned as an error: fail runs
+// after a fault, when the store may be the part at fault.
+func (r *run) writeCaught(ctx context.Context, b store.Batch) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = errPanicked{v}
+		}
+	}()
+	return r.w.Store.WriteBatch(ctx, r.attempt.Tenant, r.attempt.IngestionID, r.attempt.Attempt, b)
 }
 
 // truncate keeps at most n characters (runes) of s: the API promises values

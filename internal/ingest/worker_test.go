@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -452,5 +453,126 @@ func TestWorkerSeverityCaptionDecides(t *testing.T) {
 			}
 			t.Errorf("findings of severity %s: %d, first of severity_id %v, %v; want 300 of severity_id %d", sev, n, ids, err, id)
 		}
+	}
+}
+
+// faulty is a real store with one step made to panic, as a bug in the store
+// or the parse would: the only way to reach the worker's guard.
+type faulty struct {
+	store.Store
+	in string // "write", "progress", "read" or "finish"
+}
+
+func (f *faulty) WriteBatch(ctx context.Context, tenant, ingestionID string, attempt int, batch store.Batch) error {
+	if f.in == "write" && len(batch.Findings) > 0 {
+		panic("a batch write's fault")
+	}
+	return f.Store.WriteBatch(ctx, tenant, ingestionID, attempt, batch)
+}
+
+func (f *faulty) UpdateRun(ctx context.Context, tenant, ingestionID string, attempt int, p store.Progress) error {
+	if f.in == "progress" {
+		var m map[string]int
+		m["processed"] = p.Processed // assignment to entry in nil map
+	}
+	return f.Store.UpdateRun(ctx, tenant, ingestionID, attempt, p)
+}
+
+func (f *faulty) FinishRun(ctx context.Context, tenant, ingestionID string, attempt int, o store.Outcome) error {
+	if f.in == "finish" {
+		panic("a fault as the run ends")
+	}
+	return f.Store.FinishRun(ctx, tenant, ingestionID, attempt, o)
+}
+
+func (f *faulty) OpenBlob(ctx context.Context, tenant, id string) (io.ReadCloser, error) {
+	rc, err := f.Store.OpenBlob(ctx, tenant, id)
+	if err != nil || f.in != "read" {
+		return rc, err
+	}
+	return panicReader{rc}, nil
+}
+
+// panicReader hands out the report's first bytes, then panics.
+type panicReader struct{ io.ReadCloser }
+
+func (p panicReader) Read(b []byte) (int, error) {
+	if len(b) > 200 {
+		b = b[:200]
+	}
+	n, err := p.ReadCloser.Read(b)
+	if n == 0 {
+		panic("a fault while reading the report")
+	}
+	return n, err
+}
+
+// A fault of the worker's own (a panic in the parse, a batch write or a
+// progress report) fails that ingestion with worker_failed, recorded like
+// any other outcome, instead of ending the process: with the in-process
+// executor that is the manager, every tenant's ingestions, and the same
+// fault again at each retry of the report.
+func TestWorkerFaultFailsTheIngestion(t *testing.T) {
+	var recs []string
+	for i := range 9 {
+		recs = append(recs, record(fmt.Sprintf("u%d", i), "111111111111"))
+	}
+	for _, in := range []string{"write", "progress", "read"} {
+		t.Run(in, func(t *testing.T) {
+			st := &faulty{Store: newStore(t), in: in}
+			blob := put(t, st, report(recs...))
+			w := &ingest.Worker{Store: st, Log: logr.Discard(), BatchSize: 2, ProgressInterval: time.Nanosecond}
+			job := ingest.Attempt{Tenant: "t1", IngestionID: "ing-" + in, BlobID: blob.ID, Attempt: 1}
+			err := w.Run(context.Background(), job)
+			var failed *ingest.FailedError
+			if !errors.As(err, &failed) || !strings.Contains(failed.Message, "internal error at record") {
+				t.Fatalf("Run = %v, want the ingestion failed on an internal error", err)
+			}
+			got, err := st.GetRun(context.Background(), "t1", job.IngestionID)
+			if err != nil || got.Status != store.RunFailed || !strings.Contains(got.Message, "its log has the details") {
+				t.Errorf("run = %+v (%v), want failed with the message", got, err)
+			}
+			errs, _, err := st.Store.(store.IngestionErrors).ListIngestionErrors(context.Background(), "t1", job.IngestionID, store.Page{Number: 1, Size: 100})
+			if err != nil || len(errs) != 1 || errs[0].Code != ingest.CodeWorkerFailed || errs[0].RecordIndex != nil {
+				t.Errorf("errors = %+v (%v), want one ingestion-level %s", errs, err, ingest.CodeWorkerFailed)
+			}
+		})
+	}
+}
+
+// What the worker cannot fail itself (the store failing as the run ends)
+// stops that run only: the pool goes on, and the run is left open for the
+// controller's next attempt.
+func TestPoolSurvivesAFault(t *testing.T) {
+	st := &faulty{Store: newStore(t), in: "finish"}
+	blob := put(t, st, report(record("u1", "111111111111")))
+	done := make(chan ingest.Attempt, 1)
+	p := ingest.NewPool(&ingest.Worker{Store: st, Log: logr.Discard()}, 1)
+	p.OnDone = func(a ingest.Attempt) { done <- a }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = p.Start(ctx) }()
+	job := ingest.Attempt{Tenant: "t1", IngestionID: "ing", BlobID: blob.ID, Attempt: 1}
+	for {
+		err := p.Submit(job)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ingest.ErrPoolStopped) {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the attempt never ended")
+	}
+	if p.Active(job) {
+		t.Error("the attempt is still held after its fault")
+	}
+	r, err := st.GetRun(context.Background(), "t1", "ing")
+	if err != nil || r.Status != store.RunRunning {
+		t.Errorf("run = %+v (%v), want it left running for the next attempt", r, err)
 	}
 }
