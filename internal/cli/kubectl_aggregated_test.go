@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -348,6 +349,16 @@ func TestKubectlPluginThroughKubeAggregator(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		// A binding reaches the API server's authorizer a moment after it
+		// is stored; until then the scan could not even name the cluster.
+		testenv.Eventually(t, 10*time.Second, "scan-bot's read of namespace kube-system to be allowed", func() (bool, string) {
+			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: "scan-bot",
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "get", Resource: "namespaces", Name: "kube-system"}}}
+			if err := admin.Create(ctx, sar); err != nil {
+				return false, err.Error()
+			}
+			return sar.Status.Allowed, sar.Status.Reason
+		})
 		bot := impersonating(t, kc[1], "scan-bot")
 		r = run(t, envWith("KUBECONFIG", bot), "scan", "kubernetes", "-o", t.TempDir(), "--namespaces", scanned,
 			"--push-to-cluster", tenantNS)
