@@ -379,14 +379,14 @@ func (l *listFlags) register(cmd *cobra.Command, labels bool) {
 		cmd.Flags().StringVarP(&l.labelSelector, "selector", "l", "", "filter by labels")
 	}
 	cmd.Flags().Int64Var(&l.chunkSize, "chunk-size", 500, "objects fetched per request (limit/continue); 0 fetches all at once")
-	cmd.Flags().StringVarP(&l.output, "output", "o", "table", "table, json or name")
+	cmd.Flags().StringVarP(&l.output, "output", "o", "table", "table, wide (every column the server serves, as kubectl's -o wide), json or name")
 }
 
 func (l *listFlags) check() error {
 	switch l.output {
-	case "table", "json", "name":
+	case "table", "wide", "json", "name":
 	default:
-		return usageError{fmt.Errorf("-o/--output must be table, json or name, not %q", l.output)}
+		return usageError{fmt.Errorf("-o/--output must be table, wide, json or name, not %q", l.output)}
 	}
 	if l.chunkSize < 0 {
 		return usageError{errors.New("--chunk-size must be 0 or more")}
@@ -563,33 +563,25 @@ func (k *kubectlPlugin) list(ctx context.Context, c *kube, path string, l listFl
 			if err := json.Unmarshal(data, &t); err != nil || t.Kind != "Table" {
 				return exit(ExitError, "list: the server did not answer with a table: %.200q", data)
 			}
-			if !header && l.output == "table" {
-				var cols []string
-				for _, col := range t.ColumnDefinitions {
-					if col.Priority == 0 {
-						cols = append(cols, termsafe.String(strings.ToUpper(col.Name)))
-					}
-				}
-				fmt.Fprintln(tw, strings.Join(cols, "\t"))
-				header = true
-			}
-			for _, r := range t.Rows {
-				rows++
-				if l.output == "name" {
+			if l.output == "name" {
+				for _, r := range t.Rows {
+					rows++
 					var m struct {
 						Metadata metav1.ObjectMeta `json:"metadata"`
 					}
 					_ = json.Unmarshal(r.Object.Raw, &m)
 					fmt.Fprintln(tw, termsafe.String(m.Metadata.Name))
-					continue
 				}
-				var cells []string
-				for i, col := range t.ColumnDefinitions {
-					if col.Priority == 0 && i < len(r.Cells) {
-						cells = append(cells, cell(r.Cells[i]))
-					}
+			} else {
+				cols := tableColumns(t.ColumnDefinitions, l.output == "wide")
+				if !header {
+					fmt.Fprintln(tw, tableHeader(t.ColumnDefinitions, cols))
+					header = true
 				}
-				fmt.Fprintln(tw, strings.Join(cells, "\t"))
+				for _, r := range t.Rows {
+					rows++
+					fmt.Fprintln(tw, tableRow(r.Cells, cols))
+				}
 			}
 			cont = t.Continue
 		}
@@ -612,12 +604,48 @@ func (k *kubectlPlugin) list(ctx context.Context, c *kube, path string, l listFl
 		_, err := k.stdout.Write(buf.Bytes())
 		return err
 	}
-	if l.output == "table" && rows == 0 {
+	if l.output != "name" && rows == 0 {
 		// kubectl says so on stderr and prints no header.
 		fmt.Fprintf(k.stderr, "No resources found in %s namespace.\n", c.namespace)
 		return nil
 	}
 	return tw.Flush()
+}
+
+// tableColumns are the indexes of the columns a table prints, in the
+// server's order: those of priority 0, as kubectl get prints by default, or
+// with wide every one, as kubectl get -o wide.
+func tableColumns(defs []metav1.TableColumnDefinition, wide bool) []int {
+	var cols []int
+	for i, col := range defs {
+		if wide || col.Priority == 0 {
+			cols = append(cols, i)
+		}
+	}
+	return cols
+}
+
+// tableHeader is the tab-separated header line of the columns cols, upper
+// case as kubectl prints it.
+func tableHeader(defs []metav1.TableColumnDefinition, cols []int) string {
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = termsafe.String(strings.ToUpper(defs[c].Name))
+	}
+	return strings.Join(names, "\t")
+}
+
+// tableRow is the tab-separated line of a row's cells in the columns cols.
+// A row shorter than the columns (a server that sends fewer cells) ends
+// early, as in kubectl.
+func tableRow(cells []any, cols []int) string {
+	var out []string
+	for _, c := range cols {
+		if c < len(cells) {
+			out = append(out, cell(cells[c]))
+		}
+	}
+	return strings.Join(out, "\t")
 }
 
 // cell prints one table cell as kubectl does: <none> for nothing. Text is
