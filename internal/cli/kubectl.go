@@ -438,10 +438,13 @@ state by default (each account's latest findings, the field selector latest=true
 REST's GET /api/v1/findings/latest and the web UI show them), with DELTA (new or changed
 since the run before) and FIRST SEEN; --history lists every finding ever stored. Findings a
 MuteRule mutes show the rule under MUTED and are left out of the current state unless the
-field selector muted=true (only them) or muted=any (both) asks for them.`,
+field selector muted=true (only them) or muted=any (both) asks for them. -o wide adds
+the columns kubectl get -o wide shows (findings: MUTE REASON; scans: FILE and SOURCE;
+ingestions: MESSAGE).`,
 		Example: `  kubectl posture get findings -n tenant-acme --field-selector severity=Critical,statusCode=FAIL
   kubectl posture get findings -n tenant-acme --field-selector muted=true
   kubectl posture get findings -n tenant-acme --history
+  kubectl posture get scans -n tenant-acme -o wide
   kubectl posture get ingestions -n tenant-acme`,
 		Args: func(cmd *cobra.Command, a []string) error {
 			if len(a) != 1 {

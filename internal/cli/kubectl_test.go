@@ -148,7 +148,8 @@ func TestKubectlPluginHelpNamesThePlugin(t *testing.T) {
 		want []string
 	}{
 		{[]string{"--help"}, []string{"Usage:\n  kubectl posture [command]", "help for kubectl posture", `Use "kubectl posture [command] --help"`}},
-		{[]string{"get", "--help"}, []string{"Usage:\n  kubectl posture get ingestions|findings|scans [flags]"}},
+		{[]string{"get", "--help"}, []string{"Usage:\n  kubectl posture get ingestions|findings|scans [flags]", "kubectl posture get scans -n tenant-acme -o wide", "table, wide (every column"}},
+		{[]string{"errors", "--help"}, []string{"table, wide (every column"}},
 		{[]string{"push", "--help"}, []string{"Usage:\n  kubectl posture push FILE"}},
 		{[]string{"--version"}, []string{"kubectl posture version "}},
 	} {
