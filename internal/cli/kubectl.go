@@ -379,14 +379,14 @@ func (l *listFlags) register(cmd *cobra.Command, labels bool) {
 		cmd.Flags().StringVarP(&l.labelSelector, "selector", "l", "", "filter by labels")
 	}
 	cmd.Flags().Int64Var(&l.chunkSize, "chunk-size", 500, "objects fetched per request (limit/continue); 0 fetches all at once")
-	cmd.Flags().StringVarP(&l.output, "output", "o", "table", "table, json or name")
+	cmd.Flags().StringVarP(&l.output, "output", "o", "table", "table, wide (every column the server serves, as kubectl's -o wide), json or name")
 }
 
 func (l *listFlags) check() error {
 	switch l.output {
-	case "table", "json", "name":
+	case "table", "wide", "json", "name":
 	default:
-		return usageError{fmt.Errorf("-o/--output must be table, json or name, not %q", l.output)}
+		return usageError{fmt.Errorf("-o/--output must be table, wide, json or name, not %q", l.output)}
 	}
 	if l.chunkSize < 0 {
 		return usageError{errors.New("--chunk-size must be 0 or more")}
@@ -438,10 +438,13 @@ state by default (each account's latest findings, the field selector latest=true
 REST's GET /api/v1/findings/latest and the web UI show them), with DELTA (new or changed
 since the run before) and FIRST SEEN; --history lists every finding ever stored. Findings a
 MuteRule mutes show the rule under MUTED and are left out of the current state unless the
-field selector muted=true (only them) or muted=any (both) asks for them.`,
+field selector muted=true (only them) or muted=any (both) asks for them. -o wide adds
+the columns kubectl get -o wide shows (findings: MUTE REASON; scans: FILE and SOURCE;
+ingestions: MESSAGE).`,
 		Example: `  kubectl posture get findings -n tenant-acme --field-selector severity=Critical,statusCode=FAIL
   kubectl posture get findings -n tenant-acme --field-selector muted=true
   kubectl posture get findings -n tenant-acme --history
+  kubectl posture get scans -n tenant-acme -o wide
   kubectl posture get ingestions -n tenant-acme`,
 		Args: func(cmd *cobra.Command, a []string) error {
 			if len(a) != 1 {
@@ -563,33 +566,25 @@ func (k *kubectlPlugin) list(ctx context.Context, c *kube, path string, l listFl
 			if err := json.Unmarshal(data, &t); err != nil || t.Kind != "Table" {
 				return exit(ExitError, "list: the server did not answer with a table: %.200q", data)
 			}
-			if !header && l.output == "table" {
-				var cols []string
-				for _, col := range t.ColumnDefinitions {
-					if col.Priority == 0 {
-						cols = append(cols, termsafe.String(strings.ToUpper(col.Name)))
-					}
-				}
-				fmt.Fprintln(tw, strings.Join(cols, "\t"))
-				header = true
-			}
-			for _, r := range t.Rows {
-				rows++
-				if l.output == "name" {
+			if l.output == "name" {
+				for _, r := range t.Rows {
+					rows++
 					var m struct {
 						Metadata metav1.ObjectMeta `json:"metadata"`
 					}
 					_ = json.Unmarshal(r.Object.Raw, &m)
 					fmt.Fprintln(tw, termsafe.String(m.Metadata.Name))
-					continue
 				}
-				var cells []string
-				for i, col := range t.ColumnDefinitions {
-					if col.Priority == 0 && i < len(r.Cells) {
-						cells = append(cells, cell(r.Cells[i]))
-					}
+			} else {
+				cols := tableColumns(t.ColumnDefinitions, l.output == "wide")
+				if !header {
+					fmt.Fprintln(tw, tableHeader(t.ColumnDefinitions, cols))
+					header = true
 				}
-				fmt.Fprintln(tw, strings.Join(cells, "\t"))
+				for _, r := range t.Rows {
+					rows++
+					fmt.Fprintln(tw, tableRow(r.Cells, cols))
+				}
 			}
 			cont = t.Continue
 		}
@@ -612,12 +607,48 @@ func (k *kubectlPlugin) list(ctx context.Context, c *kube, path string, l listFl
 		_, err := k.stdout.Write(buf.Bytes())
 		return err
 	}
-	if l.output == "table" && rows == 0 {
+	if l.output != "name" && rows == 0 {
 		// kubectl says so on stderr and prints no header.
 		fmt.Fprintf(k.stderr, "No resources found in %s namespace.\n", c.namespace)
 		return nil
 	}
 	return tw.Flush()
+}
+
+// tableColumns are the indexes of the columns a table prints, in the
+// server's order: those of priority 0, as kubectl get prints by default, or
+// with wide every one, as kubectl get -o wide.
+func tableColumns(defs []metav1.TableColumnDefinition, wide bool) []int {
+	var cols []int
+	for i, col := range defs {
+		if wide || col.Priority == 0 {
+			cols = append(cols, i)
+		}
+	}
+	return cols
+}
+
+// tableHeader is the tab-separated header line of the columns cols, upper
+// case as kubectl prints it.
+func tableHeader(defs []metav1.TableColumnDefinition, cols []int) string {
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = termsafe.String(strings.ToUpper(defs[c].Name))
+	}
+	return strings.Join(names, "\t")
+}
+
+// tableRow is the tab-separated line of a row's cells in the columns cols.
+// A row shorter than the columns (a server that sends fewer cells) ends
+// early, as in kubectl.
+func tableRow(cells []any, cols []int) string {
+	var out []string
+	for _, c := range cols {
+		if c < len(cells) {
+			out = append(out, cell(cells[c]))
+		}
+	}
+	return strings.Join(out, "\t")
 }
 
 // cell prints one table cell as kubectl does: <none> for nothing. Text is

@@ -97,6 +97,7 @@ func TestKubectlPluginThroughKubeAggregator(t *testing.T) {
 	created := regexp.MustCompile(`ingestion\.posture\.dev/(\S+) created`)
 
 	var total int
+	var first string // the Ingestion of the 1,500-record report
 	t.Run("push --wait of the 1,500-record report completes", func(t *testing.T) {
 		r := plugin("push", testenv.Fixture("aws_1500_records.ocsf.json"), "-n", tenantNS, "--wait", "--interval", "200ms")
 		if r.code != ExitOK || !strings.Contains(r.stdout, "completed, 1500/1500 processed, 0 invalid") {
@@ -106,9 +107,56 @@ func TestKubectlPluginThroughKubeAggregator(t *testing.T) {
 		if m == nil {
 			t.Fatalf("no ingestion named in %q", r.stdout)
 		}
+		first = m[1]
 		r = plugin("get", "ingestions", "-n", tenantNS)
-		if r.code != ExitOK || !strings.Contains(r.stdout, m[1]) || !strings.Contains(r.stdout, "completed") {
+		if r.code != ExitOK || !strings.Contains(r.stdout, m[1]) || !strings.Contains(r.stdout, "completed") || strings.Contains(r.stdout, "MESSAGE") {
 			t.Errorf("get ingestions: %s", r)
+		}
+		// The CRD's priority 1 column, as kube-apiserver serves it.
+		r = plugin("get", "ingestions", "-n", tenantNS, "-o", "wide")
+		if r.code != ExitOK || !strings.HasSuffix(strings.Join(strings.Fields(strings.SplitN(r.stdout, "\n", 2)[0]), " "), "AGE MESSAGE") {
+			t.Errorf("get ingestions -o wide: %s", r)
+		}
+	})
+
+	t.Run("get scans -o wide adds FILE and SOURCE, lined up", func(t *testing.T) {
+		if first == "" {
+			t.Fatal("the push named no ingestion")
+		}
+		lines := func(r result) []string { return strings.Split(strings.TrimSpace(r.stdout), "\n") }
+		r := plugin("get", "scans", "-n", tenantNS)
+		if l := lines(r); r.code != ExitOK || strings.Join(strings.Fields(l[0]), " ") != "NAME PROVIDER FINDINGS FAIL INGESTION SCANNED AGE" ||
+			strings.Contains(r.stdout, "aws_1500_records.ocsf.json") {
+			t.Errorf("get scans: %s", r)
+		}
+		r = plugin("get", "scans", "-n", tenantNS, "-o", "wide", "--chunk-size", "1")
+		l := lines(r)
+		if r.code != ExitOK || strings.Join(strings.Fields(l[0]), " ") != "NAME PROVIDER FINDINGS FAIL INGESTION SCANNED AGE FILE SOURCE" {
+			t.Fatalf("get scans -o wide: %s", r)
+		}
+		var scans int
+		for _, row := range l[1:] {
+			f := strings.Fields(row)
+			if len(f) != 9 || f[4] != first {
+				continue
+			}
+			scans++
+			if f[7] != "aws_1500_records.ocsf.json" || f[8] != "upload" {
+				t.Errorf("scan %s: FILE %q SOURCE %q, want the uploaded file's name and upload", f[0], f[7], f[8])
+			}
+			// Lined up: each value starts under its header.
+			for _, c := range []struct{ header, value string }{{"FILE", f[7]}, {"SOURCE", f[8]}} {
+				if strings.Index(l[0], c.header) != strings.Index(row, c.value) {
+					t.Errorf("%s is not under %s:\n%s\n%s", c.value, c.header, l[0], row)
+				}
+			}
+		}
+		if scans == 0 {
+			t.Errorf("no scan of ingestion %s listed:\n%s", first, r.stdout)
+		}
+		if r := plugin("get", "scans", "-n", tenantNS, "-o", "yaml"); r.code != ExitUsage ||
+			!strings.Contains(r.stderr, `-o/--output must be table, wide, json or name, not "yaml"`) || r.stdout != "" {
+			t.Errorf("get scans -o yaml: %s", r)
 		}
 	})
 	_, total, err = env.Store.ListFindings(ctx, env.Tenant, store.FindingQuery{Page: store.Page{Number: 1, Size: 1}})
@@ -206,6 +254,22 @@ func TestKubectlPluginThroughKubeAggregator(t *testing.T) {
 			if marked != tc.marked {
 				t.Errorf("get findings %v: %d rows name the rule under MUTED, want %d", tc.selector, marked, tc.marked)
 			}
+			if strings.Contains(r.stdout, "MUTE REASON") || strings.Contains(r.stdout, rule.Spec.Reason) {
+				t.Errorf("get findings %v without -o wide shows the mute reason:\n%s", tc.selector, lines[0])
+			}
+		}
+		// -o wide adds the rule's reason, last as the server orders it.
+		r := plugin("get", "findings", "-n", tenantNS, "--field-selector", "muted=true", "-o", "wide", "--chunk-size", "250")
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if r.code != ExitOK || strings.Join(strings.Fields(lines[0]), " ") != "NAME SEVERITY STATUS CODE CHECK RESOURCE PROVIDER DELTA FIRST SEEN MUTED AGE MUTE REASON" ||
+			len(lines)-1 != muted {
+			t.Fatalf("get findings muted=true -o wide: %d rows, %d muted: %s", len(lines)-1, muted, r)
+		}
+		at := strings.Index(lines[0], "MUTE REASON")
+		for _, l := range lines[1:] {
+			if !strings.HasSuffix(l, rule.Spec.Reason) || strings.Index(l, rule.Spec.Reason) != at {
+				t.Fatalf("a muted finding's row does not end with the reason under MUTE REASON:\n%s\n%s", lines[0], l)
+			}
 		}
 	})
 
@@ -255,6 +319,10 @@ func TestKubectlPluginThroughKubeAggregator(t *testing.T) {
 		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 		if r.code != ExitOK || len(lines) < 3 || !strings.HasPrefix(strings.Join(strings.Fields(lines[0]), " "), "NAME RECORD CODE") {
 			t.Errorf("errors %s: %s", m[1], r)
+		}
+		// Ingestion errors have no wide columns: -o wide prints the same table.
+		if w := plugin("errors", m[1], "-n", tenantNS, "-o", "wide"); w.code != ExitOK || w.stdout != r.stdout {
+			t.Errorf("errors %s -o wide:\n%s\nwant\n%s", m[1], w.stdout, r.stdout)
 		}
 		// A mistyped name is an error, as the REST API's 404, not an empty list.
 		r = plugin("errors", m[1]+"x", "-n", tenantNS)

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -68,13 +69,15 @@ func (f *fakeKube) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"metadata":{"name":"ing-1"},"status":{"phase":%q,"message":"1 record invalid","summary":{"total":3,"processed":3,"invalid":1}}}`, phase)
 	case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/findings"):
 		// Two pages: the first hands out a continue token.
-		next, rows := "tok-2", `[{"cells":["High","FAIL","c1","pod/a","aws-1","5m"],"object":{"metadata":{"name":"f1"}}}]`
+		// The last column is a wide one (priority 1), printed only with -o wide.
+		next, rows := "tok-2", `[{"cells":["High","FAIL","c1","pod/a","aws-1","5m","accepted risk"],"object":{"metadata":{"name":"f1"}}}]`
 		if r.URL.Query().Get("continue") == "tok-2" {
-			next, rows = "", `[{"cells":["Low","PASS","c2","pod/b","aws-1","6m"],"object":{"metadata":{"name":"f2"}}}]`
+			next, rows = "", `[{"cells":["Low","PASS","c2","pod/b","aws-1","6m",""],"object":{"metadata":{"name":"f2"}}}]`
 		}
 		fmt.Fprintf(w, `{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{"continue":%q},"columnDefinitions":[
 			{"name":"Severity","type":"string"},{"name":"Status Code","type":"string"},{"name":"Check","type":"string"},
-			{"name":"Resource","type":"string"},{"name":"Provider","type":"string"},{"name":"Age","type":"string"}],"rows":%s}`, next, rows)
+			{"name":"Resource","type":"string"},{"name":"Provider","type":"string"},{"name":"Age","type":"string"},
+			{"name":"Mute Reason","type":"string","priority":1}],"rows":%s}`, next, rows)
 	case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/ingestionerrors"):
 		fmt.Fprint(w, `{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{},"columnDefinitions":[{"name":"Name","type":"string"},{"name":"Code","type":"string"}],"rows":[]}`)
 	default:
@@ -115,7 +118,9 @@ func TestKubectlPluginUsage(t *testing.T) {
 	}{
 		{[]string{"get"}, "get needs one kind"},
 		{[]string{"get", "pods"}, `get "pods": want ingestions, findings or scans`},
-		{[]string{"get", "findings", "-o", "yaml"}, "-o/--output must be table, json or name"},
+		{[]string{"get", "findings", "-o", "yaml"}, `-o/--output must be table, wide, json or name, not "yaml"`},
+		{[]string{"get", "scans", "-o", "Wide"}, `-o/--output must be table, wide, json or name, not "Wide"`},
+		{[]string{"errors", "ing-1", "-o", "custom-columns=NAME:.metadata.name"}, `-o/--output must be table, wide, json or name, not "custom-columns=NAME:.metadata.name"`},
 		{[]string{"get", "findings", "--chunk-size", "-1"}, "--chunk-size must be 0 or more"},
 		{[]string{"push"}, "push needs a report file"},
 		{[]string{"push", "a", "b"}, "push needs a report file"},
@@ -143,7 +148,8 @@ func TestKubectlPluginHelpNamesThePlugin(t *testing.T) {
 		want []string
 	}{
 		{[]string{"--help"}, []string{"Usage:\n  kubectl posture [command]", "help for kubectl posture", `Use "kubectl posture [command] --help"`}},
-		{[]string{"get", "--help"}, []string{"Usage:\n  kubectl posture get ingestions|findings|scans [flags]"}},
+		{[]string{"get", "--help"}, []string{"Usage:\n  kubectl posture get ingestions|findings|scans [flags]", "kubectl posture get scans -n tenant-acme -o wide", "table, wide (every column"}},
+		{[]string{"errors", "--help"}, []string{"table, wide (every column"}},
 		{[]string{"push", "--help"}, []string{"Usage:\n  kubectl posture push FILE"}},
 		{[]string{"--version"}, []string{"kubectl posture version "}},
 	} {
@@ -191,6 +197,7 @@ func TestKubectlPluginRequests(t *testing.T) {
 		code     int
 		want     []seenRequest // method, path, query, user checked; empty fields not compared
 		stdout   []string
+		without  []string // text stdout must not hold
 		stderr   string
 		bodyFile string
 	}{
@@ -220,7 +227,15 @@ func TestKubectlPluginRequests(t *testing.T) {
 				{method: "GET", path: "/apis/data.posture.dev/v1alpha1/namespaces/tenant-b/findings", query: "fieldSelector=latest%3Dtrue%2Cseverity%3DHigh&limit=1", user: "alice", accept: tableAccept},
 				{method: "GET", path: "/apis/data.posture.dev/v1alpha1/namespaces/tenant-b/findings", query: "continue=tok-2&fieldSelector=latest%3Dtrue%2Cseverity%3DHigh&limit=1", user: "alice"},
 			},
-			stdout: []string{"SEVERITY   STATUS CODE   CHECK   RESOURCE   PROVIDER   AGE", "High       FAIL          c1      pod/a      aws-1      5m", "Low        PASS          c2"}},
+			stdout:  []string{"SEVERITY   STATUS CODE   CHECK   RESOURCE   PROVIDER   AGE\n", "High       FAIL          c1      pod/a      aws-1      5m\n", "Low        PASS          c2"},
+			without: []string{"MUTE REASON", "accepted risk"}},
+		// Every column, in the server's order, lined up across both pages.
+		{name: "get findings -o wide: the priority 1 columns too", args: []string{"--kubeconfig", kc, "get", "findings", "-o", "wide"}, srv: mainSrv,
+			want: []seenRequest{{method: "GET", path: "/apis/data.posture.dev/v1alpha1/namespaces/tenant-a/findings", accept: tableAccept},
+				{method: "GET", path: "/apis/data.posture.dev/v1alpha1/namespaces/tenant-a/findings", query: "continue=tok-2&fieldSelector=latest%3Dtrue&limit=500"}},
+			stdout: []string{"SEVERITY   STATUS CODE   CHECK   RESOURCE   PROVIDER   AGE   MUTE REASON\n" +
+				"High       FAIL          c1      pod/a      aws-1      5m    accepted risk\n" +
+				"Low        PASS          c2      pod/b      aws-1      6m    <none>\n"}},
 		{name: "get findings -o name", args: []string{"--kubeconfig", kc, "get", "finding", "-o", "name"}, srv: mainSrv,
 			want: []seenRequest{{method: "GET", path: "/apis/data.posture.dev/v1alpha1/namespaces/tenant-a/findings", query: "fieldSelector=latest%3Dtrue&limit=500"},
 				{method: "GET", path: "/apis/data.posture.dev/v1alpha1/namespaces/tenant-a/findings", query: "continue=tok-2&fieldSelector=latest%3Dtrue&limit=500"}},
@@ -250,6 +265,11 @@ func TestKubectlPluginRequests(t *testing.T) {
 			for _, s := range tc.stdout {
 				if !strings.Contains(r.stdout, s) {
 					t.Errorf("stdout lacks %q:\n%s", s, r.stdout)
+				}
+			}
+			for _, s := range tc.without {
+				if strings.Contains(r.stdout, s) {
+					t.Errorf("stdout holds %q:\n%s", s, r.stdout)
 				}
 			}
 			if tc.stderr != "" && !strings.Contains(r.stderr, tc.stderr) {
@@ -321,6 +341,46 @@ func TestKubectlPluginEscapesCells(t *testing.T) {
 			}
 			if !strings.Contains(r.stdout+r.stderr, testenv.HostileShown) {
 				t.Errorf("the text is not shown escaped: %s", r)
+			}
+		})
+	}
+}
+
+// TestTableColumns: the columns a table prints are kubectl get's, priority 0
+// by default and every one with -o wide, in the server's order whatever the
+// priorities' order.
+func TestTableColumns(t *testing.T) {
+	defs := []metav1.TableColumnDefinition{
+		{Name: "Name"}, {Name: "Detail", Priority: 2}, {Name: "Status Code"}, {Name: "Age"}, {Name: "Mute Reason", Priority: 1},
+	}
+	for _, tc := range []struct {
+		name   string
+		defs   []metav1.TableColumnDefinition
+		wide   bool
+		cells  []any
+		header string
+		row    string
+	}{
+		{"default: priority 0 only", defs, false, []any{"f1", "more", "FAIL", "5m", "accepted"},
+			"NAME\tSTATUS CODE\tAGE", "f1\tFAIL\t5m"},
+		{"wide: every column in the server's order", defs, true, []any{"f1", "more", "FAIL", "5m", "accepted"},
+			"NAME\tDETAIL\tSTATUS CODE\tAGE\tMUTE REASON", "f1\tmore\tFAIL\t5m\taccepted"},
+		{"wide: empty and missing cells are <none>, numbers as integers", defs, true, []any{"f1", "", nil, float64(3), ""},
+			"NAME\tDETAIL\tSTATUS CODE\tAGE\tMUTE REASON", "f1\t<none>\t<none>\t3\t<none>"},
+		{"wide: a short row ends early", defs, true, []any{"f1", "more", "FAIL"},
+			"NAME\tDETAIL\tSTATUS CODE\tAGE\tMUTE REASON", "f1\tmore\tFAIL"},
+		{"wide without wide columns is the default", defs[2:4], true, []any{"FAIL", "5m"},
+			"STATUS CODE\tAGE", "FAIL\t5m"},
+		{"a column name is escaped", []metav1.TableColumnDefinition{{Name: "a\x1b]0;x\a"}}, false, []any{"v"},
+			`A\x1b]0;X\x07`, "v"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cols := tableColumns(tc.defs, tc.wide)
+			if got := tableHeader(tc.defs, cols); got != tc.header {
+				t.Errorf("header %q, want %q", got, tc.header)
+			}
+			if got := tableRow(tc.cells, cols); got != tc.row {
+				t.Errorf("row %q, want %q", got, tc.row)
 			}
 		})
 	}
