@@ -10,6 +10,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/posture-dev/posture/docs"
@@ -283,6 +284,27 @@ func TestToolPanicIsAnErrorResult(t *testing.T) {
 // (a raw handler stands in for it here), is an error result naming the
 // tool, not the end of the process: the SDK runs each request on a
 // goroutine of its own.
+// A panic while the SDK answers any other method is an internal JSON-RPC
+// error naming the method. No method of the SDK's can be made to panic
+// from outside, and a middleware a test added would wrap the guard, out of
+// its reach: the guard is called here as the SDK calls it.
+func TestGuardAnswersAnotherMethodsPanicWithAnInternalError(t *testing.T) {
+	s, err := New(Config{APIBaseURL: "http://127.0.0.1:9/api/v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := s.guard(func(context.Context, string, mcpsdk.Request) (mcpsdk.Result, error) {
+		var m map[string]any
+		m["x"] = 1
+		return nil, nil
+	})
+	res, err := h(context.Background(), "resources/list", &mcpsdk.ListResourcesRequest{Params: &mcpsdk.ListResourcesParams{}})
+	var je *jsonrpc.Error
+	if res != nil || !errors.As(err, &je) || je.Code != jsonrpc.CodeInternalError || !strings.Contains(je.Message, "internal error in resources/list") {
+		t.Errorf("guard = %v, %v; want JSON-RPC error %d naming the method", res, err, jsonrpc.CodeInternalError)
+	}
+}
+
 func TestPanicOutsideToolHandlerIsAnErrorResult(t *testing.T) {
 	s, err := New(Config{APIBaseURL: "http://127.0.0.1:9/api/v1"})
 	if err != nil {
