@@ -85,10 +85,7 @@ func indexCostsEngine(ctx context.Context, o options, engine, path string, recor
 	if _, err := b.ingest(ctx, path, records); err != nil {
 		return fmt.Errorf("filling the database: %w", err)
 	}
-	batch := ingest.DefaultBatchSize
-	if s, ok := b.st.(ingest.BatchSizer); ok {
-		batch = s.PreferredBatchSize()
-	}
+	batch := (&ingest.Worker{Store: b.st}).RecordsPerBatch()
 	var c costCopier
 	if engine == "postgres" {
 		c, err = newPGCopier(ctx, b)
@@ -137,8 +134,7 @@ func indexCostsEngine(ctx context.Context, o options, engine, path string, recor
 		}
 		return r.processCPU
 	}
-	med := medianRun
-	heap := med(runs[0])
+	heap := medianRun(runs[0])
 	fmt.Printf("\nWhat each index of findings costs a write on %s, at the database alone: %d findings copied in batches of %d into a table with the indexes named, medians of %d rounds, per 100,000 records.\n",
 		engine, records, batch, o.repeat)
 	what := "the server's CPU"
@@ -148,7 +144,7 @@ func indexCostsEngine(ctx context.Context, o options, engine, path string, recor
 	fmt.Printf("CPU is %s; Δ is over the table with no index.\n\n", what)
 	var floor costRun
 	if len(floors) > 0 {
-		floor = med(floors)
+		floor = medianRun(floors)
 		fmt.Printf("The COPY floor of the same records: %.2fs, server CPU %.2fs.\n\n", per(floor.wall), per(floor.serverCPU))
 		fmt.Println("| indexes | s | CPU s | Δ CPU s | CPU / COPY floor's |")
 		fmt.Println("|---|---|---|---|---|")
@@ -157,7 +153,7 @@ func indexCostsEngine(ctx context.Context, o options, engine, path string, recor
 		fmt.Println("|---|---|---|---|")
 	}
 	for i, cfg := range configs {
-		m := med(runs[i])
+		m := medianRun(runs[i])
 		line := fmt.Sprintf("| %s | %.2f | %.2f | %+.2f |", cfg.name, per(m.wall), per(cost(m)), per(cost(m)-cost(heap)))
 		if len(floors) > 0 {
 			line += fmt.Sprintf(" %.1f× |", cost(m).Seconds()/floor.serverCPU.Seconds())

@@ -166,7 +166,9 @@ type BatchSizer interface {
 	PreferredBatchSize() int
 }
 
-func (w *Worker) batchSize() int {
+// RecordsPerBatch is how many records a batch write carries: BatchSize,
+// else the store's preferred size, else DefaultBatchSize.
+func (w *Worker) RecordsPerBatch() int {
 	if w.BatchSize > 0 {
 		return w.BatchSize
 	}
@@ -254,7 +256,7 @@ func (r *run) process(ctx context.Context) store.Outcome {
 
 	reader := ocsf.NewReader(rc)
 	validator := ocsf.NewValidator()
-	batchSize := r.w.batchSize()
+	batchSize := r.w.RecordsPerBatch()
 	var pace *rate.Limiter
 	if r.w.RecordsPerSecond > 0 {
 		pace = rate.NewLimiter(rate.Limit(r.w.RecordsPerSecond), 1)
@@ -481,20 +483,16 @@ func (r *run) flush(ctx context.Context) error {
 	r.inflight = append(r.inflight, w)
 	go func() {
 		var err error
-		defer func() { w.done <- err }()
-		// A panic here is on a goroutine of its own: out of processCaught's
-		// reach, it would end the process.
-		defer func() {
-			if v := recover(); v != nil {
-				r.log.Error(errPanicked{v}, "batch write stopped on an internal error", "stack", string(debug.Stack()))
-				err = errPanicked{v}
-			}
-		}()
 		if len(b.Findings)+len(b.Errors)+len(b.Scans) > 0 {
-			err = r.withRetry(ctx, func() error {
-				return r.w.Store.WriteBatch(ctx, r.attempt.Tenant, r.attempt.IngestionID, r.attempt.Attempt, b)
+			// A panic here is on a goroutine of its own: out of
+			// processCaught's reach, it would end the process.
+			err = r.caught("batch write", func() error {
+				return r.withRetry(ctx, func() error {
+					return r.w.Store.WriteBatch(ctx, r.attempt.Tenant, r.attempt.IngestionID, r.attempt.Attempt, b)
+				})
 			})
 		}
+		w.done <- err
 	}()
 	return nil
 }
@@ -583,7 +581,10 @@ func (r *run) storageFailure(ctx context.Context, err error) store.Outcome {
 // reached so far is kept, as the spec asks a failed job to show it.
 func (r *run) fail(ctx context.Context, code, detail string) store.Outcome {
 	jobError := store.Batch{Errors: []store.IngestionError{{Code: code, Detail: detail}}}
-	if err := r.writeCaught(ctx, jobError); err != nil {
+	// fail runs after a fault too, when the store may be the part at fault.
+	if err := r.caught("recording the ingestion's failure", func() error {
+		return r.w.Store.WriteBatch(ctx, r.attempt.Tenant, r.attempt.IngestionID, r.attempt.Attempt, jobError)
+	}); err != nil {
 		if errors.Is(err, store.ErrStaleAttempt) {
 			r.superseded = true
 		}
@@ -592,15 +593,16 @@ func (r *run) fail(ctx context.Context, code, detail string) store.Outcome {
 	return store.Outcome{Status: store.RunFailed, Progress: r.progress, Message: detail}
 }
 
-// writeCaught writes a batch, its panic returned as an error: fail runs
-// after a fault, when the store may be the part at fault.
-func (r *run) writeCaught(ctx context.Context, b store.Batch) (err error) {
+// caught runs op, its panic logged with the stack and returned as an
+// errPanicked.
+func (r *run) caught(what string, op func() error) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = errPanicked{v}
+			r.log.Error(err, what+" stopped on an internal error", "stack", string(debug.Stack()))
 		}
 	}()
-	return r.w.Store.WriteBatch(ctx, r.attempt.Tenant, r.attempt.IngestionID, r.attempt.Attempt, b)
+	return op()
 }
 
 // truncate keeps at most n characters (runes) of s: the API promises values

@@ -48,16 +48,9 @@ func TestToolsWithoutArguments(t *testing.T) {
 	// As a client configured with the key as a Bearer token sends it.
 	authz := "Bearer " + env.APIKey
 
-	ctx := context.Background()
-	hc := &http.Client{Transport: headerTransport{authz, http.DefaultTransport}, Timeout: time.Minute}
-	cs, err := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx,
-		&mcpsdk.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc, DisableStandaloneSSE: true, MaxRetries: -1}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
+	// The tools as a client lists them, with their input schemas.
 	var tools []*mcpsdk.Tool
-	for tool, err := range cs.Tools(ctx, nil) {
+	for tool, err := range inMemorySession(t, s).Tools(context.Background(), nil) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -212,17 +205,4 @@ func postCall(t *testing.T, endpoint, authz string, id int, params string) callR
 		t.Fatalf("POST %s: answer is for id %d", body, rpc.ID)
 	}
 	return *rpc.Result
-}
-
-// headerTransport sends an Authorization header on every request, as an MCP
-// client configured with a header does.
-type headerTransport struct {
-	authz string
-	next  http.RoundTripper
-}
-
-func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", h.authz)
-	return h.next.RoundTrip(r)
 }

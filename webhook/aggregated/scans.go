@@ -145,12 +145,8 @@ func (*scanStorage) ConvertToTable(_ context.Context, obj runtime.Object, _ runt
 	t := &metav1.Table{ColumnDefinitions: scanColumns}
 	return t, eachItem(obj, t, func(o runtime.Object) {
 		sc := o.(*datav1.Scan)
-		var scanned metav1.Time
-		if sc.ScannedAt != nil {
-			scanned = *sc.ScannedAt
-		}
 		t.Rows = append(t.Rows, row(sc, sc.Name, sc.ProviderType+"/"+sc.ProviderUID, int64(sc.FindingCount), sc.FailCount,
-			sc.Ingestion, age(scanned), age(sc.CreationTimestamp), ptr.Deref(sc.FileName, ""), ptr.Deref(sc.Source, "")))
+			sc.Ingestion, age(ptr.Deref(sc.ScannedAt, metav1.Time{})), age(sc.CreationTimestamp), ptr.Deref(sc.FileName, ""), ptr.Deref(sc.Source, "")))
 	})
 }
 
